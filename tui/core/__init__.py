@@ -1,0 +1,23 @@
+"""The pure counting core: config, parameter tree, closed forms, memory. Imports neither textual nor rich."""
+
+from .config import HEADS, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, HeadSpec
+from .report import config_dict, report
+from .totals import (
+    ADAM_CONVENTION,
+    Marginal,
+    Term,
+    closed_form,
+    closed_form_symbols,
+    closed_form_total,
+    marginal_costs,
+    memory_bytes,
+    per_layer,
+    training_bytes,
+)
+from .tree import GROUPS, Module, Node, Param, ParamTree, build_tree
+
+__all__ = [
+    "ADAM_CONVENTION", "GROUPS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
+    "Marginal", "Module", "Node", "Param", "ParamTree", "Term", "build_tree", "closed_form", "closed_form_symbols",
+    "closed_form_total", "config_dict", "marginal_costs", "memory_bytes", "per_layer", "report", "training_bytes",
+]

@@ -1,0 +1,191 @@
+"""The BERT configuration as one validated, immutable value.
+
+Field names are Hugging Face's `BertConfig` keys, so a `config.json` maps onto it directly. A `BertConfig`
+that exists is valid: construction validates and raises `ConfigError`, which names the field, the value
+and the rule, so the CLI and the explorer can show it as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+# Sizes, in HF's names and in the symbols the formulas use.
+SIZE_FIELDS: tuple[str, ...] = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+SYMBOLS: dict[str, str] = {
+    "vocab_size": "V",
+    "hidden_size": "H",
+    "num_hidden_layers": "L",
+    "num_attention_heads": "A",
+    "intermediate_size": "I",
+    "max_position_embeddings": "P",
+    "type_vocab_size": "T",
+    "num_labels": "N",
+}
+DESCRIPTIONS: dict[str, str] = {
+    "vocab_size": "vocabulary size: rows of the word embedding",
+    "hidden_size": "hidden size: width of every token vector",
+    "num_hidden_layers": "number of encoder layers",
+    "num_attention_heads": "attention heads per layer (they split H; hidden_size must be a multiple)",
+    "intermediate_size": "feed-forward inner width",
+    "max_position_embeddings": "longest sequence: rows of the position embedding",
+    "type_vocab_size": "token types (segments): rows of the token-type embedding",
+    "num_labels": "output labels of the classification heads",
+}
+
+# The largest size accepted. Tensor dimensions are int32-safe; layers are bounded so that a tree of every
+# parameter stays small enough to build at once (16 parameters a layer).
+MAX_SIZE = 2**31 - 1
+MAX_LAYERS = 10_000
+
+
+class ConfigError(ValueError):
+    """A config value that no BERT class accepts: which field, what value, and the rule it breaks."""
+
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{field} = {value!r}: {rule}")
+
+
+@dataclass(frozen=True, slots=True)
+class HeadSpec:
+    """One head choice: the HF class it counts as, and what that class builds."""
+
+    name: str
+    hf_class: str
+    pooler: bool | None  # None: the user chooses (BertModel only)
+    uses_num_labels: bool
+
+
+HEADS: dict[str, HeadSpec] = {
+    spec.name: spec
+    for spec in (
+        HeadSpec("none", "BertModel", None, False),
+        HeadSpec("mlm", "BertForMaskedLM", False, False),
+        HeadSpec("pretraining", "BertForPreTraining", True, False),
+        HeadSpec("sequence-classification", "BertForSequenceClassification", True, True),
+        HeadSpec("token-classification", "BertForTokenClassification", False, True),
+        HeadSpec("question-answering", "BertForQuestionAnswering", False, True),
+        HeadSpec("multiple-choice", "BertForMultipleChoice", True, False),
+        HeadSpec("next-sentence", "BertForNextSentencePrediction", True, False),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BertConfig:
+    """A BERT configuration; the defaults are bert-base-uncased and HF's `BertConfig()` defaults."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    head: str = "none"
+    pooler: bool = True
+    num_labels: int = 2
+
+    def __post_init__(self) -> None:
+        for name in SIZE_FIELDS:
+            _check_size(name, getattr(self, name))
+        if self.num_hidden_layers > MAX_LAYERS:
+            raise ConfigError("num_hidden_layers", self.num_hidden_layers, f"must be at most {MAX_LAYERS:,}")
+        _check_size("num_labels", self.num_labels)
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError("hidden_size", self.hidden_size, _multiple_rule(self))
+        if self.head not in HEADS:
+            raise ConfigError("head", self.head, f"must be one of: {', '.join(HEADS)}")
+        if not isinstance(self.pooler, bool):
+            raise ConfigError("pooler", self.pooler, "must be true or false")
+        if not self.pooler and HEADS[self.head].pooler:
+            rule = f"{self.hf_class} always builds the pooler; the pooler can be dropped only with head 'none'"
+            raise ConfigError("pooler", self.pooler, rule)
+
+    @property
+    def spec(self) -> HeadSpec:
+        return HEADS[self.head]
+
+    @property
+    def hf_class(self) -> str:
+        return HEADS[self.head].hf_class
+
+    @property
+    def has_pooler(self) -> bool:
+        """Whether the HF class builds `pooler`: fixed by the head class, the user's choice for BertModel."""
+        fixed = HEADS[self.head].pooler
+        return self.pooler if fixed is None else fixed
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def symbol_values(self) -> dict[str, int]:
+        """The value of each formula symbol (V, H, L, A, I, P, T, N)."""
+        return {symbol: getattr(self, name) for name, symbol in SYMBOLS.items()}
+
+    def sizes(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in SIZE_FIELDS}
+
+    def replace(self, **changes: Any) -> BertConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, base: BertConfig | None = None) -> BertConfig:
+        """Build from HF-style keys (unknown keys are the caller's business), validating each value's type."""
+        known = {f.name for f in fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                continue
+            if key == "head":
+                changes[key] = str(value) if isinstance(value, str) else _bad(key, value, "must be a head name")
+            elif key == "pooler":
+                changes[key] = value if isinstance(value, bool) else _bad(key, value, "must be true or false")
+            else:
+                changes[key] = parse_int(key, value)
+        return replace(base or cls(), **changes)
+
+
+def parse_int(field: str, value: object) -> int:
+    """Accept an int or the text of one ("3072", " 3072 ", "3_072"); refuse bools, floats and anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        _bad(field, value, "must be a whole number")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.lstrip("+-").replace("_", "").isdigit() or len(text) > 40:
+            _bad(field, value, "must be a whole number")
+        value = int(text)
+    assert isinstance(value, int)
+    return value
+
+
+def _check_size(field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _bad(field, value, "must be a whole number")
+    assert isinstance(value, int)
+    if not 1 <= value <= MAX_SIZE:
+        raise ConfigError(field, value, f"must be between 1 and {MAX_SIZE:,}")
+
+
+def _multiple_rule(cfg: BertConfig) -> str:
+    h, a = cfg.hidden_size, cfg.num_attention_heads
+    below, above = h - h % a, h - h % a + a
+    nearest = f"{below} or {above}" if below else f"{above}"
+    return f"must be a multiple of num_attention_heads ({a}), e.g. {nearest}"
+
+
+def _bad(field: str, value: object, rule: str) -> Any:
+    raise ConfigError(field, value, rule)

@@ -1,0 +1,106 @@
+"""Closed forms, marginal costs and memory: the totals written as algebra, independent of the tree.
+
+The closed form is derived by hand from the HF modules, not by summing the tree, so that the two can check
+each other (a hypothesis test asserts they agree for every valid config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import SIZE_FIELDS, BertConfig, ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One group of the closed form: its formula in symbols and its value for a config."""
+
+    group: str
+    symbols: str
+    value: int
+
+
+def closed_form(config: BertConfig) -> list[Term]:
+    """The total as a sum of per-group formulas (V, H, L, A, I, P, T, N as in the config)."""
+    c = config
+    v, h, layers, i, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size,
+                                c.max_position_embeddings, c.type_vocab_size, c.num_labels)
+    terms = [
+        Term("embeddings", "(V + P + T)·H + 2H", (v + p + t) * h + 2 * h),
+        Term("encoder", "L·(4H² + 2H·I + 9H + I)", layers * per_layer(config)),
+    ]
+    if c.has_pooler:
+        terms.append(Term("pooler", "H² + H", h * h + h))
+    mlm = Term("head", "H² + 3H + V", h * h + 3 * h + v)  # transform dense + LayerNorm + output bias (decoder tied)
+    head_terms = {
+        "mlm": mlm,
+        "pretraining": Term("head", "H² + 3H + V + 2H + 2", mlm.value + 2 * h + 2),
+        "next-sentence": Term("head", "2H + 2", 2 * h + 2),
+        "multiple-choice": Term("head", "H + 1", h + 1),
+        "sequence-classification": Term("head", "N·H + N", n * h + n),
+        "token-classification": Term("head", "N·H + N", n * h + n),
+        "question-answering": Term("head", "N·H + N", n * h + n),
+    }
+    if c.head in head_terms:
+        terms.append(head_terms[c.head])
+    return terms
+
+
+def per_layer(config: BertConfig) -> int:
+    """One encoder layer: Q, K, V, O (4H² + 4H), two LayerNorms (4H), FFN in and out (2H·I + I + H)."""
+    h, i = config.hidden_size, config.intermediate_size
+    return 4 * h * h + 2 * h * i + 9 * h + i
+
+
+def closed_form_total(config: BertConfig) -> int:
+    return sum(term.value for term in closed_form(config))
+
+
+def closed_form_symbols(config: BertConfig) -> str:
+    return " + ".join(term.symbols for term in closed_form(config))
+
+
+@dataclass(frozen=True, slots=True)
+class Marginal:
+    """The exact change in total for +1 of a field, and a note where +1 alone says too little."""
+
+    field: str
+    delta: int
+    note: str = ""
+
+
+def marginal_costs(config: BertConfig) -> list[Marginal]:
+    """For each size field (and num_labels where the head uses it), total(field + 1) − total(config)."""
+    base = closed_form_total(config)
+    names = [*SIZE_FIELDS, *(["num_labels"] if config.spec.uses_num_labels else [])]
+    return [_marginal(config, name, base) for name in names]
+
+
+def _marginal(config: BertConfig, name: str, base: int) -> Marginal:
+    if name == "num_attention_heads":
+        return Marginal(name, 0, "heads split H into H/A-wide slices: they add no parameters")
+    try:
+        delta = closed_form_total(config.replace(**{name: getattr(config, name) + 1})) - base
+    except ConfigError:  # H + 1 is not a multiple of A: step to the next valid hidden size instead
+        step = config.num_attention_heads
+        delta = closed_form_total(config.replace(hidden_size=config.hidden_size + step)) - base
+        return Marginal(name, delta, f"per +{step} (H must stay a multiple of A = {step})")
+    return Marginal(name, delta)
+
+
+# Weight memory: bits a parameter takes in each storage type.
+DTYPE_BITS: dict[str, int] = {"float32": 32, "float16": 16, "bfloat16": 16, "int8": 8, "int4": 4}
+ADAM_BYTES_PER_PARAM = 16
+ADAM_CONVENTION = (
+    "mixed-precision Adam, 16 bytes/parameter: fp16 weights (2) + fp16 gradients (2) + fp32 master "
+    "weights (4) + Adam first and second moments (4 + 4); activations not included"
+)
+
+
+def memory_bytes(total: int) -> dict[str, int]:
+    """Bytes to hold `total` parameters in each dtype (int4 packs two a byte, rounded up)."""
+    return {dtype: -(-total * bits // 8) for dtype, bits in DTYPE_BITS.items()}
+
+
+def training_bytes(total: int) -> int:
+    return total * ADAM_BYTES_PER_PARAM

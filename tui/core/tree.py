@@ -1,0 +1,227 @@
+"""The parameter tree: every weight and bias of a BERT class, named and shaped as `named_parameters()`.
+
+The tree mirrors the HF module hierarchy. Leaves (`Param`) carry their shape in symbols and in numbers, so
+each can explain itself (`I × H = 3072 × 768 = 2,359,296`). Tied parameters (the MLM decoder) are leaves
+that count 0 and name what they are tied to, as HF counts them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from math import prod
+from typing import Literal, Union
+
+from .config import BertConfig
+
+Kind = Literal["weight", "bias", "embedding", "norm"]
+GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter tensor. `dims` are the formula symbols of `shape` (`("I", "H")` for `[3072, 768]`)."""
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    kind: Kind
+    tied_to: str | None = None
+    heads: int = 0  # > 0 for Q/K/V: the tensor is split into this many per-head slices
+
+    @property
+    def label(self) -> str:
+        """The last two name parts (`query.weight`), as a tree shows it under its module."""
+        return ".".join(self.name.split(".")[-2:])
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def count(self) -> int:
+        """What this leaf adds to the total: 0 when tied (HF's `parameters()` yields a tied tensor once)."""
+        return 0 if self.tied_to else self.numel
+
+    @property
+    def group(self) -> str:
+        return group_of(self.name)
+
+    @property
+    def formula_symbols(self) -> str:
+        return " × ".join(self.dims)
+
+    @property
+    def formula_numbers(self) -> str:
+        factors = " × ".join(str(n) for n in self.shape)
+        return f"{factors} = {self.numel:,}" if len(self.shape) > 1 else f"{self.numel:,}"
+
+    @property
+    def formula(self) -> str:
+        """Symbols and numbers in one line: `I × H = 3072 × 768 = 2,359,296`."""
+        if len(self.shape) == 1:
+            return f"{self.formula_symbols} = {self.numel:,}"
+        return f"{self.formula_symbols} = {self.formula_numbers}"
+
+    @property
+    def head_split(self) -> str | None:
+        """The per-head view of a Q/K/V tensor: `12 heads × [64, 768]`, or None for other tensors."""
+        if not self.heads:
+            return None
+        per_head = [self.shape[0] // self.heads, *self.shape[1:]]
+        return f"{self.heads} heads × [{', '.join(str(n) for n in per_head)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A module of the HF hierarchy: its full dotted name ("" for the root) and its children in model order."""
+
+    name: str
+    title: str
+    children: tuple[Node, ...]
+    count: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count", sum(child.count for child in self.children))
+
+    @property
+    def label(self) -> str:
+        return self.title
+
+    def params(self) -> Iterator[Param]:
+        """Every leaf below, in model order (tied leaves included)."""
+        for child in self.children:
+            if isinstance(child, Param):
+                yield child
+            else:
+                yield from child.params()
+
+    def modules(self) -> Iterator[Module]:
+        yield self
+        for child in self.children:
+            if isinstance(child, Module):
+                yield from child.modules()
+
+
+Node = Union[Module, Param]
+
+
+def group_of(name: str) -> str:
+    """The totals group of a parameter name: embeddings, encoder, pooler, or head."""
+    first = name.removeprefix("bert.").split(".", 1)[0]
+    return first if first in ("embeddings", "encoder", "pooler") else "head"
+
+
+@dataclass(frozen=True, slots=True)
+class ParamTree:
+    """The counted model: its config, its root module, and the derived totals every view shows."""
+
+    config: BertConfig
+    root: Module
+
+    @property
+    def total(self) -> int:
+        return self.root.count
+
+    def unique_params(self) -> list[Param]:
+        """What `named_parameters()` yields: every untied parameter, in model order."""
+        return [p for p in self.root.params() if not p.tied_to]
+
+    def tied_params(self) -> list[Param]:
+        return [p for p in self.root.params() if p.tied_to]
+
+    def groups(self) -> dict[str, int]:
+        """Count per group; `pooler` is always present (0 when not built), `head` only with a head class."""
+        totals = dict.fromkeys(GROUPS[:3], 0)
+        if self.config.head != "none":
+            totals["head"] = 0
+        for param in self.root.params():
+            totals[param.group] += param.count
+        return totals
+
+
+def build_tree(config: BertConfig) -> ParamTree:
+    """The parameter tree of `config.hf_class` built from `config`."""
+    return ParamTree(config, _Builder(config).root())
+
+
+class _Builder:
+    """Builds modules in HF registration order; each parameter gets its shape from the config's symbols."""
+
+    def __init__(self, config: BertConfig) -> None:
+        self.config = config
+        self.values = config.symbol_values()
+
+    def root(self) -> Module:
+        config = self.config
+        prefix = "" if config.head == "none" else "bert."
+        body = [self.embeddings(f"{prefix}embeddings"), self.encoder(f"{prefix}encoder")]
+        if config.has_pooler:
+            body.append(self.module(f"{prefix}pooler", self.linear(f"{prefix}pooler.dense", "H", "H")))
+        children: list[Node] = body if not prefix else [self.module("bert", *body)]
+        children.extend(self.head(config.head))
+        return Module("", config.hf_class, tuple(children))
+
+    def param(self, name: str, dims: tuple[str, ...], kind: Kind, tied_to: str | None = None, heads: int = 0) -> Param:
+        """A leaf; a dim is a symbol (V, H, ...) or a literal size ("2")."""
+        shape = tuple(self.values[d] if d in self.values else int(d) for d in dims)
+        return Param(name, dims, shape, kind, tied_to, heads)
+
+    @staticmethod
+    def module(name: str, *children: Node, title: str | None = None) -> Module:
+        return Module(name, title or name.rsplit(".", 1)[-1], children)
+
+    def linear(self, name: str, out_dim: str, in_dim: str, per_head: bool = False) -> Module:
+        heads = self.config.num_attention_heads if per_head else 0
+        weight = self.param(f"{name}.weight", (out_dim, in_dim), "weight", heads=heads)
+        return self.module(name, weight, self.param(f"{name}.bias", (out_dim,), "bias", heads=heads))
+
+    def layer_norm(self, name: str) -> Module:
+        return self.module(name, self.param(f"{name}.weight", ("H",), "norm"), self.param(f"{name}.bias", ("H",), "norm"))
+
+    def embeddings(self, name: str) -> Module:
+        tables = (("word_embeddings", "V"), ("position_embeddings", "P"), ("token_type_embeddings", "T"))
+        lookups = (self.module(f"{name}.{t}", self.param(f"{name}.{t}.weight", (rows, "H"), "embedding")) for t, rows in tables)
+        return self.module(name, *lookups, self.layer_norm(f"{name}.LayerNorm"))
+
+    def encoder(self, name: str) -> Module:
+        """The encoder; its layers appear as `layer.0 … layer.N-1` (HF's ModuleList level is folded in)."""
+        layers = (self.layer(f"{name}.layer.{i}") for i in range(self.config.num_hidden_layers))
+        return self.module(name, *layers)
+
+    def layer(self, name: str) -> Module:
+        attention = f"{name}.attention"
+        qkv = (self.linear(f"{attention}.self.{part}", "H", "H", per_head=True) for part in ("query", "key", "value"))
+        attention_output = (self.linear(f"{attention}.output.dense", "H", "H"), self.layer_norm(f"{attention}.output.LayerNorm"))
+        return self.module(
+            name,
+            self.module(attention, self.module(f"{attention}.self", *qkv), self.module(f"{attention}.output", *attention_output)),
+            self.module(f"{name}.intermediate", self.linear(f"{name}.intermediate.dense", "I", "H")),
+            self.module(f"{name}.output", self.linear(f"{name}.output.dense", "H", "I"), self.layer_norm(f"{name}.output.LayerNorm")),
+            title="layer." + name.rsplit(".", 1)[-1],
+        )
+
+    def head(self, head: str) -> list[Node]:
+        """The modules a head class adds after `bert`, in registration order."""
+        if head == "none":
+            return []
+        if head in ("mlm", "pretraining"):
+            cls = [self.lm_predictions("cls.predictions")]
+            if head == "pretraining":
+                cls.append(self.linear("cls.seq_relationship", "2", "H"))
+            return [self.module("cls", *cls)]
+        if head == "next-sentence":
+            return [self.module("cls", self.linear("cls.seq_relationship", "2", "H"))]
+        if head == "multiple-choice":
+            return [self.linear("classifier", "1", "H")]
+        return [self.linear("qa_outputs" if head == "question-answering" else "classifier", "N", "H")]
+
+    def lm_predictions(self, name: str) -> Module:
+        """BertLMPredictionHead: its own `bias` (registered first), the transform, and the decoder tied to both."""
+        transform = (self.linear(f"{name}.transform.dense", "H", "H"), self.layer_norm(f"{name}.transform.LayerNorm"))
+        decoder = self.module(
+            f"{name}.decoder",
+            self.param(f"{name}.decoder.weight", ("V", "H"), "weight", tied_to="bert.embeddings.word_embeddings.weight"),
+            self.param(f"{name}.decoder.bias", ("V",), "bias", tied_to=f"{name}.bias"),
+        )
+        return self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.module(f"{name}.transform", *transform), decoder)

@@ -1,0 +1,139 @@
+"""Presets: named configs in YAML files, shipped in `presets/` and read from the user's presets folder.
+
+A preset file:
+
+    name: bert-base-uncased
+    title: BERT-Base, uncased
+    source: https://huggingface.co/google-bert/bert-base-uncased (config.json)
+    config: {vocab_size: 30522, hidden_size: 768, ...}   # HF keys; head/pooler/num_labels optional
+    expected_total: 109482240                              # the total transformers gives for `config`
+
+Files are read with `yaml.safe_load` only, and a file larger than `MAX_PRESET_BYTES` is refused before it is
+parsed. A broken file becomes a `PresetError` naming the file and the field; the other presets still load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .core import BertConfig, ConfigError
+
+DEFAULT_PRESET = "bert-base-uncased"
+MAX_PRESET_BYTES = 64 * 1024
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    title: str
+    source: str
+    config: BertConfig
+    expected_total: int | None
+    path: Path
+    builtin: bool
+
+
+class PresetError(ValueError):
+    """A preset file that cannot be used: which file, which field, what is wrong."""
+
+    def __init__(self, path: Path | str, field: str | None, problem: str) -> None:
+        self.path = Path(path)
+        self.field = field
+        self.problem = problem
+        where = f"{self.path}: {field}" if field else f"{self.path}"
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Every preset found, by name (user presets after built-ins, so a user file can shadow one), and the
+    files that could not be read."""
+
+    presets: dict[str, Preset]
+    errors: tuple[PresetError, ...]
+
+    def get(self, name: str) -> Preset:
+        """The preset called `name`; a `PresetError` listing the known names otherwise."""
+        if name in self.presets:
+            return self.presets[name]
+        raise PresetError("--preset", None, f"unknown preset {name!r}; known presets: {', '.join(self.presets)}")
+
+
+def builtin_dir() -> Path:
+    """The shipped presets: inside the wheel (`tui/_presets`), or `presets/` beside a source checkout."""
+    packaged = _PACKAGE_DIR / "_presets"
+    return packaged if packaged.is_dir() else _PACKAGE_DIR.parent / "presets"
+
+
+def user_dir() -> Path:
+    """`$XDG_CONFIG_HOME/bert-tui/presets`, `~/.config/bert-tui/presets` when XDG_CONFIG_HOME is unset."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "bert-tui" / "presets"
+
+
+def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
+    """Built-in presets, then the user's, then any `extra_dirs`."""
+    presets: dict[str, Preset] = {}
+    errors: list[PresetError] = []
+    for folder, builtin in ((builtin_dir(), True), (user_dir(), False), *((d, False) for d in extra_dirs)):
+        for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+            try:
+                preset = load_preset(path, builtin=builtin)
+            except PresetError as error:
+                errors.append(error)
+            else:
+                presets[preset.name] = preset
+    return Catalog(presets, tuple(errors))
+
+
+def load_preset(path: Path, *, builtin: bool = False) -> Preset:
+    """Read and validate one preset file."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise PresetError(path, None, "must be a mapping with name, config and expected_total")
+    name = _text(path, data, "name", default=path.stem)
+    config_data = data.get("config", {})
+    if not isinstance(config_data, dict):
+        raise PresetError(path, "config", "must be a mapping of HF config keys")
+    unknown = sorted(set(config_data) - set(BertConfig.__dataclass_fields__))
+    if unknown:
+        raise PresetError(path, f"config.{unknown[0]}", f"unknown key; allowed: {', '.join(BertConfig.__dataclass_fields__)}")
+    try:
+        config = BertConfig.from_mapping(config_data)
+    except ConfigError as error:
+        raise PresetError(path, f"config.{error.field}", f"{error.value!r}: {error.rule}") from None
+    expected = data.get("expected_total")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+        raise PresetError(path, "expected_total", f"{expected!r} must be a whole number")
+    title = _text(path, data, "title", default=name)
+    return Preset(name, title, _text(path, data, "source", default=""), config, expected, path, builtin)
+
+
+def read_yaml(path: Path) -> Any:
+    """`yaml.safe_load` of a file of bounded size; every failure becomes a `PresetError` naming the file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_PRESET_BYTES:
+            raise PresetError(path, None, f"is {size:,} bytes; a preset file may be at most {MAX_PRESET_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PresetError(path, None, f"cannot be read ({error.__class__.__name__}: {error})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problem = " ".join(str(error).split())
+        raise PresetError(path, None, f"is not valid YAML for a preset (safe YAML only): {problem}") from None
+
+
+def _text(path: Path, data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or not value.strip():
+        raise PresetError(path, key, f"{value!r} must be non-empty text")
+    return value.strip()
