@@ -51,6 +51,15 @@ class PresetError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+class UnknownPresetError(LookupError):
+    """A preset name that no file defines; the message lists the known names."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = tuple(known)
+        super().__init__(f"unknown preset {name!r}; known presets: {', '.join(self.known)}")
+
+
 @dataclass(frozen=True, slots=True)
 class Catalog:
     """Every preset found, by name (user presets after built-ins, so a user file can shadow one), and the
@@ -60,10 +69,10 @@ class Catalog:
     errors: tuple[PresetError, ...]
 
     def get(self, name: str) -> Preset:
-        """The preset called `name`; a `PresetError` listing the known names otherwise."""
+        """The preset called `name`; `UnknownPresetError` listing the known names otherwise."""
         if name in self.presets:
             return self.presets[name]
-        raise PresetError("--preset", None, f"unknown preset {name!r}; known presets: {', '.join(self.presets)}")
+        raise UnknownPresetError(name, self.presets)
 
 
 def builtin_dir() -> Path:
@@ -83,7 +92,8 @@ def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
     presets: dict[str, Preset] = {}
     errors: list[PresetError] = []
     for folder, builtin in ((builtin_dir(), True), (user_dir(), False), *((d, False) for d in extra_dirs)):
-        for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+        paths = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+        for path in paths:
             try:
                 preset = load_preset(path, builtin=builtin)
             except PresetError as error:

@@ -1,0 +1,207 @@
+"""`bert-tui`: the command line. Textual is imported only when the explorer launches.
+
+    bert-tui [SOURCE] [overrides]             the explorer (default preset: bert-base-uncased)
+    bert-tui count [SOURCE] [overrides] [--head HEAD] [--num-labels N] [--no-pooler] [--format FORMAT]
+    bert-tui presets [--format table|json]
+
+Bad input exits 2 with one line on stderr naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from . import __version__
+from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
+from .formats import FORMATS, to_csv, to_json, to_markdown, to_table
+from .presets import DEFAULT_PRESET, Catalog, PresetError, UnknownPresetError, load_catalog, load_preset
+
+COMMANDS = ("count", "presets")
+EXIT_USAGE = 2
+
+OVERRIDE_HELP = {
+    "vocab_size": "V: rows of the word embedding (HF vocab_size)",
+    "hidden_size": "H: width of every token vector (HF hidden_size); a multiple of the heads",
+    "num_hidden_layers": "L: encoder layers (HF num_hidden_layers)",
+    "num_attention_heads": "A: heads per layer (HF num_attention_heads); they split H and add no parameters",
+    "intermediate_size": "I: feed-forward inner width (HF intermediate_size)",
+    "max_position_embeddings": "P: rows of the position embedding (HF max_position_embeddings)",
+    "type_vocab_size": "T: rows of the token-type embedding (HF type_vocab_size)",
+}
+HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("source (default: --preset bert-base-uncased)").add_mutually_exclusive_group()
+    source.add_argument("--preset", metavar="NAME", help="a preset by name (see `bert-tui presets`)")
+    source.add_argument("--preset-file", metavar="PATH", type=Path, help="a preset YAML file")
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("overrides (Hugging Face BertConfig keys; applied on top of the source)")
+    for field in SIZE_FIELDS:
+        group.add_argument(flag(field), dest=field, metavar="N", help=OVERRIDE_HELP[field])
+    group.add_argument("--head", choices=list(HEADS), help=f"the model class to count: {HEAD_HELP} (default: none)")
+    group.add_argument("--num-labels", dest="num_labels", metavar="N",
+                       help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
+    group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
+                       help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(
+        prog="bert-tui",
+        description="Every weight in BERT, counted and explained, exactly as Hugging Face transformers counts it. "
+        "With no command, opens the explorer.",
+        epilog="commands:\n  count     count one configuration (table, json, csv or markdown)\n"
+        "  presets   list the presets with their totals\n\n"
+        "examples:\n  bert-tui --preset bert-large-uncased\n"
+        "  bert-tui count --preset example-40k --format json\n"
+        "  bert-tui count --num-hidden-layers 6 --head mlm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"bert-tui {__version__}")
+    _add_source(parser)
+    _add_overrides(parser)
+    return parser
+
+
+def build_count_parser() -> _Parser:
+    parser = _Parser(
+        prog="bert-tui count",
+        description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
+        epilog="example: bert-tui count --preset bert-base-uncased --head mlm --format json",
+    )
+    _add_source(parser)
+    _add_overrides(parser)
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (grouped by module), json (the full breakdown), csv or markdown (default: table)")
+    return parser
+
+
+def build_presets_parser() -> _Parser:
+    parser = _Parser(prog="bert-tui presets", description="List the presets (built-in and your own) with their totals.")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json (default: table)")
+    return parser
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked to count: the config and a title for it."""
+
+    config: BertConfig
+    title: str
+
+
+def resolve(args: argparse.Namespace, catalog: Catalog) -> Selection:
+    """Source, then overrides on top; every problem becomes a `UsageError` naming the flag."""
+    try:
+        if args.preset_file is not None:
+            preset = load_preset(args.preset_file)
+        else:
+            preset = catalog.get(args.preset or DEFAULT_PRESET)
+    except (PresetError, UnknownPresetError) as error:
+        raise UsageError(str(error)) from None
+    overrides = {f: getattr(args, f) for f in (*SIZE_FIELDS, "head", "num_labels", "pooler") if getattr(args, f) is not None}
+    try:
+        config = BertConfig.from_mapping(overrides, base=preset.config)
+    except ConfigError as error:
+        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+    edited = " (edited)" if any(f in overrides for f in SIZE_FIELDS) else ""
+    return Selection(config, preset.name + edited)
+
+
+def run_count(argv: Sequence[str]) -> int:
+    args = build_count_parser().parse_args(argv)
+    selection = resolve(args, _catalog())
+    tree = build_tree(selection.config)
+    if args.format == "table":
+        from rich.console import Console
+
+        Console().print(to_table(tree, selection.title))
+        return 0
+    render = {"json": to_json, "csv": to_csv}.get(args.format)
+    sys.stdout.write(render(tree) if render else to_markdown(tree, selection.title))
+    return 0
+
+
+def run_presets(argv: Sequence[str]) -> int:
+    args = build_presets_parser().parse_args(argv)
+    catalog = _catalog()
+    rows = [
+        {"name": p.name, "title": p.title, "total": build_tree(p.config).total, "expected_total": p.expected_total,
+         "builtin": p.builtin, "path": str(p.path), "config": {f: getattr(p.config, f) for f in SIZE_FIELDS}}
+        for p in catalog.presets.values()
+    ]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="presets", title_justify="left")
+    for column, justify in (("name", "left"), ("V", "right"), ("H", "right"), ("L", "right"), ("A", "right"), ("total", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        sizes = row["config"]
+        name = row["name"] + ("" if row["builtin"] else " (user)")
+        cells = (sizes["vocab_size"], sizes["hidden_size"], sizes["num_hidden_layers"], sizes["num_attention_heads"])
+        table.add_row(name, *(str(n) for n in cells), f"{row['total']:,}")
+    Console().print(table)
+    return 0
+
+
+def run_explorer(argv: Sequence[str]) -> int:
+    """Until the explorer lands, `bert-tui` prints the selected configuration's table."""
+    args = build_parser().parse_args(argv)
+    selection = resolve(args, _catalog())
+    from rich.console import Console
+
+    Console().print(to_table(build_tree(selection.config), selection.title))
+    return 0
+
+
+def _catalog() -> Catalog:
+    """Every preset; a broken preset file is a warning (the others still load), not a failure."""
+    catalog = load_catalog()
+    for error in catalog.errors:
+        print(f"bert-tui: warning: skipped preset file {error}", file=sys.stderr)
+    return catalog
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    runners = {"count": run_count, "presets": run_presets}
+    command = argv[0] if argv and argv[0] in runners else None
+    try:
+        return runners[command](argv[1:]) if command else run_explorer(argv)
+    except UsageError as error:
+        prog = f"bert-tui {command}" if command else "bert-tui"
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `bert-tui count | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
