@@ -123,7 +123,7 @@ def load_preset(path: Path, *, builtin: bool = False) -> Preset:
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
         raise PresetError(path, "expected_total", f"{expected!r} must be a whole number")
     title = _text(path, data, "title", default=name)
-    return Preset(name, title, _text(path, data, "source", default=""), config, expected, path, builtin)
+    return Preset(name, title, _text(path, data, "source", default="(no source given)"), config, expected, path, builtin)
 
 
 def read_yaml(path: Path) -> Any:

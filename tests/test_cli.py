@@ -1,0 +1,151 @@
+"""`bert-tui count` and `bert-tui presets` as users script them: formats, the JSON contract, bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.cli import main
+from tui.core import build_tree
+from tui.presets import load_catalog
+
+from .hf_cases import hf_total, load_hf_cases
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_contract_for_bert_base(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "count", "--preset", "bert-base-uncased", "--format", "json")
+    data = json.loads(out)
+    assert (code, err) == (0, "")
+    assert data["model"] == "BertModel" and data["total"] == 109_482_240 == hf_total("bert-base-uncased/none")
+    assert data["config"] == {
+        "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2,
+        "head": "none", "pooler": True, "num_labels": 2,
+    }
+    hf_params = next(c["params"] for c in load_hf_cases() if c["id"] == "bert-base-uncased/none")
+    assert len(data["parameters"]) == 199
+    assert [[p["name"], p["shape"]] for p in data["parameters"]] == hf_params
+    assert data["parameters"][0] == {
+        "name": "embeddings.word_embeddings.weight", "shape": [30522, 768], "count": 23_440_896, "kind": "embedding",
+    }
+    assert data["groups"] == {"embeddings": 23_837_184, "encoder": 85_054_464, "pooler": 590_592}
+    assert data["tied"] == []
+    assert data["memory_bytes"]["float32"] == 4 * data["total"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "case_id"),
+    [
+        (["--head", "mlm"], "bert-base-uncased/mlm"),
+        (["--head", "pretraining", "--preset", "bert-large-uncased"], "bert-large-uncased/pretraining"),
+        (["--no-pooler", "--preset", "example-40k"], "example-40k/none-no-pooler"),
+        (["--head", "multiple-choice", "--preset", "bert-tiny"], "bert-tiny/multiple-choice"),
+    ],
+)
+def test_heads_and_no_pooler_count_as_transformers(capsys: pytest.CaptureFixture[str], argv: list[str], case_id: str) -> None:
+    code, out, _ = run(capsys, "count", *argv, "--format", "json")
+    case = next(c for c in load_hf_cases() if c["id"] == case_id)
+    data = json.loads(out)
+    assert code == 0 and data["total"] == case["total"] and data["model"] == case["class"]
+    assert {t["name"]: t["tied_to"] for t in data["tied"]} == case["tied"]
+
+
+def test_overrides_apply_on_top_of_the_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "count", "--preset", "example-40k", "--num-hidden-layers", "9", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["config"]["vocab_size"] == 40000
+    assert data["total"] == hf_total("example-40k/none") + 7_087_872
+
+
+def test_csv_lists_every_parameter_with_tied_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "count", "--head", "mlm", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 204  # 202 unique + 2 tied
+    assert sum(int(r["count"]) for r in rows) == hf_total("bert-base-uncased/mlm")
+    decoder = next(r for r in rows if r["name"] == "cls.predictions.decoder.weight")
+    assert (decoder["count"], decoder["tied_to"]) == ("0", "bert.embeddings.word_embeddings.weight")
+
+
+def test_markdown_and_table_show_the_exact_total(capsys: pytest.CaptureFixture[str]) -> None:
+    _, markdown, _ = run(capsys, "count", "--preset", "bert-large-uncased", "--format", "markdown")
+    assert "**Total: 335,141,888** (335.14 M)" in markdown
+    assert "| `encoder.layer.23.output.LayerNorm.bias` | [1024] | 1,024 | H = 1,024 |" in markdown
+    code, table, _ = run(capsys, "count", "--preset", "example-40k")
+    assert code == 0 and "88,409,856" in table and "encoder.layer.0 … 7" in table
+    assert max(len(line) for line in table.splitlines()) <= 80
+
+
+def test_presets_lists_every_preset_with_its_core_total(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "presets", "--format", "json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0 and set(rows) == set(load_catalog().presets)
+    assert rows["bert-large-uncased"]["total"] == hf_total("bert-large-uncased/none")
+    _, table, _ = run(capsys, "presets")
+    assert "example-40k" in table and "88,409,856" in table
+
+
+def test_preset_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nconfig:\n  num_hidden_layers: 1\n", encoding="utf-8")
+    code, out, _ = run(capsys, "count", "--preset-file", str(path), "--format", "json")
+    assert code == 0 and json.loads(out)["total"] == build_tree(load_catalog().get("bert-base-uncased").config.replace(num_hidden_layers=1)).total
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--hidden-size", "770"], "--hidden-size 770: must be a multiple of num_attention_heads (12)"),
+        (["--vocab-size", "-3"], "--vocab-size -3: must be between 1 and"),
+        (["--num-attention-heads", "0"], "--num-attention-heads 0: must be between 1"),
+        (["--intermediate-size", "1.5"], "--intermediate-size 1.5: must be a whole number"),
+        (["--type-vocab-size", "abc"], "--type-vocab-size abc: must be a whole number"),
+        (["--vocab-size", str(10**30)], "must be between 1 and 2,147,483,647"),
+        (["--preset", "bert-huge"], "unknown preset 'bert-huge'; known presets: bert-base-cased"),
+        (["--head", "lm"], "argument --head: invalid choice: 'lm'"),
+        (["--head", "sequence-classification", "--no-pooler"], "--pooler False: BertForSequenceClassification always builds"),
+        (["--preset-file", "/no/such/file.yaml"], "/no/such/file.yaml: cannot be read"),
+        (["--format", "xml"], "argument --format: invalid choice"),
+        (["--preset", "a", "--preset-file", "b"], "not allowed with argument"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(argv: list[str], fragment: str) -> None:
+    result = cli("count", *argv)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The real command in a fresh interpreter, as a user's shell runs it."""
+    return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    "text", ["name: x\nconfig: !!python/object/apply:os.system ['echo pwned']\n", "{{{", "name: x\nconfig:\n  hidden_size: 7.5\n"]
+)
+def test_broken_preset_file_exits_2_naming_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = cli("count", "--preset-file", str(path))
+    assert result.returncode == 2 and result.stdout == "" and "pwned" not in result.stdout
+    assert str(path) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_explains_flags_in_hf_terms(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["count", "--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0
+    for text in ("--num-hidden-layers", "HF num_hidden_layers", "BertForMaskedLM", "--no-pooler", "add_pooling_layer"):
+        assert text in out

@@ -1,0 +1,79 @@
+"""Presets: shipped files, the user's folder, --preset-file, and broken files that must not break the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tui.presets import MAX_PRESET_BYTES, PresetError, UnknownPresetError, builtin_dir, load_catalog, load_preset
+
+REQUIRED = {
+    "bert-base-uncased", "bert-large-uncased", "example-40k", "bert-base-cased", "bert-large-cased",
+    "bert-base-multilingual-cased", "bert-base-chinese", "bert-tiny", "bert-mini", "bert-small", "bert-medium",
+}
+
+USER_PRESET = """\
+name: my-bert
+title: My BERT
+config:
+  vocab_size: 32000
+  num_hidden_layers: 6
+expected_total: 1
+"""
+
+
+def test_every_required_preset_ships_and_loads_cleanly() -> None:
+    catalog = load_catalog()
+    assert REQUIRED <= set(catalog.presets)
+    assert catalog.errors == ()
+    assert all(p.builtin and p.path.parent == builtin_dir() for p in catalog.presets.values())
+
+
+def test_user_presets_come_from_xdg_config_home(isolated_user_presets: Path) -> None:
+    isolated_user_presets.mkdir(parents=True)
+    (isolated_user_presets / "mine.yaml").write_text(USER_PRESET, encoding="utf-8")
+    preset = load_catalog().get("my-bert")
+    assert not preset.builtin
+    assert (preset.config.vocab_size, preset.config.num_hidden_layers, preset.config.hidden_size) == (32000, 6, 768)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "fragment"),
+    [
+        ("name: x\nconfig: !!python/object/apply:os.system ['echo pwned']\n", None, "safe YAML only"),
+        ("name: x\nconfig: [1, 2\n", None, "not valid YAML"),
+        ("- just\n- a list\n", None, "must be a mapping"),
+        ("name: x\nconfig:\n  hidden_size: 770\n", "config.hidden_size", "multiple of num_attention_heads"),
+        ("name: x\nconfig:\n  hidden_size: big\n", "config.hidden_size", "whole number"),
+        ("name: x\nconfig:\n  hiden_size: 768\n", "config.hiden_size", "unknown key"),
+        ("name: x\nconfig: 3\n", "config", "must be a mapping"),
+        ("name: ''\n", "name", "non-empty text"),
+        ("name: x\nexpected_total: lots\n", "expected_total", "whole number"),
+    ],
+)
+def test_broken_preset_names_file_and_field_and_the_rest_still_load(
+    isolated_user_presets: Path, text: str, field: str | None, fragment: str
+) -> None:
+    isolated_user_presets.mkdir(parents=True)
+    broken = isolated_user_presets / "broken.yaml"
+    broken.write_text(text, encoding="utf-8")
+    (isolated_user_presets / "fine.yaml").write_text(USER_PRESET, encoding="utf-8")
+    catalog = load_catalog()
+    assert REQUIRED | {"my-bert"} <= set(catalog.presets)
+    (error,) = catalog.errors
+    assert error.path == broken and error.field == field
+    assert fragment in str(error) and str(broken) in str(error)
+
+
+def test_an_oversized_preset_file_is_refused_before_parsing(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.yaml"
+    huge.write_bytes(b"name: x\n" + b"#" * MAX_PRESET_BYTES)
+    with pytest.raises(PresetError, match="a preset file may be at most"):
+        load_preset(huge)
+
+
+def test_unknown_preset_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownPresetError) as caught:
+        load_catalog().get("bert-huge")
+    assert "bert-huge" in str(caught.value) and "bert-base-uncased" in str(caught.value)
