@@ -20,7 +20,7 @@ from typing import NoReturn
 from . import __version__
 from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .formats import FORMATS, to_csv, to_json, to_markdown, to_table
-from .presets import DEFAULT_PRESET, Catalog, PresetError, UnknownPresetError, load_catalog, load_preset
+from .presets import DEFAULT_PRESET, Catalog, PresetError, UnknownPresetError, find_preset, load_catalog, load_preset
 
 COMMANDS = ("count", "presets")
 EXIT_USAGE = 2
@@ -114,13 +114,13 @@ class Selection:
     title: str
 
 
-def resolve(args: argparse.Namespace, catalog: Catalog) -> Selection:
+def resolve(args: argparse.Namespace) -> Selection:
     """Source, then overrides on top; every problem becomes a `UsageError` naming the flag."""
     try:
         if args.preset_file is not None:
             preset = load_preset(args.preset_file)
         else:
-            preset = catalog.get(args.preset or DEFAULT_PRESET)
+            preset = find_preset(args.preset or DEFAULT_PRESET)
     except (PresetError, UnknownPresetError) as error:
         raise UsageError(str(error)) from None
     overrides = {f: getattr(args, f) for f in (*SIZE_FIELDS, "head", "num_labels", "pooler") if getattr(args, f) is not None}
@@ -134,7 +134,7 @@ def resolve(args: argparse.Namespace, catalog: Catalog) -> Selection:
 
 def run_count(argv: Sequence[str]) -> int:
     args = build_count_parser().parse_args(argv)
-    selection = resolve(args, _catalog())
+    selection = resolve(args)
     tree = build_tree(selection.config)
     if args.format == "table":
         from rich.console import Console
@@ -175,7 +175,7 @@ def run_presets(argv: Sequence[str]) -> int:
 def run_explorer(argv: Sequence[str]) -> int:
     """Until the explorer lands, `bert-tui` prints the selected configuration's table."""
     args = build_parser().parse_args(argv)
-    selection = resolve(args, _catalog())
+    selection = resolve(args)
     from rich.console import Console
 
     Console().print(to_table(build_tree(selection.config), selection.title))

@@ -103,6 +103,18 @@ def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
     return Catalog(presets, tuple(errors))
 
 
+def find_preset(name: str) -> Preset:
+    """The preset called `name`, reading only its own file when it is named `NAME.yaml` (the fast path of the
+    CLI); otherwise the whole catalog. A user preset shadows a built-in one of the same name."""
+    for folder, builtin in ((user_dir(), False), (builtin_dir(), True)):
+        path = folder / f"{name}.yaml"
+        if path.is_file():
+            preset = load_preset(path, builtin=builtin)
+            if preset.name == name:
+                return preset
+    return load_catalog().get(name)
+
+
 def load_preset(path: Path, *, builtin: bool = False) -> Preset:
     """Read and validate one preset file."""
     data = read_yaml(path)
