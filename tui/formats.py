@@ -22,7 +22,17 @@ FORMATS = ("table", "json", "csv", "markdown")
 
 
 def to_json(tree: ParamTree) -> str:
-    return json.dumps(report(tree), indent=2) + "\n"
+    """The report, indented, with one line per parameter so that 200-line outputs stay greppable."""
+    data = report(tree)
+    lines = []
+    for key, value in data.items():
+        if key in ("parameters", "tied"):
+            items = ",\n".join(f"    {json.dumps(item)}" for item in value)
+            text = f"[\n{items}\n  ]" if value else "[]"
+        else:
+            text = json.dumps(value, indent=2).replace("\n", "\n  ")
+        lines.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def to_csv(tree: ParamTree) -> str:
@@ -75,7 +85,9 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
             count = Text("tied", style="dim") if p.tied_to else Text(f"{p.count:,}")
             table.add_row(f"  {label}", str(list(p.shape)), count)
     table.add_section()
-    table.add_row(Text("total", style="bold"), "", Text(f"{total:,}", style="bold"))
+    table.add_row(Text("total", style="bold"), Text(short_count(total)), Text(f"{total:,}", style="bold"))
+    table.caption = f"= {closed_form_symbols(tree.config)}"
+    table.caption_justify = "left"
     return Group(table, _groups_table(tree), _memory_table(total))
 
 
@@ -112,7 +124,7 @@ def _groups_table(tree: ParamTree) -> RenderableType:
 def _memory_table(total: int) -> RenderableType:
     from rich.table import Table
 
-    table = Table(title="memory (weights only; training: mixed-precision Adam, 16 B/param)", title_justify="left")
+    table = Table(title="memory (training: mixed-precision Adam, 16 B/param)", title_justify="left")
     for dtype in memory_bytes(total):
         table.add_column(dtype, justify="right")
     table.add_column("training", justify="right")
