@@ -4,6 +4,7 @@ from .config import HEADS, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, HeadSp
 from .report import config_dict, report
 from .totals import (
     ADAM_CONVENTION,
+    LAYER_SYMBOLS,
     Marginal,
     Term,
     closed_form,
@@ -18,7 +19,7 @@ from .tree import GROUPS, Module, Node, Param, ParamTree, build_tree
 from .units import short_bytes, short_count, signed
 
 __all__ = [
-    "ADAM_CONVENTION", "GROUPS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
+    "ADAM_CONVENTION", "GROUPS", "LAYER_SYMBOLS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
     "Marginal", "Module", "Node", "Param", "ParamTree", "Term", "build_tree", "closed_form", "closed_form_symbols",
     "closed_form_total", "config_dict", "marginal_costs", "memory_bytes", "per_layer", "report", "short_bytes",
     "short_count", "signed", "training_bytes",

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from .config import SIZE_FIELDS, BertConfig, ConfigError
 
 
+LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
+
+
 @dataclass(frozen=True, slots=True)
 class Term:
     """One group of the closed form: its formula in symbols and its value for a config."""
@@ -27,7 +30,7 @@ def closed_form(config: BertConfig) -> list[Term]:
                                 c.max_position_embeddings, c.type_vocab_size, c.num_labels)
     terms = [
         Term("embeddings", "(V + P + T)·H + 2H", (v + p + t) * h + 2 * h),
-        Term("encoder", "L·(4H² + 2H·I + 9H + I)", layers * per_layer(config)),
+        Term("encoder", f"L·({LAYER_SYMBOLS})", layers * per_layer(config)),
     ]
     if c.has_pooler:
         terms.append(Term("pooler", "H² + H", h * h + h))

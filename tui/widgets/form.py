@@ -1,0 +1,199 @@
+"""The config form: preset selector, one input per HF field, pooler switch, head and labels.
+
+Every edit reads the whole form into one `BertConfig` (the core validates it) and posts `ConfigForm.Changed`
+with it, or `ConfigForm.Invalid` with the core's `ConfigError`, whose message is shown at its field. The form
+never counts anything: the marginal costs beside the fields are handed to it by the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from ..core import HEADS, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
+from ..core.units import short_count
+
+FIELD_LABELS = {
+    "vocab_size": "vocab",
+    "hidden_size": "hidden",
+    "num_hidden_layers": "layers",
+    "num_attention_heads": "heads",
+    "intermediate_size": "FFN",
+    "max_position_embeddings": "positions",
+    "type_vocab_size": "types",
+    "num_labels": "labels",
+}
+COST_UNITS = {
+    "vocab_size": "token",
+    "hidden_size": "",
+    "num_hidden_layers": "layer",
+    "num_attention_heads": "",
+    "intermediate_size": "unit",
+    "max_position_embeddings": "position",
+    "type_vocab_size": "type",
+    "num_labels": "label",
+}
+INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
+
+
+def cost_text(marginal: Marginal) -> str:
+    """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
+    if marginal.field == "num_attention_heads":
+        return "+0: heads split H"
+    if marginal.field == "hidden_size":
+        step = marginal.note.split()[0].removeprefix("per ") if marginal.note else "+1"
+        return f"+{short_count(marginal.delta)} / {step} H"
+    return f"+{short_count(marginal.delta)} / {COST_UNITS[marginal.field]}"
+
+
+class ConfigForm(VerticalScroll):
+    """The editable config. Focus order: preset, the seven sizes, pooler, head, labels."""
+
+    class Changed(Message):
+        """The form holds a valid config."""
+
+        def __init__(self, config: BertConfig) -> None:
+            self.config = config
+            super().__init__()
+
+    class Invalid(Message):
+        """The form holds a value the core refuses (or an empty field)."""
+
+        def __init__(self, error: ConfigError) -> None:
+            self.error = error
+            super().__init__()
+
+    class PresetSelected(Message):
+        def __init__(self, name: str) -> None:
+            self.name = name
+            super().__init__()
+
+    def __init__(self, presets: Iterable[str], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._preset_names = list(presets)
+        self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
+
+    def compose(self) -> ComposeResult:
+        yield Label("preset", classes="field-label")
+        yield Select([(name, name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset")
+        for field in INPUT_FIELDS:
+            with Horizontal(classes="field", id=f"row-{field}"):
+                yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
+                yield Input(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
+                yield Static("", classes="field-cost", id=f"cost-{field}")
+            yield Static("", classes="field-error", id=f"error-{field}")
+        with Horizontal(classes="field", id="row-pooler"):
+            yield Label("pooler", classes="field-label")
+            yield Switch(value=True, id="pooler")
+            yield Static("", classes="field-cost", id="cost-pooler")
+        yield Static("", classes="field-error", id="error-pooler")
+        yield Label("head", classes="field-label")
+        yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head")
+        yield Static("", classes="field-error", id="error-head")
+
+    def on_mount(self) -> None:
+        self._sort_focus_order()
+
+    def _sort_focus_order(self) -> None:
+        """Labels after the head select in DOM order; move them to the end of the form."""
+        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#error-head"))
+        self.move_child(self.query_one("#error-num_labels"), after=self.query_one("#row-num_labels"))
+
+    def load(self, config: BertConfig, preset: str | None) -> None:
+        """Fill every field from `config` (a preset was chosen), then report the result once."""
+        with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
+            for field in INPUT_FIELDS:
+                self.query_one(f"#{field}", Input).value = str(getattr(config, field))
+            self._user_pooler = config.pooler
+            self.query_one("#head", Select).value = config.head
+            self._sync_pooler(config.head)
+            self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
+        self.refresh_state()
+
+    def add_preset(self, name: str) -> None:
+        if name not in self._preset_names:
+            self._preset_names.append(name)
+            self.query_one("#preset", Select).set_options([(n, n) for n in self._preset_names])
+
+    def show_costs(self, costs: Iterable[Marginal]) -> None:
+        """Show the marginal cost of each field (computed by the core, handed in by the app)."""
+        for marginal in costs:
+            self.query_one(f"#cost-{marginal.field}", Static).update(cost_text(marginal))
+
+    @on(Input.Changed)
+    @on(Switch.Changed)
+    def _edited(self, event: Input.Changed | Switch.Changed) -> None:
+        event.stop()
+        if isinstance(event, Switch.Changed):
+            self._user_pooler = event.value
+        self._mark_edited()
+        self.refresh_state()
+
+    @on(Select.Changed, "#head")
+    def _head_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self._sync_pooler(str(event.value))
+        self._mark_edited()
+        self.refresh_state()
+
+    def _mark_edited(self) -> None:
+        with self.prevent(Select.Changed):
+            self.query_one("#preset", Select).value = Select.NULL
+
+    def _sync_pooler(self, head: str) -> None:
+        """The switch shows what the head class builds; it is the user's to set only for BertModel."""
+        fixed = HEADS[head].pooler if head in HEADS else None
+        switch = self.query_one("#pooler", Switch)
+        with self.prevent(Switch.Changed):
+            switch.value = self._user_pooler if fixed is None else fixed
+        switch.disabled = fixed is not None
+        self.query_one("#cost-pooler", Static).update("" if fixed is None else f"fixed by {HEADS[head].hf_class}")
+
+    @on(Select.Changed, "#preset")
+    def _preset_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if isinstance(event.value, str):
+            self.post_message(self.PresetSelected(event.value))
+
+    def read(self) -> BertConfig:
+        """The form as a config; raises the core's `ConfigError` for the first field it refuses."""
+        values: dict[str, object] = {}
+        for field in INPUT_FIELDS:
+            text = self.query_one(f"#{field}", Input).value.strip()
+            if not text:
+                raise ConfigError(field, text, "is empty: type a whole number")
+            values[field] = text
+        head = self.query_one("#head", Select).value
+        values["head"] = head if isinstance(head, str) else "none"
+        values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
+        return BertConfig.from_mapping(values)
+
+    def refresh_state(self) -> None:
+        """Validate, show or clear the inline messages, and tell the app."""
+        for error_line in self.query(".field-error").results(Static):
+            error_line.update("")
+            error_line.display = False
+        for field in INPUT_FIELDS:
+            self.query_one(f"#{field}", Input).remove_class("-invalid")
+        head = self.query_one("#head", Select).value
+        self.query_one("#row-num_labels").display = isinstance(head, str) and HEADS[head].uses_num_labels
+        try:
+            config = self.read()
+        except ConfigError as error:
+            self._show_error(error)
+            self.post_message(self.Invalid(error))
+        else:
+            self.post_message(self.Changed(config))
+
+    def _show_error(self, error: ConfigError) -> None:
+        target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head") else "head"
+        line = self.query_one(f"#error-{target}", Static)
+        line.update(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}")
+        line.display = True
+        if target in INPUT_FIELDS:
+            self.query_one(f"#{target}", Input).add_class("-invalid")

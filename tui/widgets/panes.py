@@ -1,0 +1,95 @@
+"""The read-only panes: the totals (with groups and memory) and the detail of the highlighted node.
+
+Both are `Static`s updated in place with `show(...)`; every number they print comes from the core.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from ..core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
+from ..core.units import short_bytes, short_count
+
+BAR_WIDTH = 12
+
+
+def share_bar(part: int, total: int, width: int = BAR_WIDTH) -> str:
+    """A bar of eighth-blocks: exact to 1/(8·width) of the total."""
+    if not total:
+        return ""
+    eighths = round(8 * width * part / total)
+    full, rest = divmod(eighths, 8)
+    return "█" * full + ("" if not rest else " ▏▎▍▌▋▊▉"[rest])
+
+
+class TotalsPane(Static):
+    """Exact total, short form, one row per group with its share, memory per dtype and for training."""
+
+    def show(self, model: ParamTree, stale: bool) -> None:
+        self.set_class(stale, "-stale")
+        self.update(self._render_totals(model, stale))
+
+    def _render_totals(self, model: ParamTree, stale: bool) -> RenderableType:
+        total = model.total
+        heading = Text.assemble((f"{total:,}", "bold"), f"  {short_count(total)}")
+        status = Text("⚠ stale: last valid count, fix the form", style="bold reverse") if stale else Text(model.config.hf_class, style="dim")
+        groups = Table.grid(padding=(0, 1))
+        groups.add_column()
+        groups.add_column(justify="right")
+        groups.add_column()
+        for group, n in model.groups().items():
+            groups.add_row(group, f"{n:,}", share_bar(n, total))
+        memory = Table.grid(padding=(0, 1))
+        memory.add_column()
+        memory.add_column(justify="right")
+        for dtype, n in memory_bytes(total).items():
+            memory.add_row(dtype, short_bytes(n))
+        memory.add_row("Adam train", short_bytes(training_bytes(total)))
+        note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations", style="dim")
+        return Group(heading, status, Text(""), groups, Text(""), Text("weights", style="bold"), memory, note)
+
+
+class DetailPane(Static):
+    """Everything about the highlighted node: HF name, shape, count, formulas, head split, ties, share."""
+
+    def show(self, node: Node | None, model: ParamTree) -> None:
+        self.update(self._describe(node, model) if node is not None else Text("Highlight a node in the tree.", style="dim"))
+
+    def _describe(self, node: Node, model: ParamTree) -> RenderableType:
+        share = f"{100 * node.count / model.total:.2f}% of {model.total:,}" if model.total else ""
+        if isinstance(node, Module):
+            return self._module(node, model, share)
+        return self._param(node, share)
+
+    @staticmethod
+    def _param(param: Param, share: str) -> RenderableType:
+        lines = [
+            Text(param.name, style="bold"),
+            Text.assemble(("shape ", "dim"), str(list(param.shape)), ("  kind ", "dim"), param.kind),
+            Text.assemble(("count ", "dim"), (f"{param.count:,}", "bold"), ("  ", ""), (share, "dim")),
+            Text.assemble(("formula ", "dim"), param.formula),
+        ]
+        if param.head_split:
+            lines.append(Text.assemble(("per head ", "dim"), param.head_split))
+        if param.tied_to:
+            lines.append(Text(f"tied to {param.tied_to}: stored once, adds 0 ({param.numel:,} shared)", style="italic"))
+        return Group(*lines)
+
+    @staticmethod
+    def _module(module: Module, model: ParamTree, share: str) -> RenderableType:
+        params = list(module.params())
+        title = module.name or module.title
+        lines = [
+            Text(title, style="bold"),
+            Text.assemble(("count ", "dim"), (f"{module.count:,}", "bold"), ("  ", ""), (share, "dim")),
+            Text.assemble(("tensors ", "dim"), str(sum(not p.tied_to for p in params)),
+                          ("  tied ", "dim"), str(sum(bool(p.tied_to) for p in params))),
+        ]
+        if module.name == "":
+            lines.append(Text.assemble(("formula ", "dim"), " + ".join(t.symbols for t in closed_form(model.config))))
+        elif module.name.removeprefix("bert.").startswith("encoder.layer."):
+            lines.append(Text.assemble(("formula ", "dim"), f"{LAYER_SYMBOLS} = {per_layer(model.config):,} a layer"))
+        return Group(*lines)

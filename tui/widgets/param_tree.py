@@ -1,0 +1,219 @@
+"""The parameter tree: the core's module hierarchy as a Textual `Tree`, updated in place.
+
+Each tree node's data is a stable key: the HF name without the `bert.` prefix, so that expanded nodes and the
+cursor survive edits, and even a change of head class. Labels are not stored: `render_label` reads the
+current count, shape and kind from the core's tree on every paint, so an edit that keeps the structure costs
+one refresh instead of one `set_label` per node. Structure changes (layers added or removed, the pooler, the
+head) are reconciled child list by child list, and encoder layers are filled in only when first expanded.
+
+Modules that only hold parameters (a Linear, an Embedding, a LayerNorm) are folded into their parent, as
+`query.weight`, `query.bias`, so every leaf is one named tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from ..core import Module, Node, Param, ParamTree
+
+KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
+TIED_MARK = "⇄"
+
+
+def key_of(name: str) -> str:
+    """The stable key of a module or parameter: its HF name without the `bert.` prefix."""
+    return name.removeprefix("bert.")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the displayed tree: what it shows (`label`) and which core node it stands for."""
+
+    key: str
+    label: str
+    node: Node
+
+
+def display_children(module: Module) -> list[Row]:
+    """The rows under a module: sub-modules, and the parameters of modules that hold nothing else."""
+    rows: list[Row] = []
+    for child in module.children:
+        if isinstance(child, Param):
+            rows.append(Row(key_of(child.name), _relative(child.name, module.name), child))
+        elif all(isinstance(grandchild, Param) for grandchild in child.children):
+            rows.extend(Row(key_of(p.name), _relative(p.name, module.name), p) for p in child.children)
+        else:
+            rows.append(Row(key_of(child.name), child.title, child))
+    return rows
+
+
+def _relative(name: str, parent: str) -> str:
+    return name.removeprefix(f"{parent}.") if parent else name
+
+
+class ParamTree(Tree[str]):
+    """Every weight and bias of the current model, with subtotals; `show(tree)` updates it in place.
+
+    | Key | Action |
+    | :- | :- |
+    | e | Expand every loaded node (encoder layers load as they open). |
+    | c | Collapse every node. |
+    """
+
+    BINDINGS = [
+        Binding("e", "expand_all", "Expand all"),
+        Binding("c", "collapse_all", "Collapse all"),
+    ]
+    COMPONENT_CLASSES = {
+        "param-tree--count", "param-tree--shape", "param-tree--weight", "param-tree--bias",
+        "param-tree--embedding", "param-tree--norm", "param-tree--tied", "param-tree--module",
+    }
+    DEFAULT_CSS = """
+    ParamTree > .param-tree--count { color: $text; text-style: bold; }
+    ParamTree > .param-tree--shape { color: $text-muted; }
+    ParamTree > .param-tree--module { text-style: bold; }
+    ParamTree > .param-tree--weight { color: $accent; }
+    ParamTree > .param-tree--bias { color: $warning; }
+    ParamTree > .param-tree--embedding { color: $success; }
+    ParamTree > .param-tree--norm { color: $secondary; }
+    ParamTree > .param-tree--tied { color: $text-muted; text-style: italic; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("model", data="", id=id)
+        self.guide_depth = 2
+        self.auto_expand = False
+        self._nodes: dict[str, Node] = {}
+        self._model: ParamTree | None = None
+        self._total = 0
+
+    @property
+    def model(self) -> ParamTree | None:
+        return self._model
+
+    def node_for(self, key: str) -> Node | None:
+        """The core node shown under `key` in the current model."""
+        return self._nodes.get(key)
+
+    def show(self, model: ParamTree) -> None:
+        """Show `model`: relabel by repainting, and add or remove only the nodes whose structure changed."""
+        self._model = model
+        self._total = model.total
+        self._nodes = {key_of(m.name): m for m in model.root.modules()}
+        self._nodes.update((key_of(p.name), p) for p in model.root.params())
+        self._nodes[""] = model.root
+        if str(self.root.label) != model.root.title:
+            self.root.set_label(model.root.title)
+        self.root.expand()
+        self._reconcile(self.root, model.root)
+        self.refresh()
+
+    def _reconcile(self, tree_node: TreeNode[str], module: Module) -> None:
+        """Make `tree_node`'s children match `module`'s rows, keeping every node whose key stays."""
+        rows = display_children(module)
+        current = list(tree_node.children)
+        keys = [row.key for row in rows]
+        current_keys = [child.data for child in current]
+        if current_keys != keys[: len(current_keys)]:
+            if keys == current_keys[: len(keys)]:  # rows removed from the end (fewer layers, no pooler)
+                for child in current[len(keys):]:
+                    child.remove()
+                current = current[: len(keys)]
+            else:  # a different layout (another head class): rebuild, restoring what was open
+                expanded = self._expanded_keys(tree_node) | {"bert"}  # the head classes' wrapper opens itself
+                tree_node.remove_children()
+                current = []
+                self._add_rows(tree_node, rows, expanded)
+                return
+        self._add_rows(tree_node, rows[len(current):], set())
+        for child, row in zip(current, rows):
+            if isinstance(row.node, Module) and (child.is_expanded or child.children):
+                self._reconcile(child, row.node)
+
+    def _add_rows(self, tree_node: TreeNode[str], rows: Iterable[Row], expanded: set[str]) -> None:
+        for row in rows:
+            if isinstance(row.node, Param):
+                tree_node.add_leaf(row.label, data=row.key)
+                continue
+            child = tree_node.add(row.label, data=row.key, expand=False, allow_expand=True)
+            if row.key in expanded:
+                self._fill(child)
+                child.expand()
+                self._add_rows_expanded(child, expanded)
+
+    def _add_rows_expanded(self, child: TreeNode[str], expanded: set[str]) -> None:
+        """Re-open, below a rebuilt node, the nodes that were open before."""
+        for grandchild in child.children:
+            if grandchild.data in expanded:
+                self._fill(grandchild)
+                grandchild.expand()
+                self._add_rows_expanded(grandchild, expanded)
+
+    def _fill(self, tree_node: TreeNode[str]) -> None:
+        """Add a module's rows the first time it is opened (layers are built lazily)."""
+        module = self._nodes.get(tree_node.data or "")
+        if isinstance(module, Module) and not tree_node.children:
+            self._add_rows(tree_node, display_children(module), set())
+
+    @staticmethod
+    def _expanded_keys(tree_node: TreeNode[str]) -> set[str]:
+        found: set[str] = set()
+        stack = list(tree_node.children)
+        while stack:
+            node = stack.pop()
+            if node.is_expanded and node.data is not None:
+                found.add(node.data)
+                stack.extend(node.children)
+        return found
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
+        self._fill(event.node)
+        module = self._nodes.get(event.node.data or "")
+        if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
+            self._reconcile(event.node, module)
+
+    def action_expand_all(self) -> None:
+        self._fill_all(self.root)
+        self.root.expand_all()
+
+    def action_collapse_all(self) -> None:
+        self.root.collapse_all()
+        self.root.expand()
+
+    def _fill_all(self, tree_node: TreeNode[str]) -> None:
+        self._fill(tree_node)
+        for child in tree_node.children:
+            if child.allow_expand:
+                self._fill_all(child)
+
+    def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
+        """`name  count  [shape]`, marked by kind, read from the current model at paint time."""
+        label = super().render_label(node, base_style, style)
+        item = self._nodes.get(node.data or "")
+        if item is None:
+            return label
+        if isinstance(item, Module):
+            label.stylize(self.get_component_rich_style("param-tree--module", partial=True))
+            label.append(f"  {item.count:,}", style=self.get_component_rich_style("param-tree--count", partial=True))
+            if self._total and node is not self.root:
+                label.append(f"  {100 * item.count / self._total:.1f}%", style=self.get_component_rich_style("param-tree--shape", partial=True))
+            return label
+        return self._param_label(label, item)
+
+    def _param_label(self, label: Text, param: Param) -> Text:
+        kind = "tied" if param.tied_to else param.kind
+        mark = TIED_MARK if param.tied_to else KIND_MARKS[param.kind]
+        kind_style = self.get_component_rich_style(f"param-tree--{kind}", partial=True)
+        text = Text.assemble((f"{mark} ", kind_style), label)
+        shape = f"  [{', '.join(str(n) for n in param.shape)}]"
+        text.append(shape, style=self.get_component_rich_style("param-tree--shape", partial=True))
+        count = f"  tied → {param.tied_to}" if param.tied_to else f"  {param.count:,}"
+        text.append(count, style=kind_style if param.tied_to else self.get_component_rich_style("param-tree--count", partial=True))
+        return text
