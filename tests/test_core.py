@@ -129,7 +129,7 @@ def test_marginal_costs_are_exact_differences() -> None:
     assert costs["num_attention_heads"].delta == 0
     assert "add no parameters" in costs["num_attention_heads"].note
     step = closed_form_total(config.replace(hidden_size=780)) - closed_form_total(config)
-    assert costs["hidden_size"].delta == step and "+12" in costs["hidden_size"].note
+    assert (costs["hidden_size"].delta, costs["hidden_size"].step) == (step, 12)
     assert "num_labels" not in costs
     labels = {m.field: m for m in marginal_costs(config.replace(head="sequence-classification"))}
     assert labels["num_labels"].delta == 769

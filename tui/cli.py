@@ -173,12 +173,14 @@ def run_presets(argv: Sequence[str]) -> int:
 
 
 def run_explorer(argv: Sequence[str]) -> int:
-    """Until the explorer lands, `bert-tui` prints the selected configuration's table."""
+    """Open the explorer on the selected configuration (Textual is imported only here)."""
     args = build_parser().parse_args(argv)
     selection = resolve(args)
-    from rich.console import Console
+    catalog = _catalog()
+    from .app import make_app
 
-    Console().print(to_table(build_tree(selection.config), selection.title))
+    preset = selection.title if selection.title in catalog.presets else None
+    make_app(catalog, selection.config, title=selection.title, preset=preset).run()
     return 0
 
 

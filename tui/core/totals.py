@@ -65,10 +65,11 @@ def closed_form_symbols(config: BertConfig) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Marginal:
-    """The exact change in total for +1 of a field, and a note where +1 alone says too little."""
+    """The exact change in total for +`step` of a field (step 1, except where +1 is not a valid config)."""
 
     field: str
     delta: int
+    step: int = 1
     note: str = ""
 
 
@@ -81,13 +82,13 @@ def marginal_costs(config: BertConfig) -> list[Marginal]:
 
 def _marginal(config: BertConfig, name: str, base: int) -> Marginal:
     if name == "num_attention_heads":
-        return Marginal(name, 0, "heads split H into H/A-wide slices: they add no parameters")
+        return Marginal(name, 0, note="heads split H into H/A-wide slices: they add no parameters")
     try:
         delta = closed_form_total(config.replace(**{name: getattr(config, name) + 1})) - base
     except ConfigError:  # H + 1 is not a multiple of A: step to the next valid hidden size instead
         step = config.num_attention_heads
         delta = closed_form_total(config.replace(hidden_size=config.hidden_size + step)) - base
-        return Marginal(name, delta, f"per +{step} (H must stay a multiple of A = {step})")
+        return Marginal(name, delta, step, f"per +{step}: H must stay a multiple of A = {step}")
     return Marginal(name, delta)
 
 

@@ -30,7 +30,7 @@ FIELD_LABELS = {
 }
 COST_UNITS = {
     "vocab_size": "token",
-    "hidden_size": "",
+    "hidden_size": "H",
     "num_hidden_layers": "layer",
     "num_attention_heads": "",
     "intermediate_size": "unit",
@@ -45,10 +45,8 @@ def cost_text(marginal: Marginal) -> str:
     """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
     if marginal.field == "num_attention_heads":
         return "+0: heads split H"
-    if marginal.field == "hidden_size":
-        step = marginal.note.split()[0].removeprefix("per ") if marginal.note else "+1"
-        return f"+{short_count(marginal.delta)} / {step} H"
-    return f"+{short_count(marginal.delta)} / {COST_UNITS[marginal.field]}"
+    per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
+    return f"+{short_count(marginal.delta)} / {per}"
 
 
 class ConfigForm(VerticalScroll):
@@ -80,7 +78,7 @@ class ConfigForm(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Label("preset", classes="field-label")
-        yield Select([(name, name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset")
+        yield Select([(name, name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
         for field in INPUT_FIELDS:
             with Horizontal(classes="field", id=f"row-{field}"):
                 yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
@@ -93,7 +91,7 @@ class ConfigForm(VerticalScroll):
             yield Static("", classes="field-cost", id="cost-pooler")
         yield Static("", classes="field-error", id="error-pooler")
         yield Label("head", classes="field-label")
-        yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head")
+        yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head", compact=True)
         yield Static("", classes="field-error", id="error-head")
 
     def on_mount(self) -> None:
@@ -131,6 +129,7 @@ class ConfigForm(VerticalScroll):
         event.stop()
         if isinstance(event, Switch.Changed):
             self._user_pooler = event.value
+            self._describe_pooler("none")
         self._mark_edited()
         self.refresh_state()
 
@@ -152,7 +151,13 @@ class ConfigForm(VerticalScroll):
         with self.prevent(Switch.Changed):
             switch.value = self._user_pooler if fixed is None else fixed
         switch.disabled = fixed is not None
-        self.query_one("#cost-pooler", Static).update("" if fixed is None else f"fixed by {HEADS[head].hf_class}")
+        self._describe_pooler(head)
+
+    def _describe_pooler(self, head: str) -> None:
+        fixed = HEADS[head].pooler if head in HEADS else None
+        state = "on" if self.query_one("#pooler", Switch).value else "off"
+        text = f"{state}: set by {HEADS[head].hf_class}" if fixed is not None else f"{state} (H² + H when on)"
+        self.query_one("#cost-pooler", Static).update(text)
 
     @on(Select.Changed, "#preset")
     def _preset_changed(self, event: Select.Changed) -> None:

@@ -89,26 +89,25 @@ class ParamTree(Tree[str]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("model", data="", id=id)
         self.guide_depth = 2
-        self.auto_expand = False
-        self._nodes: dict[str, Node] = {}
-        self._model: ParamTree | None = None
+        self._by_key: dict[str, Node] = {}
+        self._counted: ParamTree | None = None
         self._total = 0
 
     @property
     def model(self) -> ParamTree | None:
-        return self._model
+        return self._counted
 
     def node_for(self, key: str) -> Node | None:
         """The core node shown under `key` in the current model."""
-        return self._nodes.get(key)
+        return self._by_key.get(key)
 
     def show(self, model: ParamTree) -> None:
         """Show `model`: relabel by repainting, and add or remove only the nodes whose structure changed."""
-        self._model = model
+        self._counted = model
         self._total = model.total
-        self._nodes = {key_of(m.name): m for m in model.root.modules()}
-        self._nodes.update((key_of(p.name), p) for p in model.root.params())
-        self._nodes[""] = model.root
+        self._by_key = {key_of(m.name): m for m in model.root.modules()}
+        self._by_key.update((key_of(p.name), p) for p in model.root.params())
+        self._by_key[""] = model.root
         if str(self.root.label) != model.root.title:
             self.root.set_label(model.root.title)
         self.root.expand()
@@ -158,7 +157,7 @@ class ParamTree(Tree[str]):
 
     def _fill(self, tree_node: TreeNode[str]) -> None:
         """Add a module's rows the first time it is opened (layers are built lazily)."""
-        module = self._nodes.get(tree_node.data or "")
+        module = self._by_key.get(tree_node.data or "")
         if isinstance(module, Module) and not tree_node.children:
             self._add_rows(tree_node, display_children(module), set())
 
@@ -175,7 +174,7 @@ class ParamTree(Tree[str]):
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
         self._fill(event.node)
-        module = self._nodes.get(event.node.data or "")
+        module = self._by_key.get(event.node.data or "")
         if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
             self._reconcile(event.node, module)
 
@@ -196,7 +195,7 @@ class ParamTree(Tree[str]):
     def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
         """`name  count  [shape]`, marked by kind, read from the current model at paint time."""
         label = super().render_label(node, base_style, style)
-        item = self._nodes.get(node.data or "")
+        item = self._by_key.get(node.data or "")
         if item is None:
             return label
         if isinstance(item, Module):

@@ -1,0 +1,276 @@
+"""The explorer driven by real key presses through Pilot: edits, presets, stale state, tree state, help, quit."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from textual.widgets import Input, Select, Static, Switch
+
+from tui.app import BertTuiApp, make_app
+from tui.core import build_tree
+from tui.presets import load_catalog
+from tui.screens import HelpScreen
+from tui.widgets.param_tree import ParamTree
+
+from .hf_cases import hf_total
+
+NARROW = (80, 24)
+WIDE = (120, 40)
+
+
+def app_for(preset: str = "bert-base-uncased") -> BertTuiApp:
+    catalog = load_catalog()
+    return make_app(catalog, catalog.get(preset).config, title=preset, preset=preset)
+
+
+def text_of(app: BertTuiApp, selector: str) -> str:
+    """What a Static pane shows, as plain text."""
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(app.query_one(selector, Static).content)
+    return console.export_text()
+
+
+def summary(app: BertTuiApp) -> str:
+    return text_of(app, "#summary")
+
+
+def total_shown(app: BertTuiApp) -> int:
+    assert app.model is not None
+    return app.model.total
+
+
+async def test_starts_on_the_preset_selector_with_bert_base() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        assert app.focused is app.query_one("#preset", Select)
+        assert total_shown(app) == hf_total("bert-base-uncased/none")
+        assert "109,482,240" in summary(app) and "109.48 M" in summary(app)
+
+
+async def test_tab_order_through_the_form() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        order = []
+        for _ in range(9):
+            await pilot.press("tab")
+            order.append(app.focused.id if app.focused else None)
+        assert order == ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                         "intermediate_size", "max_position_embeddings", "type_vocab_size", "pooler", "head"]
+        await pilot.press("tab")
+        assert isinstance(app.focused, ParamTree)
+
+
+async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "end")  # Tab selects the field's text (typing replaces it); End keeps it
+        assert app.focused is app.query_one("#vocab_size", Input)
+        seen = []
+        for key in ["backspace"] * 5:
+            await pilot.press(key)
+            seen.append((app.query_one("#vocab_size", Input).value, app.stale, total_shown(app)))
+        base = build_tree(load_catalog().get("bert-base-uncased").config)
+        per_token = 768
+        assert seen[0] == ("3052", False, base.total - (30522 - 3052) * per_token)
+        assert seen[3] == ("3", False, base.total - (30522 - 3) * per_token)
+        assert seen[4] == ("", True, base.total - (30522 - 3) * per_token)  # empty: the last valid count, stale
+        assert "stale" in summary(app)
+        error = app.query_one("#error-vocab_size")
+        assert error.display and "vocab_size: is empty" in text_of(app, "#error-vocab_size")
+        for key in "40000":
+            await pilot.press(key)
+        assert not app.stale and not error.display
+        assert total_shown(app) == base.total + (40000 - 30522) * per_token
+
+
+async def test_invalid_hidden_size_shows_inline_message_and_keeps_last_count() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "tab", "end", "1")  # hidden 7681 with 12 heads
+        assert app.stale and total_shown(app) == hf_total("bert-base-uncased/none")
+        message = text_of(app, "#error-hidden_size")
+        assert "7681" in message and "multiple of num_attention_heads (12)" in message
+        await pilot.press("backspace")
+        assert not app.stale
+
+
+async def test_typing_after_tab_replaces_the_value() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "tab", "tab", *"24")
+        assert app.query_one("#num_hidden_layers", Input).value == "24"
+        assert total_shown(app) == hf_total("bert-base-uncased/none") + 12 * 7_087_872
+
+
+async def test_letters_never_reach_a_size_field() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "end", "a", "-", ".", "5")
+        assert app.query_one("#vocab_size", Input).value == "305225"
+        assert total_shown(app) == hf_total("bert-base-uncased/none") + (305225 - 30522) * 768
+
+
+async def test_palette_switches_preset() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.press(*"bert-large-uncased")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert total_shown(app) == hf_total("bert-large-uncased/none") == 335_141_888
+        assert app.query_one("#preset", Select).value == "bert-large-uncased"
+        assert app.query_one("#hidden_size", Input).value == "1024"
+
+
+async def test_preset_selector_switches_preset() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        app.query_one("#preset", Select).value = "example-40k"
+        await pilot.pause()
+        assert total_shown(app) == hf_total("example-40k/none") == 88_409_856
+
+
+async def test_head_and_pooler_follow_the_hf_classes() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press(*["tab"] * 8)
+        assert app.focused is app.query_one("#pooler", Switch)
+        await pilot.press("space")
+        assert total_shown(app) == hf_total("bert-base-uncased/none-no-pooler")
+        app.query_one("#head", Select).value = "mlm"
+        await pilot.pause()
+        assert total_shown(app) == hf_total("bert-base-uncased/mlm")
+        assert app.query_one("#pooler", Switch).disabled
+        app.query_one("#head", Select).value = "sequence-classification"
+        await pilot.pause()
+        assert app.query_one("#row-num_labels").display
+        assert total_shown(app) == hf_total("bert-base-uncased/sequence-classification")
+        app.query_one("#head", Select).value = "none"
+        await pilot.pause()
+        assert total_shown(app) == hf_total("bert-base-uncased/none-no-pooler")  # the user's choice comes back
+
+
+async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        tree = app.query_one(ParamTree)
+        await pilot.press("f3")
+        assert app.focused is tree
+        await pilot.press("down", "down", "enter")  # open encoder
+        await pilot.press("down", "down", "down", "down", "enter")  # open layer.3
+        layer3 = tree.cursor_node
+        assert layer3 is not None and layer3.data == "encoder.layer.3" and layer3.is_expanded
+        await pilot.press("f2", "tab", "end", "0")  # vocab 305220
+        await pilot.pause()
+        assert layer3.is_expanded and tree.cursor_node is layer3  # same node object, still open
+        assert "encoder.layer.3" in text_of(app, "#detail")
+        await pilot.press("tab", "tab", "end", "backspace", "backspace", "4")  # layers 4: layer.3 stays
+        await pilot.pause()
+        encoder = layer3.parent
+        assert encoder is not None and [c.data for c in encoder.children][-1] == "encoder.layer.3"
+        assert layer3.is_expanded
+        await pilot.press("backspace", "2")  # layers 2: layer.3 goes, layer.0 and 1 stay
+        await pilot.pause()
+        assert [c.data for c in encoder.children] == ["encoder.layer.0", "encoder.layer.1"]
+
+
+async def test_tree_labels_read_the_current_count() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        tree = app.query_one(ParamTree)
+        embeddings = tree.root.children[0]
+        embeddings.expand()
+        await pilot.pause()
+        word = embeddings.children[0]
+        assert word.data == "embeddings.word_embeddings.weight"
+        assert "23,440,896" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
+        await pilot.press("tab", "end", "backspace", "backspace", "backspace", "backspace", "0")  # vocab 30
+        assert "[30, 768]  23,040" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
+
+
+async def test_head_change_keeps_open_nodes_under_bert() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        tree = app.query_one(ParamTree)
+        tree.root.children[1].expand()  # encoder
+        await pilot.pause()
+        app.query_one("#head", Select).value = "pretraining"
+        await pilot.pause()
+        bert, cls = tree.root.children
+        assert (bert.data, cls.data) == ("bert", "cls") and bert.is_expanded
+        encoder = next(child for child in bert.children if child.data == "encoder")
+        assert encoder.is_expanded and len(encoder.children) == 12
+        assert str(tree.root.label) == "BertForPreTraining"
+
+
+async def test_qkv_leaf_detail_shows_formula_and_head_split() -> None:
+    app = app_for()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
+        await pilot.pause()
+        detail = text_of(app, "#detail")
+        assert "encoder.layer.0.attention.self.query.weight" in detail
+        assert "H × H = 768 × 768 = 589,824" in detail and "12 heads × [64, 768]" in detail
+
+
+async def test_expand_and_collapse_all() -> None:
+    app = app_for("bert-tiny")
+    async with app.run_test(size=WIDE) as pilot:
+        tree = app.query_one(ParamTree)
+        await pilot.press("f3", "e")
+        names = set()
+        stack = [tree.root]
+        while stack:
+            node = stack.pop()
+            names.add(node.data)
+            stack.extend(node.children)
+        params = {p.name for p in build_tree(load_catalog().get("bert-tiny").config).root.params()}
+        assert params <= names  # every parameter is a visible leaf
+        await pilot.press("c")
+        assert not any(child.is_expanded for child in tree.root.children)
+
+
+async def test_help_opens_with_f1_and_question_mark_and_closes() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")  # focus is on the preset selector, not an input
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_types_nothing_in_a_field_and_quits_outside() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "q")
+        assert app.is_running and app.query_one("#vocab_size", Input).value == "30522"
+        await pilot.press("shift+tab", "q")
+    assert app.return_code == 0
+
+
+async def test_ctrl_q_quits_from_a_field() -> None:
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab", "ctrl+q")
+    assert app.return_code == 0 and not app.is_running
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (100, 30), (120, 40)])
+async def test_total_stays_visible_and_panes_reachable(size: tuple[int, int]) -> None:
+    app = app_for("example-40k")
+    async with app.run_test(size=size) as pilot:
+        for pane in ("f2", "f3", "f4"):
+            await pilot.press(pane)
+            await pilot.pause()
+            assert "88,409,856" in summary(app)
+            assert app.query_one("#summary").region.height == 1
+        assert app.query_one("#totals").region.width > 0

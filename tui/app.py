@@ -1,0 +1,223 @@
+"""The explorer: a config form, the parameter tree with a detail strip, and the totals.
+
+State flows one way. The form posts a validated `BertConfig`; the app holds it as its one reactive `config`,
+asks the core for the tree, and hands that tree to the panes. When the form holds something the core refuses,
+the panes keep the last valid count, marked stale. At 100 columns and more the three panes stand side by
+side; below that they become tabs under a summary line that always shows the total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer, Static, Tab, Tabs, Tree
+
+from .core import BertConfig, ParamTree, build_tree, marginal_costs
+from .core.units import short_count
+from .presets import Catalog
+from .screens import HelpScreen
+from .widgets.form import ConfigForm
+from .widgets.panes import DetailPane, TotalsPane
+from .widgets.param_tree import ParamTree as ParamTreeWidget
+
+WIDE = 100  # columns from which the panes stand side by side
+PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
+
+
+class PresetCommands(Provider):
+    """Every preset in the command palette: 'preset: bert-large-uncased'."""
+
+    async def discover(self) -> Hits:
+        app = self.app
+        assert isinstance(app, BertTuiApp)
+        for preset in app.catalog.presets.values():
+            yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=preset.title)
+
+    async def search(self, query: str) -> Hits:
+        app = self.app
+        assert isinstance(app, BertTuiApp)
+        matcher = self.matcher(query)
+        for preset in app.catalog.presets.values():
+            title = f"preset: {preset.name}"
+            score = matcher.match(title)
+            if score > 0:
+                exact = 1.0 if preset.name == query.strip() else 0.0  # 'bert-large-uncased' before '...-cased'
+                yield Hit(score + exact, matcher.highlight(title), partial(app.open_preset, preset.name), help=preset.title)
+
+
+class BertTuiApp(App[None]):
+    """bert-tui's explorer."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "bert-tui"
+    COMMANDS = App.COMMANDS | {PresetCommands}
+    AUTO_FOCUS = "#preset"
+    BINDINGS = [
+        Binding("f1", "help", "Help"),
+        Binding("question_mark", "help", "Help", show=False),
+        Binding("f2", "show_pane('form')", "Config"),
+        Binding("f3", "show_pane('tree')", "Tree"),
+        Binding("f4", "show_pane('totals')", "Totals"),
+        Binding("q", "quit", "Quit", show=False),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    config: var[BertConfig | None] = var(None)
+    stale = var(False)
+
+    def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None) -> None:
+        super().__init__()
+        self.catalog = catalog
+        self._start = (config, preset)
+        self._source_title = title
+        self.model: ParamTree | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="summary")
+        yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"), id="pane-tabs")
+        with Horizontal(id="main"):
+            yield ConfigForm(self.catalog.presets, id="form")
+            with Vertical(id="center"):
+                yield ParamTreeWidget(id="tree")
+                yield DetailPane(id="detail")
+            with VerticalScroll(id="totals-box"):
+                yield TotalsPane(id="totals")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        config, preset = self._start
+        self.query_one(ConfigForm).load(config, preset)
+        self._layout(self.size.width)
+
+    # State: the form's config → the core's tree → the panes.
+
+    @on(ConfigForm.Changed)
+    def _config_changed(self, event: ConfigForm.Changed) -> None:
+        self.stale = False
+        self.config = event.config
+
+    @on(ConfigForm.Invalid)
+    def _config_invalid(self, event: ConfigForm.Invalid) -> None:
+        self.stale = True
+
+    @on(ConfigForm.PresetSelected)
+    def _preset_selected(self, event: ConfigForm.PresetSelected) -> None:
+        self.open_preset(event.name)
+
+    def watch_config(self, config: BertConfig | None) -> None:
+        if config is None:
+            return
+        self.model = build_tree(config)
+        self.query_one(ConfigForm).show_costs(marginal_costs(config))
+        self.query_one(ParamTreeWidget).show(self.model)
+        self._show_detail()
+        self._show_totals()
+
+    def watch_stale(self) -> None:
+        self._show_totals()
+
+    def _show_totals(self) -> None:
+        if self.model is None:
+            return
+        self.query_one(TotalsPane).show(self.model, self.stale)
+        total = self.model.total
+        summary = self.query_one("#summary", Static)
+        mark = "   ⚠ stale: fix the form" if self.stale else ""
+        summary.update(Text.assemble(f"{self.model.config.hf_class} · {self._source_title}   ", (f"{total:,}", "bold"), f" ({short_count(total)}){mark}"))
+        summary.set_class(self.stale, "-stale")
+
+    @on(Tree.NodeHighlighted, "#tree")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        tree = self.query_one(ParamTreeWidget)
+        cursor = tree.cursor_node
+        node = tree.node_for(cursor.data) if cursor is not None and cursor.data is not None else None
+        if self.model is not None:
+            self.query_one(DetailPane).show(node, self.model)
+
+    # Actions.
+
+    def open_preset(self, name: str) -> None:
+        preset = self.catalog.presets.get(name)
+        if preset is None:
+            self.notify(f"unknown preset {name!r}", severity="error")
+            return
+        self._source_title = preset.name
+        self.query_one(ConfigForm).load(preset.config, preset.name)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self._key_rows()))
+
+    def action_show_pane(self, pane: str) -> None:
+        """Bring a pane forward (a tab below 100 columns) and focus it."""
+        self.query_one(Tabs).active = f"tab-{pane}"
+        self._focus_pane(pane)
+
+    def _focus_pane(self, pane: str) -> None:
+        target = self.query_one(PANES[pane])
+        if pane == "form":
+            self.query_one("#preset").focus()
+        else:
+            target.focus()
+
+    @on(Tabs.TabActivated, "#pane-tabs")
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        pane = (event.tab.id or "tab-form").removeprefix("tab-")
+        for name in PANES:
+            self.screen.set_class(name == pane, f"-show-{name}")
+
+    def on_resize(self, event: Resize) -> None:
+        self._layout(event.size.width)
+
+    def _layout(self, width: int) -> None:
+        self.screen.set_class(width < WIDE, "-narrow")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
+        yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))
+        yield SystemCommand("Show the totals", "Focus the totals (F4)", partial(self.action_show_pane, "totals"))
+        tree = self.query_one(ParamTreeWidget)
+        yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
+        yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
+        yield SystemCommand("Help", "Every key (F1, ? outside inputs)", self.action_help)
+
+    def _key_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("F1, ?", "this help (? outside inputs)"),
+            ("ctrl+p", "command palette: every preset and action"),
+            ("Tab, shift+Tab", "next / previous field or pane"),
+            ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 100 columns)"),
+            ("← →", "switch tabs when the tab bar has focus"),
+            ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
+            ("e / c", "expand / collapse the whole tree (in the tree)"),
+            ("type digits", "edit a field; the count updates at every key"),
+            ("ctrl+q, q", "quit (q outside inputs)"),
+        ]
+
+
+def make_app(catalog: Catalog, config: BertConfig | None = None, *, title: str | None = None, preset: str | None = None) -> BertTuiApp:
+    """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests."""
+    if config is None:
+        from .presets import DEFAULT_PRESET
+
+        found = catalog.get(DEFAULT_PRESET)
+        config, title, preset = found.config, found.name, found.name
+    return BertTuiApp(catalog, config, title or preset or "custom", preset)
+
+
+__all__ = ["BertTuiApp", "make_app"]
