@@ -44,7 +44,7 @@ INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
 def cost_text(marginal: Marginal) -> str:
     """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
     if marginal.field == "num_attention_heads":
-        return "+0: heads split H"
+        return "+0: split H"
     per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
     return f"+{short_count(marginal.delta)} / {per}"
 
@@ -156,7 +156,7 @@ class ConfigForm(VerticalScroll):
     def _describe_pooler(self, head: str) -> None:
         fixed = HEADS[head].pooler if head in HEADS else None
         state = "on" if self.query_one("#pooler", Switch).value else "off"
-        text = f"{state}: set by {HEADS[head].hf_class}" if fixed is not None else f"{state} (H² + H when on)"
+        text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
         self.query_one("#cost-pooler", Static).update(text)
 
     @on(Select.Changed, "#preset")

@@ -13,7 +13,7 @@ from textual.widgets import Static
 from ..core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
 from ..core.units import short_bytes, short_count
 
-BAR_WIDTH = 12
+BAR_WIDTH = 8
 
 
 def share_bar(part: int, total: int, width: int = BAR_WIDTH) -> str:

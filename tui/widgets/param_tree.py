@@ -92,6 +92,7 @@ class ParamTree(Tree[str]):
         self._by_key: dict[str, Node] = {}
         self._counted: ParamTree | None = None
         self._total = 0
+        self._name_widths: dict[int, int] = {}  # per parent node id: its children's widest name (for alignment)
 
     @property
     def model(self) -> ParamTree | None:
@@ -105,6 +106,7 @@ class ParamTree(Tree[str]):
         """Show `model`: relabel by repainting, and add or remove only the nodes whose structure changed."""
         self._counted = model
         self._total = model.total
+        self._name_widths.clear()
         self._by_key = {key_of(m.name): m for m in model.root.modules()}
         self._by_key.update((key_of(p.name), p) for p in model.root.params())
         self._by_key[""] = model.root
@@ -173,6 +175,7 @@ class ParamTree(Tree[str]):
         return found
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
+        self._name_widths.pop(event.node.id, None)
         self._fill(event.node)
         module = self._by_key.get(event.node.data or "")
         if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
@@ -198,21 +201,30 @@ class ParamTree(Tree[str]):
         item = self._by_key.get(node.data or "")
         if item is None:
             return label
+        label.pad_right(self._name_width(node) - len(str(node.label)))
+        muted = self.get_component_rich_style("param-tree--shape", partial=True)
+        count_style = self.get_component_rich_style("param-tree--count", partial=True)
         if isinstance(item, Module):
             label.stylize(self.get_component_rich_style("param-tree--module", partial=True))
-            label.append(f"  {item.count:,}", style=self.get_component_rich_style("param-tree--count", partial=True))
+            label.append(f" {item.count:>13,}", style=count_style)
             if self._total and node is not self.root:
-                label.append(f"  {100 * item.count / self._total:.1f}%", style=self.get_component_rich_style("param-tree--shape", partial=True))
+                label.append(f" {100 * item.count / self._total:5.1f}%", style=muted)
             return label
-        return self._param_label(label, item)
-
-    def _param_label(self, label: Text, param: Param) -> Text:
-        kind = "tied" if param.tied_to else param.kind
-        mark = TIED_MARK if param.tied_to else KIND_MARKS[param.kind]
+        kind = "tied" if item.tied_to else item.kind
         kind_style = self.get_component_rich_style(f"param-tree--{kind}", partial=True)
-        text = Text.assemble((f"{mark} ", kind_style), label)
-        shape = f"  [{', '.join(str(n) for n in param.shape)}]"
-        text.append(shape, style=self.get_component_rich_style("param-tree--shape", partial=True))
-        count = f"  tied → {param.tied_to}" if param.tied_to else f"  {param.count:,}"
-        text.append(count, style=kind_style if param.tied_to else self.get_component_rich_style("param-tree--count", partial=True))
+        text = Text.assemble((f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} ", kind_style), label)
+        if item.tied_to:
+            text.append(f" {'tied':>13}", style=kind_style)
+        else:
+            text.append(f" {item.count:>13,}", style=count_style)
+        text.append(f"  [{', '.join(str(n) for n in item.shape)}]", style=muted)
         return text
+
+    def _name_width(self, node: TreeNode[str]) -> int:
+        """The widest name among `node`'s siblings, so that their counts line up."""
+        parent = node.parent
+        if parent is None:
+            return len(str(node.label))
+        if parent.id not in self._name_widths:
+            self._name_widths[parent.id] = max(len(str(child.label)) for child in parent.children)
+        return self._name_widths[parent.id]

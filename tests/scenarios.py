@@ -1,0 +1,54 @@
+"""Screens worth looking at, shared by the snapshot tests and the screenshot script (one definition each)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from tui.app import BertTuiApp, make_app
+from tui.presets import load_catalog
+
+NARROW = (80, 24)
+WIDE = (120, 40)
+QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    preset: str
+    size: tuple[int, int]
+    keys: tuple[str, ...] = ()
+    about: str = ""
+
+    def app(self) -> BertTuiApp:
+        catalog = load_catalog()
+        return make_app(catalog, catalog.get(self.preset).config, title=self.preset, preset=self.preset)
+
+    def run_before(self) -> Callable[[Pilot[Any]], Awaitable[None]]:
+        """Stop the cursor blinking, press the keys, let the screen settle."""
+
+        async def run_before(pilot: Pilot[Any]) -> None:
+            for field in pilot.app.query(Input):
+                field.cursor_blink = False
+            if self.keys:
+                await pilot.press(*self.keys)
+            await pilot.pause()
+
+        return run_before
+
+
+SCREENSHOTS = [
+    Scenario("explorer-wide", "bert-base-uncased", WIDE, QUERY_LEAF_KEYS,
+             "120×40: form | tree with the detail of a query weight | totals"),
+    Scenario("explorer-80x24", "bert-base-uncased", NARROW, (), "80×24 (SSH): the form tab, total always in view"),
+    Scenario("tree-80x24", "example-40k", NARROW, ("f3", "down", "down", "enter", "down", "enter"),
+             "80×24: the tree tab, layer.0 open"),
+    Scenario("stale-invalid", "bert-base-uncased", WIDE, ("tab", "tab", "end", "1"),
+             "H 7681 with 12 heads: inline message, last valid count marked stale"),
+    Scenario("help", "bert-base-uncased", NARROW, ("f1",), "the help screen (F1 or ?)"),
+]

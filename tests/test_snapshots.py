@@ -1,0 +1,50 @@
+"""Snapshots of rendered screens (pytest-textual-snapshot). Review the SVGs like code before accepting them:
+
+    pytest tests/test_snapshots.py --snapshot-update      # then look at tests/__snapshots__/…/*.svg
+
+Deterministic: cursor blink off, a fixed theme (set by the app), and nothing shows a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from .scenarios import NARROW, QUERY_LEAF_KEYS, WIDE, Scenario
+
+PRESETS = ["bert-base-uncased", "bert-large-uncased", "example-40k"]
+
+Snap = Callable[..., bool]
+
+
+def snap(snap_compare: Snap, scenario: Scenario) -> bool:
+    return snap_compare(scenario.app(), terminal_size=scenario.size, run_before=scenario.run_before())
+
+
+class TestPresets:
+    @pytest.mark.parametrize("preset", PRESETS)
+    def test_narrow(self, snap_compare: Snap, preset: str) -> None:
+        assert snap(snap_compare, Scenario("narrow", preset, NARROW))
+
+    @pytest.mark.parametrize("preset", PRESETS)
+    def test_wide(self, snap_compare: Snap, preset: str) -> None:
+        assert snap(snap_compare, Scenario("wide", preset, WIDE))
+
+
+class TestStates:
+    def test_invalid_hidden_size_is_stale(self, snap_compare: Snap) -> None:
+        """H 7681 with 12 heads: inline message, last valid count marked stale."""
+        assert snap(snap_compare, Scenario("stale", "bert-base-uncased", WIDE, ("tab", "tab", "end", "1")))
+
+    def test_help_screen(self, snap_compare: Snap) -> None:
+        assert snap(snap_compare, Scenario("help", "bert-base-uncased", NARROW, ("f1",)))
+
+    def test_query_leaf_detail(self, snap_compare: Snap) -> None:
+        """layer.0 ▸ attention ▸ self ▸ query.weight highlighted: formula and per-head split in the detail."""
+        assert snap(snap_compare, Scenario("query", "bert-base-uncased", WIDE, QUERY_LEAF_KEYS))
+
+    def test_tree_tab_narrow(self, snap_compare: Snap) -> None:
+        """At 80×24 the tree is a tab; the summary line keeps the total in view."""
+        keys = ("f3", "down", "down", "enter", "down", "enter")
+        assert snap(snap_compare, Scenario("tree", "example-40k", NARROW, keys))
