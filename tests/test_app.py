@@ -190,7 +190,7 @@ async def test_tree_labels_read_the_current_count() -> None:
         assert word.data == "embeddings.word_embeddings.weight"
         assert "23,440,896" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
         await pilot.press("tab", "end", "backspace", "backspace", "backspace", "backspace", "0")  # vocab 30
-        assert "[30, 768]  23,040" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
+        assert "23,040  [30, 768]" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
 
 
 async def test_head_change_keeps_open_nodes_under_bert() -> None:

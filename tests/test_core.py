@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.core import (
+    Module,
+    Param,
     HEADS,
     BertConfig,
     ConfigError,
@@ -148,3 +150,30 @@ def test_config_is_immutable() -> None:
     config = BertConfig()
     with pytest.raises(AttributeError):
         config.hidden_size = 1024  # type: ignore[misc]
+
+
+def test_find_reaches_any_node_by_its_hf_name() -> None:
+    tree = build_tree(BertConfig(head="pretraining"))
+    for node in [*tree.root.modules(), *tree.root.params()]:
+        assert tree.find(node.name) is node
+    assert tree.find("bert.encoder.layer.12.output.dense.weight") is None  # 12 layers: 0 … 11
+    assert tree.find("encoder.layer.0") is None  # head classes prefix `bert.`
+
+
+def test_layers_are_built_only_when_reached() -> None:
+    tree = build_tree(BertConfig(num_hidden_layers=MAX_LAYERS))
+    assert tree.total == closed_form_total(tree.config)
+    query = tree.find(f"encoder.layer.{MAX_LAYERS - 1}.attention.self.query.weight")
+    assert isinstance(query, Param) and query.shape == (768, 768)
+    encoder = tree.find("encoder")
+    assert isinstance(encoder, Module) and len(encoder.children._built) == 2  # type: ignore[union-attr]
+
+
+@settings(max_examples=100, deadline=None)
+@given(valid_configs())
+def test_groups_equal_the_sum_of_their_parameters(config: BertConfig) -> None:
+    tree = build_tree(config)
+    by_param: dict[str, int] = {}
+    for param in tree.root.params():
+        by_param[param.group] = by_param.get(param.group, 0) + param.count
+    assert {g: n for g, n in tree.groups().items() if n} == {g: n for g, n in by_param.items() if n}

@@ -7,7 +7,7 @@ that count 0 and name what they are tied to, as HF counts them once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
@@ -72,17 +72,61 @@ class Param:
         return f"{self.heads} heads × [{', '.join(str(n) for n in per_head)}]"
 
 
+class LayerStack(Sequence["Module"]):
+    """The encoder's layers, built on first access: identical in shape, so their count is one layer's × L.
+
+    A 1,000-layer config is counted without building 16,000 parameters; iterating builds them all (the
+    JSON export does), and looking one up (`ParamTree.find`) builds only its own layer.
+    """
+
+    def __init__(self, name: str, length: int, build: Callable[[str], Module]) -> None:
+        self.name = name
+        self._length = length
+        self._build = build
+        self._built: dict[int, Module] = {}
+        self.count = length * self[0].count if length else 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> Module:  # type: ignore[override]
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        if index not in self._built:
+            self._built[index] = self._build(f"{self.name}.layer.{index}")
+        return self._built[index]
+
+    def index_of(self, name: str) -> int | None:
+        """The layer that `name` (a layer or anything inside one) belongs to, or None."""
+        rest = name.removeprefix(f"{self.name}.layer.")
+        if rest == name:
+            return None
+        digits = rest.split(".", 1)[0]
+        return int(digits) if digits.isdigit() and int(digits) < self._length else None
+
+
 @dataclass(frozen=True, slots=True)
 class Module:
     """A module of the HF hierarchy: its full dotted name ("" for the root) and its children in model order."""
 
     name: str
     title: str
-    children: tuple[Node, ...]
+    children: Sequence[Node]
     count: int = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "count", sum(child.count for child in self.children))
+        count = self.children.count if isinstance(self.children, LayerStack) else sum(c.count for c in self.children)
+        object.__setattr__(self, "count", count)
+
+    def child_toward(self, name: str) -> Node | None:
+        """The child that is `name` or contains it (without building sibling layers)."""
+        if isinstance(self.children, LayerStack):
+            index = self.children.index_of(name)
+            return None if index is None else self.children[index]
+        for child in self.children:
+            if child.name == name or (isinstance(child, Module) and name.startswith(f"{child.name}.")):
+                return child
+        return None
 
     @property
     def label(self) -> str:
@@ -135,9 +179,17 @@ class ParamTree:
         totals = dict.fromkeys(GROUPS[:3], 0)
         if self.config.head != "none":
             totals["head"] = 0
-        for param in self.root.params():
-            totals[param.group] += param.count
+        for part in self.root.children:
+            for top in part.children if part.name == "bert" and isinstance(part, Module) else (part,):
+                totals[group_of(top.name)] += top.count
         return totals
+
+    def find(self, name: str) -> Node | None:
+        """The module or parameter called `name` (HF's full name; "" is the root), building only its layer."""
+        node: Node | None = self.root
+        while node is not None and node.name != name:
+            node = node.child_toward(name) if isinstance(node, Module) else None
+        return node
 
 
 def build_tree(config: BertConfig) -> ParamTree:
@@ -186,8 +238,7 @@ class _Builder:
 
     def encoder(self, name: str) -> Module:
         """The encoder; its layers appear as `layer.0 … layer.N-1` (HF's ModuleList level is folded in)."""
-        layers = (self.layer(f"{name}.layer.{i}") for i in range(self.config.num_hidden_layers))
-        return self.module(name, *layers)
+        return Module(name, "encoder", LayerStack(name, self.config.num_hidden_layers, self.layer))
 
     def layer(self, name: str) -> Module:
         attention = f"{name}.attention"

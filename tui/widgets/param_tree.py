@@ -22,6 +22,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ..core import Module, Node, Param, ParamTree
+from ..core.tree import LayerStack
 
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
@@ -34,23 +35,27 @@ def key_of(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One line of the displayed tree: what it shows (`label`) and which core node it stands for."""
+    """One line of the displayed tree: its key, what it shows, and whether it can open."""
 
     key: str
     label: str
-    node: Node
+    is_module: bool
 
 
 def display_children(module: Module) -> list[Row]:
-    """The rows under a module: sub-modules, and the parameters of modules that hold nothing else."""
+    """The rows under a module: sub-modules, and the parameters of modules that hold nothing else.
+
+    The encoder's rows are named without building its layers (they are built when opened)."""
+    if isinstance(module.children, LayerStack):
+        return [Row(key_of(f"{module.name}.layer.{i}"), f"layer.{i}", True) for i in range(len(module.children))]
     rows: list[Row] = []
     for child in module.children:
         if isinstance(child, Param):
-            rows.append(Row(key_of(child.name), _relative(child.name, module.name), child))
+            rows.append(Row(key_of(child.name), _relative(child.name, module.name), False))
         elif all(isinstance(grandchild, Param) for grandchild in child.children):
-            rows.extend(Row(key_of(p.name), _relative(p.name, module.name), p) for p in child.children)
+            rows.extend(Row(key_of(p.name), _relative(p.name, module.name), False) for p in child.children)
         else:
-            rows.append(Row(key_of(child.name), child.title, child))
+            rows.append(Row(key_of(child.name), child.title, True))
     return rows
 
 
@@ -89,7 +94,7 @@ class ParamTree(Tree[str]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("model", data="", id=id)
         self.guide_depth = 2
-        self._by_key: dict[str, Node] = {}
+        self._by_key: dict[str, Node | None] = {}  # lookups in the current model, filled as lines are painted
         self._counted: ParamTree | None = None
         self._total = 0
         self._name_widths: dict[int, int] = {}  # per parent node id: its children's widest name (for alignment)
@@ -99,17 +104,21 @@ class ParamTree(Tree[str]):
         return self._counted
 
     def node_for(self, key: str) -> Node | None:
-        """The core node shown under `key` in the current model."""
-        return self._by_key.get(key)
+        """The core node shown under `key` in the current model (found once, then remembered)."""
+        if key not in self._by_key:
+            model = self._counted
+            found = None if model is None else model.find(key)
+            if found is None and model is not None:
+                found = model.find(f"bert.{key}")
+            self._by_key[key] = found
+        return self._by_key[key]
 
     def show(self, model: ParamTree) -> None:
         """Show `model`: relabel by repainting, and add or remove only the nodes whose structure changed."""
         self._counted = model
         self._total = model.total
         self._name_widths.clear()
-        self._by_key = {key_of(m.name): m for m in model.root.modules()}
-        self._by_key.update((key_of(p.name), p) for p in model.root.params())
-        self._by_key[""] = model.root
+        self._by_key = {}
         if str(self.root.label) != model.root.title:
             self.root.set_label(model.root.title)
         self.root.expand()
@@ -135,12 +144,14 @@ class ParamTree(Tree[str]):
                 return
         self._add_rows(tree_node, rows[len(current):], set())
         for child, row in zip(current, rows):
-            if isinstance(row.node, Module) and (child.is_expanded or child.children):
-                self._reconcile(child, row.node)
+            if row.is_module and (child.is_expanded or child.children):
+                module = self.node_for(row.key)
+                if isinstance(module, Module):
+                    self._reconcile(child, module)
 
     def _add_rows(self, tree_node: TreeNode[str], rows: Iterable[Row], expanded: set[str]) -> None:
         for row in rows:
-            if isinstance(row.node, Param):
+            if not row.is_module:
                 tree_node.add_leaf(row.label, data=row.key)
                 continue
             child = tree_node.add(row.label, data=row.key, expand=False, allow_expand=True)
@@ -159,7 +170,7 @@ class ParamTree(Tree[str]):
 
     def _fill(self, tree_node: TreeNode[str]) -> None:
         """Add a module's rows the first time it is opened (layers are built lazily)."""
-        module = self._by_key.get(tree_node.data or "")
+        module = self.node_for(tree_node.data or "")
         if isinstance(module, Module) and not tree_node.children:
             self._add_rows(tree_node, display_children(module), set())
 
@@ -177,7 +188,7 @@ class ParamTree(Tree[str]):
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
         self._name_widths.pop(event.node.id, None)
         self._fill(event.node)
-        module = self._by_key.get(event.node.data or "")
+        module = self.node_for(event.node.data or "")
         if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
             self._reconcile(event.node, module)
 
@@ -198,7 +209,7 @@ class ParamTree(Tree[str]):
     def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
         """`name  count  [shape]`, marked by kind, read from the current model at paint time."""
         label = super().render_label(node, base_style, style)
-        item = self._by_key.get(node.data or "")
+        item = self.node_for(node.data or "")
         if item is None:
             return label
         label.pad_right(self._name_width(node) - len(str(node.label)))
