@@ -149,3 +149,24 @@ def test_help_explains_flags_in_hf_terms(capsys: pytest.CaptureFixture[str]) -> 
     assert exited.value.code == 0
     for text in ("--num-hidden-layers", "HF num_hidden_layers", "BertForMaskedLM", "--no-pooler", "add_pooling_layer"):
         assert text in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--preset", "bert-huge"], "unknown preset 'bert-huge'; known presets: bert-base-cased"),
+        (["--num-attention-heads", "7"], "--hidden-size 768: must be a multiple of num_attention_heads (7)"),
+        (["--preset-file", "/no/such.yaml"], "/no/such.yaml: cannot be read"),
+        (["counts"], "unrecognized arguments: counts"),
+    ],
+)
+def test_explorer_refuses_bad_input_before_opening(argv: list[str], fragment: str) -> None:
+    result = cli(*argv)
+    assert result.returncode == 2 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_explorer_help_lists_the_commands() -> None:
+    result = cli("--help")
+    assert result.returncode == 0
+    for text in ("count", "presets", "--preset", "--hidden-size", "opens the explorer"):
+        assert text in result.stdout

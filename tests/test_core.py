@@ -177,3 +177,13 @@ def test_groups_equal_the_sum_of_their_parameters(config: BertConfig) -> None:
     for param in tree.root.params():
         by_param[param.group] = by_param.get(param.group, 0) + param.count
     assert {g: n for g, n in tree.groups().items() if n} == {g: n for g, n in by_param.items() if n}
+
+
+@settings(max_examples=50, deadline=None)
+@given(valid_configs())
+def test_module_tensor_counts_match_the_leaves(config: BertConfig) -> None:
+    tree = build_tree(config)
+    for module in tree.root.modules():
+        params = list(module.params())
+        assert module.tensors == sum(not p.tied_to for p in params)
+        assert module.tied == sum(bool(p.tied_to) for p in params)

@@ -104,6 +104,7 @@ class BertTuiApp(App[None]):
 
     @on(ConfigForm.Changed)
     def _config_changed(self, event: ConfigForm.Changed) -> None:
+        self._source_title = event.preset or f"{self._source_title.removesuffix(' (edited)')} (edited)"
         self.stale = False
         self.config = event.config
 
@@ -133,7 +134,7 @@ class BertTuiApp(App[None]):
         self.query_one(TotalsPane).show(self.model, self.stale)
         total = self.model.total
         summary = self.query_one("#summary", Static)
-        mark = "   ⚠ stale: fix the form" if self.stale else ""
+        mark = "   ⚠ stale" if self.stale else ""
         summary.update(Text.assemble(f"{self.model.config.hf_class} · {self._source_title}   ", (f"{total:,}", "bold"), f" ({short_count(total)}){mark}"))
         summary.set_class(self.stale, "-stale")
 
@@ -155,7 +156,6 @@ class BertTuiApp(App[None]):
         if preset is None:
             self.notify(f"unknown preset {name!r}", severity="error")
             return
-        self._source_title = preset.name
         self.query_one(ConfigForm).load(preset.config, preset.name)
 
     def action_help(self) -> None:

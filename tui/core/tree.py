@@ -85,6 +85,8 @@ class LayerStack(Sequence["Module"]):
         self._build = build
         self._built: dict[int, Module] = {}
         self.count = length * self[0].count if length else 0
+        self.tensors = length * self[0].tensors if length else 0
+        self.tied = length * self[0].tied if length else 0
 
     def __len__(self) -> int:
         return self._length
@@ -113,10 +115,20 @@ class Module:
     title: str
     children: Sequence[Node]
     count: int = field(init=False)
+    tensors: int = field(init=False)  # untied parameter tensors below (what named_parameters() yields)
+    tied: int = field(init=False)  # tied leaves below
 
     def __post_init__(self) -> None:
-        count = self.children.count if isinstance(self.children, LayerStack) else sum(c.count for c in self.children)
+        children = self.children
+        if isinstance(children, LayerStack):
+            count, tensors, tied = children.count, children.tensors, children.tied
+        else:
+            count = sum(c.count for c in children)
+            tensors = sum(c.tensors if isinstance(c, Module) else not c.tied_to for c in children)
+            tied = sum(c.tied if isinstance(c, Module) else bool(c.tied_to) for c in children)
         object.__setattr__(self, "count", count)
+        object.__setattr__(self, "tensors", tensors)
+        object.__setattr__(self, "tied", tied)
 
     def child_toward(self, name: str) -> Node | None:
         """The child that is `name` or contains it (without building sibling layers)."""

@@ -53,10 +53,11 @@ class ConfigForm(VerticalScroll):
     """The editable config. Focus order: preset, the seven sizes, pooler, head, labels."""
 
     class Changed(Message):
-        """The form holds a valid config."""
+        """The form holds a valid config; `preset` names it when it is a preset as loaded (None once edited)."""
 
-        def __init__(self, config: BertConfig) -> None:
+        def __init__(self, config: BertConfig, preset: str | None) -> None:
             self.config = config
+            self.preset = preset
             super().__init__()
 
     class Invalid(Message):
@@ -193,7 +194,8 @@ class ConfigForm(VerticalScroll):
             self._show_error(error)
             self.post_message(self.Invalid(error))
         else:
-            self.post_message(self.Changed(config))
+            preset = self.query_one("#preset", Select).value
+            self.post_message(self.Changed(config, preset if isinstance(preset, str) else None))
 
     def _show_error(self, error: ConfigError) -> None:
         target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head") else "head"

@@ -80,13 +80,11 @@ class DetailPane(Static):
 
     @staticmethod
     def _module(module: Module, model: ParamTree, share: str) -> RenderableType:
-        params = list(module.params())
         title = module.name or module.title
         lines = [
             Text(title, style="bold"),
             Text.assemble(("count ", "dim"), (f"{module.count:,}", "bold"), ("  ", ""), (share, "dim")),
-            Text.assemble(("tensors ", "dim"), str(sum(not p.tied_to for p in params)),
-                          ("  tied ", "dim"), str(sum(bool(p.tied_to) for p in params))),
+            Text.assemble(("tensors ", "dim"), f"{module.tensors:,}", ("  tied ", "dim"), str(module.tied)),
         ]
         if module.name == "":
             lines.append(Text.assemble(("formula ", "dim"), " + ".join(t.symbols for t in closed_form(model.config))))

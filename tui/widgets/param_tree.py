@@ -59,6 +59,11 @@ def display_children(module: Module) -> list[Row]:
     return rows
 
 
+def _shape_of(model: ParamTree) -> tuple[int, str, bool]:
+    """What decides the tree's structure: other edits only change numbers in labels."""
+    return model.config.num_hidden_layers, model.config.head, model.config.has_pooler
+
+
 def _relative(name: str, parent: str) -> str:
     return name.removeprefix(f"{parent}.") if parent else name
 
@@ -114,15 +119,18 @@ class ParamTree(Tree[str]):
         return self._by_key[key]
 
     def show(self, model: ParamTree) -> None:
-        """Show `model`: relabel by repainting, and add or remove only the nodes whose structure changed."""
-        self._counted = model
+        """Show `model`: repaint the labels; add or remove only the nodes whose structure changed."""
+        previous, self._counted = self._counted, model
         self._total = model.total
-        self._name_widths.clear()
         self._by_key = {}
+        self._name_widths.clear()
         if str(self.root.label) != model.root.title:
             self.root.set_label(model.root.title)
-        self.root.expand()
-        self._reconcile(self.root, model.root)
+        if not self.root.is_expanded:
+            self.root.expand()
+        if previous is None or _shape_of(previous) != _shape_of(model):
+            self._reconcile(self.root, model.root)
+        self.root.refresh()  # every line's path holds the root: its cached strips are painted again
         self.refresh()
 
     def _reconcile(self, tree_node: TreeNode[str], module: Module) -> None:
@@ -207,29 +215,37 @@ class ParamTree(Tree[str]):
                 self._fill_all(child)
 
     def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
-        """`name  count  [shape]`, marked by kind, read from the current model at paint time."""
+        """`name  count  share` for modules, `mark name  count  [shape]` for tensors, from the current model."""
         label = super().render_label(node, base_style, style)
         item = self.node_for(node.data or "")
         if item is None:
             return label
         label.pad_right(self._name_width(node) - len(str(node.label)))
+        mark, count, extra = self._label_parts(node, item)
         muted = self.get_component_rich_style("param-tree--shape", partial=True)
         count_style = self.get_component_rich_style("param-tree--count", partial=True)
         if isinstance(item, Module):
             label.stylize(self.get_component_rich_style("param-tree--module", partial=True))
-            label.append(f" {item.count:>13,}", style=count_style)
-            if self._total and node is not self.root:
-                label.append(f" {100 * item.count / self._total:5.1f}%", style=muted)
-            return label
-        kind = "tied" if item.tied_to else item.kind
-        kind_style = self.get_component_rich_style(f"param-tree--{kind}", partial=True)
-        text = Text.assemble((f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} ", kind_style), label)
-        if item.tied_to:
-            text.append(f" {'tied':>13}", style=kind_style)
-        else:
-            text.append(f" {item.count:>13,}", style=count_style)
-        text.append(f"  [{', '.join(str(n) for n in item.shape)}]", style=muted)
-        return text
+            return Text.assemble(label, (count, count_style), (extra, muted))
+        kind_style = self.get_component_rich_style(f"param-tree--{'tied' if item.tied_to else item.kind}", partial=True)
+        return Text.assemble((mark, kind_style), label, (count, kind_style if item.tied_to else count_style), (extra, muted))
+
+    def get_label_width(self, node: TreeNode[str]) -> int:
+        """The label's width without styling it (the tree asks for every line when it rebuilds)."""
+        item = self.node_for(node.data or "")
+        if item is None:
+            return super().get_label_width(node)
+        icon = 2 if node.allow_expand else 0
+        return icon + self._name_width(node) + sum(len(part) for part in self._label_parts(node, item))
+
+    def _label_parts(self, node: TreeNode[str], item: Node) -> tuple[str, str, str]:
+        """(kind mark, count column, share or shape) as plain text."""
+        if isinstance(item, Module):
+            share = f" {100 * item.count / self._total:5.1f}%" if self._total and node is not self.root else ""
+            return "", f" {item.count:>13,}", share
+        mark = f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} "
+        count = f" {'tied':>13}" if item.tied_to else f" {item.count:>13,}"
+        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]"
 
     def _name_width(self, node: TreeNode[str]) -> int:
         """The widest name among `node`'s siblings, so that their counts line up."""

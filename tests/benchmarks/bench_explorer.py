@@ -1,0 +1,144 @@
+"""Explorer benchmark: start-up, the update path of one edit, and memory, with baselines from the same run.
+
+    python tests/benchmarks/bench_explorer.py [--edits N] [--json PATH]
+
+* start-up to first full paint, headless, in fresh processes: bert-tui against a minimal Textual app that
+  shows one number (goal ≤ 1.5×);
+* one edit (the vocab size changes, as a keystroke does): CPU time of the handler that takes the new config
+  to every pane, plus painting the tree's visible lines (labels are read at paint time), for bert-base and
+  96 layers with the whole tree expanded, and 1,000 layers with the encoder open (a full viewport each)
+  (goal: 96 and 1,000 layers within 1.5× of bert-base);
+* peak memory (max RSS) of the explorer at 1,000 layers with the encoder open, against the minimal app.
+
+Medians; CPU time (`time.process_time`), not Pilot wall time (Pilot waits in 20 ms steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from textual.geometry import Region  # noqa: E402
+
+from tui.app import make_app  # noqa: E402
+from tui.core import BertConfig  # noqa: E402
+from tui.presets import load_catalog  # noqa: E402
+from tui.widgets.param_tree import ParamTree  # noqa: E402
+
+MINIMAL_APP = """
+from textual.app import App
+from textual.widgets import Static
+class One(App):
+    def compose(self):
+        yield Static("109,482,240")
+async def done(pilot):
+    await pilot.pause()
+    pilot.app.exit()
+One().run(headless=True, size=(120, 40), auto_pilot=done)
+"""
+OUR_APP = """
+from tui.app import make_app
+from tui.presets import load_catalog
+async def done(pilot):
+    await pilot.pause()
+    pilot.app.exit()
+make_app(load_catalog()).run(headless=True, size=(120, 40), auto_pilot=done)
+"""
+MEMORY = """
+import resource
+{app}
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+BIG_APP = """
+from tui.app import make_app
+from tui.core import BertConfig
+from tui.presets import load_catalog
+async def done(pilot):
+    await pilot.pause()
+    await pilot.press("f3", "down", "down", "enter")
+    await pilot.pause()
+    pilot.app.exit()
+make_app(load_catalog(), BertConfig(num_hidden_layers=1000)).run(headless=True, size=(120, 40), auto_pilot=done)
+"""
+
+
+def startup_seconds(code: str, runs: int) -> float:
+    command = [sys.executable, "-c", code]
+    subprocess.run(command, check=True, cwd=ROOT)  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def max_rss_kib(code: str) -> int:
+    result = subprocess.run([sys.executable, "-c", MEMORY.format(app=code)], check=True, cwd=ROOT,
+                            capture_output=True, text=True)
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+async def edit_seconds(config: BertConfig, keys: tuple[str, ...], edits: int) -> float:
+    """Median CPU time of one edit: the handler from new config to panes, then painting the visible tree."""
+    app = make_app(load_catalog(), config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press(*keys)
+        await pilot.pause()
+        tree = app.query_one(ParamTree)
+        times = []
+        for index in range(edits):
+            new = config.replace(vocab_size=config.vocab_size + 1 + index % 2)
+            start = time.process_time()
+            app.config = new
+            tree.render_lines(Region(0, 0, tree.size.width, tree.size.height))
+            times.append(time.process_time() - start)
+            await pilot.pause()
+        return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--edits", type=int, default=40, help="edits per scenario (default 40)")
+    parser.add_argument("--runs", type=int, default=7, help="fresh processes per start-up figure (default 7)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args()
+
+    rows: list[tuple[str, float, float, str]] = []
+    minimal = startup_seconds(MINIMAL_APP, args.runs)
+    ours = startup_seconds(OUR_APP, args.runs)
+    rows += [("start-up: minimal Textual app (baseline)", minimal, 1.0, "s"),
+             ("start-up: bert-tui explorer, first full paint", ours, ours / minimal, "goal ≤ 1.5×")]
+
+    base = asyncio.run(edit_seconds(BertConfig(), ("f3", "e"), args.edits))
+    wide = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=96), ("f3", "e"), args.edits))
+    huge = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=1000), ("f3", "down", "down", "enter"), args.edits))
+    rows += [("edit: bert-base, whole tree expanded (baseline)", base, 1.0, "s"),
+             ("edit: 96 layers, whole tree expanded", wide, wide / base, "goal ≤ 1.5×"),
+             ("edit: 1,000 layers, encoder open", huge, huge / base, "goal ≤ 1.5×")]
+
+    rss_min, rss_big = max_rss_kib(MINIMAL_APP), max_rss_kib(BIG_APP)
+    rows += [("max RSS: minimal Textual app (baseline)", rss_min / 1024, 1.0, "MiB"),
+             ("max RSS: explorer at 1,000 layers, encoder open", rss_big / 1024, rss_big / rss_min, "MiB")]
+
+    print(f"{'measure':<50} {'median':>10} {'× base':>7}  note")
+    for name, value, ratio, note in rows:
+        shown = f"{value:>7.1f}MiB" if note == "MiB" else f"{value * 1000:>8.2f}ms"
+        print(f"{name:<50} {shown:>10} {ratio:>7.2f}  {'' if note in ('s', 'MiB') else note}")
+    if args.json:
+        figures = [{"measure": n, "value": v, "ratio_to_baseline": r, "note": note} for n, v, r, note in rows]
+        args.json.write_text(json.dumps({"edits": args.edits, "rows": figures}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
