@@ -19,10 +19,21 @@ from typing import NoReturn
 
 from . import __version__
 from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
-from .formats import FORMATS, to_csv, to_json, to_markdown, to_table
-from .presets import DEFAULT_PRESET, Catalog, PresetError, UnknownPresetError, find_preset, load_catalog, load_preset
+from .core.audit import SCOPES, ClaimError, audit, parse_claim
+from .core.diff import diff
+from .formats import FORMATS, audit_data, audit_text, diff_data, diff_text, to_csv, to_json, to_markdown, to_table
+from .presets import (
+    DEFAULT_PRESET,
+    Catalog,
+    Preset,
+    PresetError,
+    UnknownPresetError,
+    find_preset,
+    load_catalog,
+    load_preset,
+)
 
-COMMANDS = ("count", "presets")
+COMMANDS = ("count", "presets", "audit", "diff")
 EXIT_USAGE = 2
 
 OVERRIDE_HELP = {
@@ -75,7 +86,9 @@ def build_parser() -> _Parser:
         description="Every weight in BERT, counted and explained, exactly as Hugging Face transformers counts it. "
         "With no command, opens the explorer.",
         epilog="commands:\n  count     count one configuration (table, json, csv or markdown)\n"
-        "  presets   list the presets with their totals\n\n"
+        "  presets   list the presets with their totals\n"
+        "  audit     explain a published count (bert-tui audit 110M)\n"
+        "  diff      compare two presets or preset files\n\n"
         "examples:\n  bert-tui --preset bert-large-uncased\n"
         "  bert-tui count --preset example-40k --format json\n"
         "  bert-tui count --num-hidden-layers 6 --head mlm",
@@ -100,6 +113,38 @@ def build_count_parser() -> _Parser:
     return parser
 
 
+def build_audit_parser() -> _Parser:
+    parser = _Parser(
+        prog="bert-tui audit",
+        description="Explain a published parameter count: which counting conventions (biases or LayerNorm "
+        "omitted, Q/K/V per head, pooler, pre-training heads, rounding, ...) reproduce it exactly. "
+        "Exit 0 when one does, 1 when none does.",
+        epilog="examples:\n  bert-tui audit 186828288 --preset example-40k\n  bert-tui audit 110M\n"
+        "  bert-tui audit 7,113,216 --scope layer",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("claim", metavar="CLAIMED", help="the published count: 186828288, 186,828,288, 110M or 0.11B")
+    _add_source(parser)
+    _add_overrides(parser)
+    parser.add_argument("--scope", choices=SCOPES, default="model", help="the whole model (default) or one encoder layer")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="table (plain words) or json")
+    return parser
+
+
+def build_diff_parser() -> _Parser:
+    parser = _Parser(
+        prog="bert-tui diff",
+        description="Compare two configurations: total, per group and per parameter. A and B are preset names or "
+        "preset files; overrides apply to B.",
+        epilog="example: bert-tui diff bert-base-uncased bert-large-uncased",
+    )
+    parser.add_argument("a", metavar="A", help="a preset name or a preset YAML file")
+    parser.add_argument("b", metavar="B", help="a preset name or a preset YAML file (overrides apply to it)")
+    _add_overrides(parser)
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json")
+    return parser
+
+
 def build_presets_parser() -> _Parser:
     parser = _Parser(prog="bert-tui presets", description="List the presets (built-in and your own) with their totals.")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json (default: table)")
@@ -116,13 +161,23 @@ class Selection:
 
 def resolve(args: argparse.Namespace) -> Selection:
     """Source, then overrides on top; every problem becomes a `UsageError` naming the flag."""
+    if args.preset_file is not None:
+        return apply_overrides(args, load_source(args.preset_file, "file"))
+    return apply_overrides(args, load_source(args.preset or DEFAULT_PRESET, "name"))
+
+
+def load_source(source: str | Path, kind: str = "either") -> Preset:
+    """A preset by name, a preset file, or (kind 'either') a file when `source` names one, else a name."""
     try:
-        if args.preset_file is not None:
-            preset = load_preset(args.preset_file)
-        else:
-            preset = find_preset(args.preset or DEFAULT_PRESET)
+        if kind == "file" or (kind == "either" and Path(source).is_file()):
+            return load_preset(Path(source))
+        return find_preset(str(source))
     except (PresetError, UnknownPresetError) as error:
         raise UsageError(str(error)) from None
+
+
+def apply_overrides(args: argparse.Namespace, preset: Preset) -> Selection:
+    """The preset's config with the command line's overrides on top; a refused value names its flag."""
     overrides = {f: getattr(args, f) for f in (*SIZE_FIELDS, "head", "num_labels", "pooler") if getattr(args, f) is not None}
     try:
         config = BertConfig.from_mapping(overrides, base=preset.config)
@@ -143,6 +198,33 @@ def run_count(argv: Sequence[str]) -> int:
         return 0
     render = {"json": to_json, "csv": to_csv}.get(args.format)
     sys.stdout.write(render(tree) if render else to_markdown(tree, selection.title))
+    return 0
+
+
+def run_audit(argv: Sequence[str]) -> int:
+    args = build_audit_parser().parse_args(argv)
+    try:
+        claim = parse_claim(args.claim)
+    except ClaimError as error:
+        raise UsageError(str(error)) from None
+    selection = resolve(args)
+    result = audit(claim, selection.config, args.scope)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(audit_data(result, selection.config), indent=2) + "\n")
+    else:
+        sys.stdout.write(audit_text(result, selection.config, selection.title))
+    return 0 if result.matches else 1
+
+
+def run_diff(argv: Sequence[str]) -> int:
+    args = build_diff_parser().parse_args(argv)
+    a = load_source(args.a)
+    b = apply_overrides(args, load_source(args.b))
+    result = diff(build_tree(a.config), build_tree(b.config))
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"a": a.name, "b": b.title, **diff_data(result)}, indent=2) + "\n")
+    else:
+        sys.stdout.write(diff_text(result, a.name, b.title))
     return 0
 
 
@@ -194,7 +276,7 @@ def _catalog() -> Catalog:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    runners = {"count": run_count, "presets": run_presets}
+    runners = {"count": run_count, "presets": run_presets, "audit": run_audit, "diff": run_diff}
     command = argv[0] if argv and argv[0] in runners else None
     try:
         return runners[command](argv[1:]) if command else run_explorer(argv)

@@ -12,7 +12,20 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .core import ADAM_CONVENTION, Param, ParamTree, closed_form_symbols, memory_bytes, per_layer, report, training_bytes
+from .core import (
+    ADAM_CONVENTION,
+    BertConfig,
+    Param,
+    ParamTree,
+    closed_form_symbols,
+    config_dict,
+    memory_bytes,
+    per_layer,
+    report,
+    training_bytes,
+)
+from .core.audit import Audit, Explanation, describe
+from .core.diff import Diff
 from .core.units import short_bytes, short_count
 
 if TYPE_CHECKING:
@@ -134,3 +147,83 @@ def _memory_table(total: int) -> RenderableType:
 
 def _share(n: int, total: int) -> str:
     return f"{100 * n / total:.2f} %" if total else "-"
+
+
+# Audit and diff: plain text (shared by the CLI and the explorer's screens) and JSON-ready data.
+
+
+def audit_text(result: Audit, config: BertConfig, title: str, shown: int = 5) -> str:
+    """Each explanation in plain words: the conventions, the figure they give, the parts they change."""
+    what = "one encoder layer" if result.scope == "layer" else config.hf_class
+    claim = result.claim
+    precision = "" if claim.figures is None else f" (as written: {claim.figures} significant figures)"
+    lines = [f"Claim {claim.text}{precision} for {what} of {title}.",
+             f"Exact count: {result.exact:,} (the claim is {claim.value - result.exact:+,} from it)."]
+    if not result.matches:
+        lines.append("No combination of the known conventions reproduces it.")
+        if result.nearest is not None:
+            lines.append(f"Nearest: {result.nearest.value:,} ({claim.value - result.nearest.value:+,} left unexplained), with:")
+            lines += _explanation_lines(result.nearest, config)
+        return "\n".join(lines) + "\n"
+    count = len(result.matches)
+    lines.append(f"{count} explanation{'s reproduce' if count > 1 else ' reproduces'} it, fewest assumptions first:")
+    for number, explanation in enumerate(result.matches[:shown], 1):
+        rounding = f", rounded to {explanation.rounded:,}" if explanation.rounded is not None else ""
+        lines.append(f"{number}. {explanation.value:,}{rounding}")
+        lines += _explanation_lines(explanation, config)
+    if len(result.matches) > shown:
+        lines.append(f"… and {len(result.matches) - shown} more with more assumptions (--format json lists them).")
+    return "\n".join(lines) + "\n"
+
+
+def _explanation_lines(explanation: Explanation, config: BertConfig) -> list[str]:
+    if not explanation.conventions:
+        return ["   - the exact count itself" + (", rounded" if explanation.rounded is not None else "")]
+    lines = [f"   - {describe(key, config)}" for key in explanation.conventions]
+    changes = "; ".join(f"{part} {delta:+,}" for part, delta in explanation.changes.items())
+    return [*lines, f"     changes: {changes}"]
+
+
+def audit_data(result: Audit, config: BertConfig) -> dict[str, object]:
+    def explanation(e: Explanation) -> dict[str, object]:
+        return {"conventions": [{"key": k, "says": describe(k, config)} for k in e.conventions],
+                "value": e.value, "rounded": e.rounded, "changes": e.changes}
+
+    return {
+        "claim": result.claim.text, "claimed": result.claim.value, "significant_figures": result.claim.figures,
+        "scope": result.scope, "model": config.hf_class, "config": config_dict(config), "exact": result.exact,
+        "matches": [explanation(e) for e in result.matches],
+        "nearest": explanation(result.nearest) if result.nearest else None,
+    }
+
+
+def diff_text(result: Diff, title_a: str, title_b: str) -> str:
+    lines = [f"A: {title_a}  {result.total_a:,}", f"B: {title_b}  {result.total_b:,}",
+             f"B − A: {result.delta:+,} ({_ratio(result.total_b, result.total_a)})", "", "group           A               B               B − A"]
+    for group, (a, b) in result.groups.items():
+        lines.append(f"{group:<12} {a:>15,} {b:>15,} {b - a:>+18,}")
+    rows = result.rows()
+    lines += ["", f"parameters that differ ({len(result.params)}):" if rows else "no parameter differs in shape"]
+    for row in rows:
+        a = _shape(row.shape_a)
+        b = _shape(row.shape_b)
+        times = f" × {row.times}" if row.times > 1 else ""
+        lines.append(f"  {row.name}  {a} → {b}{times}  {row.delta:+,}")
+    return "\n".join(lines) + "\n"
+
+
+def diff_data(result: Diff) -> dict[str, object]:
+    return {
+        "total_a": result.total_a, "total_b": result.total_b, "delta": result.delta,
+        "groups": {g: {"a": a, "b": b, "delta": b - a} for g, (a, b) in result.groups.items()},
+        "parameters": [{"name": p.name, "shape_a": list(p.shape_a) if p.shape_a else None,
+                        "shape_b": list(p.shape_b) if p.shape_b else None, "delta": p.delta} for p in result.params],
+    }
+
+
+def _shape(shape: tuple[int, ...] | None) -> str:
+    return "absent" if shape is None else str(list(shape))
+
+
+def _ratio(b: int, a: int) -> str:
+    return f"× {b / a:.3f}" if a else "A is empty"

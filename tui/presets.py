@@ -23,10 +23,20 @@ from typing import Any
 import yaml
 
 from .core import BertConfig, ConfigError
+from .core.audit import SCOPES, ClaimError, parse_claim
 
 DEFAULT_PRESET = "bert-base-uncased"
 MAX_PRESET_BYTES = 64 * 1024
 _PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True, slots=True)
+class PresetClaim:
+    """A count published for this model: as written ('110M'), where, and for what scope (model or layer)."""
+
+    value: str
+    source: str
+    scope: str = "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +48,7 @@ class Preset:
     expected_total: int | None
     path: Path
     builtin: bool
+    claims: tuple[PresetClaim, ...] = ()
 
 
 class PresetError(ValueError):
@@ -135,7 +146,29 @@ def load_preset(path: Path, *, builtin: bool = False) -> Preset:
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
         raise PresetError(path, "expected_total", f"{expected!r} must be a whole number")
     title = _text(path, data, "title", default=name)
-    return Preset(name, title, _text(path, data, "source", default="(no source given)"), config, expected, path, builtin)
+    source = _text(path, data, "source", default="(no source given)")
+    return Preset(name, title, source, config, expected, path, builtin, _claims(path, data.get("claims", [])))
+
+
+def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
+    """`claims:` a list of {value, source, scope}; each value must read as a count."""
+    if not isinstance(items, list):
+        raise PresetError(path, "claims", "must be a list of {value, source, scope}")
+    claims = []
+    for index, item in enumerate(items):
+        field = f"claims[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("value"), (str, int)) or isinstance(item.get("value"), bool):
+            raise PresetError(path, field, "must be a mapping with a value (text or number) and a source")
+        value = str(item["value"])
+        try:
+            parse_claim(value)
+        except ClaimError as error:
+            raise PresetError(path, f"{field}.value", str(error)) from None
+        scope = item.get("scope", "model")
+        if scope not in SCOPES:
+            raise PresetError(path, f"{field}.scope", f"{scope!r} must be one of: {', '.join(SCOPES)}")
+        claims.append(PresetClaim(value, str(item.get("source", "")), scope))
+    return tuple(claims)
 
 
 def read_yaml(path: Path) -> Any:

@@ -1,0 +1,148 @@
+"""Audit (explaining published counts) and diff (comparing configs): core, presets' claims, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+
+from tui.cli import main
+from tui.core import BertConfig, build_tree, closed_form_total, per_layer
+from tui.core.audit import ClaimError, audit, hand_count, parse_claim, round_figures
+from tui.core.diff import diff
+from tui.presets import load_catalog
+
+from .hf_cases import hf_total
+from .test_core import valid_configs
+
+
+def config(preset: str) -> BertConfig:
+    return load_catalog().get(preset).config
+
+
+@settings(max_examples=200, deadline=None)
+@given(valid_configs())
+def test_hand_count_without_conventions_is_the_exact_count(cfg: BertConfig) -> None:
+    assert sum(hand_count(cfg).values()) == closed_form_total(cfg) == build_tree(cfg).total
+    assert sum(hand_count(cfg, scope="layer").values()) == per_layer(cfg)
+
+
+def test_186828288_for_example_40k_names_all_four_causes() -> None:
+    result = audit(parse_claim("186828288"), config("example-40k"))
+    assert result.exact == hf_total("example-40k/none") == 88_409_856
+    best = result.matches[0]
+    assert set(best.conventions) == {"no-biases", "no-layernorm", "pooler", "qkv-full-per-head"}
+    assert best.value == 186_828_288 and best.changes["pooler"] == -590_592
+
+
+def test_7113216_per_bert_base_layer_is_qkv_bias_per_head() -> None:
+    result = audit(parse_claim("7,113,216"), config("bert-base-uncased"), scope="layer")
+    assert result.exact == 7_087_872
+    assert result.matches[0].conventions == ("qkv-bias-per-head",)
+    assert result.matches[0].changes == {"qkv.bias": 25_344}
+
+
+def test_110106428_is_the_pretraining_heads() -> None:
+    result = audit(parse_claim("110,106,428"), config("bert-base-uncased"))
+    assert result.matches[0].conventions == ("pretraining-heads",)
+    assert result.matches[0].value == hf_total("bert-base-uncased/pretraining")
+
+
+def test_110m_is_a_rounding_of_the_exact_count_first() -> None:
+    result = audit(parse_claim("110M"), config("bert-base-uncased"))
+    first = result.matches[0]
+    assert first.conventions == () and first.rounded == 110_000_000 and first.assumptions == 1
+    assert ("pretraining-heads",) in [m.conventions for m in result.matches]
+
+
+def test_no_match_gives_the_nearest_combination() -> None:
+    result = audit(parse_claim("12345"), config("bert-base-uncased"))
+    assert result.matches == () and result.nearest is not None
+    assert "no-embeddings" in result.nearest.conventions
+
+
+@pytest.mark.parametrize("preset", sorted(load_catalog().presets))
+def test_every_claim_a_preset_carries_is_explained(preset: str) -> None:
+    found = load_catalog().get(preset)
+    for claim in found.claims:
+        assert audit(parse_claim(claim.value), found.config, claim.scope).matches, claim
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "figures"),
+    [("186828288", 186_828_288, None), ("186,828,288", 186_828_288, None), ("110M", 110_000_000, 2),
+     ("0.11B", 110_000_000, 2), ("109.48M", 109_480_000, 5), ("340k", 340_000, 2), (" 7_113_216 ", 7_113_216, None)],
+)
+def test_claims_parse_with_their_precision(text: str, value: int, figures: int | None) -> None:
+    claim = parse_claim(text)
+    assert (claim.value, claim.figures) == (value, figures)
+
+
+@pytest.mark.parametrize("text", ["abc", "", "-5", "1.5", "110X", "1e8", "0", "0.0001K", "9" * 50])
+def test_unreadable_claims_are_refused(text: str) -> None:
+    with pytest.raises(ClaimError):
+        parse_claim(text)
+
+
+def test_round_figures() -> None:
+    assert round_figures(109_482_240, 2) == 110_000_000
+    assert round_figures(109_482_240, 3) == 109_000_000
+    assert round_figures(335_141_888, 2) == 340_000_000
+
+
+def test_diff_base_to_large() -> None:
+    result = diff(build_tree(config("bert-base-uncased")), build_tree(config("bert-large-uncased")))
+    assert result.delta == 225_659_648 == hf_total("bert-large-uncased/none") - hf_total("bert-base-uncased/none")
+    assert result.groups["encoder"] == (85_054_464, 302_309_376)
+    rows = {row.name: row for row in result.rows()}
+    added = rows["encoder.layer.{12..23}.intermediate.dense.weight"]
+    assert (added.shape_a, added.shape_b, added.times, added.delta) == (None, (4096, 1024), 12, 12 * 4096 * 1024)
+    assert sum(row.delta for row in rows.values()) == result.delta
+
+
+def test_diff_across_head_classes_matches_names_without_the_bert_prefix() -> None:
+    base = config("bert-base-uncased")
+    result = diff(build_tree(base), build_tree(base.replace(head="mlm")))
+    names = {p.name for p in result.params}
+    assert names == {"pooler.dense.weight", "pooler.dense.bias", "cls.predictions.bias",
+                     "cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+                     "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias"}
+    assert result.delta == hf_total("bert-base-uncased/mlm") - hf_total("bert-base-uncased/none")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_audit_explains_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", "186828288", "--preset", "example-40k")
+    assert code == 0
+    for words in ("88,409,856", "biases omitted", "LayerNorm weights and biases omitted", "pooler (H² + H) omitted",
+                  "full H × H matrix per head", "1 explanation reproduces it"):
+        assert words in out
+
+
+def test_cli_audit_json_and_no_match(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", "7,113,216", "--scope", "layer", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["exact"] == 7_087_872 and data["matches"][0]["conventions"][0]["key"] == "qkv-bias-per-head"
+    code, out, _ = run(capsys, "audit", "12345")
+    assert code == 1 and "No combination" in out and "Nearest" in out
+
+
+def test_cli_audit_bad_claim_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "audit", "lots")
+    assert code == 2 and out == "" and "claim 'lots'" in err
+
+
+def test_cli_diff(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "diff", "bert-base-uncased", "bert-large-uncased")
+    assert code == 0 and "+225,659,648" in out and "encoder.layer.{12..23}" in out
+    code, out, _ = run(capsys, "diff", "bert-base-uncased", "bert-base-uncased", "--num-hidden-layers", "13", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["delta"] == 7_087_872 and data["groups"]["encoder"]["delta"] == 7_087_872
+    code, _, err = run(capsys, "diff", "bert-base-uncased", "nope")
+    assert code == 2 and "unknown preset 'nope'" in err

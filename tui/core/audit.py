@@ -1,0 +1,225 @@
+"""Explain a published parameter count: which counting conventions (or mistakes) reproduce it.
+
+A hand count is the exact count with some conventions applied: biases left out, LayerNorm left out, Q/K/V
+counted as a full H×H matrix per head, and so on. `hand_count` computes any combination part by part (with
+no convention it equals the exact total, for every head class); `audit` tries every combination of the
+conventions that apply (at most 2**11, instantly) and ranks those that reproduce the claim by how few
+assumptions they need. A claim written short ("110M", "0.11B") matches at the precision it was written with.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from itertools import combinations
+
+from .config import BertConfig
+
+SCOPES = ("model", "layer")
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """One named way a hand count departs from the exact one."""
+
+    key: str
+    says: str  # what the convention does, in plain words
+    parts: tuple[str, ...]  # the parts (modules) it changes
+
+
+CONVENTIONS: dict[str, Convention] = {
+    c.key: c
+    for c in (
+        Convention("no-biases", "biases omitted (every Linear counted as weights only)",
+                   ("qkv.bias", "attention.output", "intermediate", "output", "pooler", "head")),
+        Convention("no-layernorm", "LayerNorm weights and biases omitted", ("embeddings.LayerNorm", "LayerNorm", "head")),
+        Convention("pooler", "pooler (H² + H) included or omitted, against what the class builds", ("pooler",)),
+        Convention("no-embeddings", "all embeddings omitted (a 'non-embedding' count)",
+                   ("embeddings.word_embeddings", "embeddings.position_embeddings", "embeddings.token_type_embeddings",
+                    "embeddings.LayerNorm")),
+        Convention("no-position", "position embeddings omitted (P × H)", ("embeddings.position_embeddings",)),
+        Convention("no-token-type", "token-type embeddings omitted (T × H)", ("embeddings.token_type_embeddings",)),
+        Convention("qkv-full-per-head", "Q, K and V counted as a full H × H matrix per head (A·H² each, not H²)",
+                   ("qkv.weight",)),
+        Convention("qkv-bias-per-head", "Q, K and V biases counted as H per head instead of H/A (A·H each, not H)",
+                   ("qkv.bias",)),
+        Convention("pretraining-heads", "MLM and NSP heads included (BertForPreTraining: what the hub's checkpoints hold)",
+                   ("head",)),
+        Convention("tied-twice", "the tied MLM decoder counted again (V × H + V), as if it were not shared", ("head",)),
+    )
+}
+LAYER_CONVENTIONS = ("no-biases", "no-layernorm", "qkv-full-per-head", "qkv-bias-per-head")
+
+
+class ClaimError(ValueError):
+    """A claimed count that cannot be read as a number of parameters."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(f"claim {text!r}: write a count as 186828288, 186,828,288, 110M, 0.11B or 340K")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claimed count: its value and, for a short form like '110M', the significant figures written."""
+
+    text: str
+    value: int
+    figures: int | None  # None: exact
+
+    def matches(self, count: int) -> bool:
+        return count == self.value if self.figures is None else round_figures(count, self.figures) == self.value
+
+
+_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+_CLAIM = re.compile(r"^\s*([0-9][0-9,_]*(?:\.[0-9]+)?|\.[0-9]+)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+
+
+def parse_claim(text: str) -> Claim:
+    """'186828288', '186,828,288' (exact); '110M', '0.11B', '1.1e8'-free short forms (at their precision)."""
+    match = _CLAIM.match(text)
+    if not match or len(text) > 40:
+        raise ClaimError(text)
+    digits, suffix = match.group(1).replace(",", "").replace("_", ""), match.group(2).upper()
+    try:
+        number = Decimal(digits) * _SUFFIXES[suffix]
+    except InvalidOperation:
+        raise ClaimError(text) from None
+    if number != number.to_integral_value() or number <= 0:
+        raise ClaimError(text)
+    if not suffix and "." not in digits:
+        return Claim(text, int(number), None)
+    significant = digits.replace(".", "").lstrip("0").rstrip("0") or "0"
+    return Claim(text, int(number), max(1, len(significant)))
+
+
+def round_figures(n: int, figures: int) -> int:
+    """`n` rounded (half up) to `figures` significant figures: 109482240, 2 → 110000000."""
+    if n == 0:
+        return 0
+    drop = max(0, len(str(abs(n))) - figures)
+    scale = 10**drop
+    return (n + scale // 2) // scale * scale
+
+
+def hand_count(config: BertConfig, conventions: Iterable[str] = (), scope: str = "model") -> dict[str, int]:
+    """The count of each part under `conventions` (no convention: the exact count of `config.hf_class`)."""
+    on = set(conventions)
+    c = config
+    h, i, a, v = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.vocab_size
+    b = 0 if "no-biases" in on else 1
+    ln = 0 if "no-layernorm" in on else 1
+    layer = {
+        "qkv.weight": 3 * h * h * (a if "qkv-full-per-head" in on else 1),
+        "qkv.bias": b * 3 * h * (a if "qkv-bias-per-head" in on else 1),
+        "attention.output": h * h + b * h,
+        "LayerNorm": ln * 4 * h,
+        "intermediate": h * i + b * i,
+        "output": i * h + b * h,
+    }
+    if scope == "layer":
+        return layer
+    embeddings = 0 if "no-embeddings" in on else 1
+    parts = {
+        "embeddings.word_embeddings": embeddings * v * h,
+        "embeddings.position_embeddings": embeddings * (0 if "no-position" in on else c.max_position_embeddings * h),
+        "embeddings.token_type_embeddings": embeddings * (0 if "no-token-type" in on else c.type_vocab_size * h),
+        "embeddings.LayerNorm": embeddings * ln * 2 * h,
+    }
+    parts.update({part: c.num_hidden_layers * n for part, n in layer.items()})
+    parts["pooler"] = (h * h + b * h) if c.has_pooler != ("pooler" in on) else 0
+    parts["head"] = _head(c, on, b, ln)
+    return parts
+
+
+def _head(c: BertConfig, on: set[str], b: int, ln: int) -> int:
+    h, v, n = c.hidden_size, c.vocab_size, c.num_labels
+    mlm = c.head in ("mlm", "pretraining") or "pretraining-heads" in on
+    nsp = c.head in ("pretraining", "next-sentence") or "pretraining-heads" in on
+    count = (h * h + b * h + ln * 2 * h + b * v) if mlm else 0  # transform, its LayerNorm, the output bias
+    count += (v * h + b * v) if mlm and "tied-twice" in on else 0
+    count += (2 * h + b * 2) if nsp else 0
+    if c.head in ("sequence-classification", "token-classification", "question-answering"):
+        count += n * h + b * n
+    elif c.head == "multiple-choice":
+        count += h + b
+    return count
+
+
+def describe(key: str, config: BertConfig) -> str:
+    """A convention in plain words, for this config (the pooler one says which way it goes)."""
+    if key == "pooler":
+        return "pooler (H² + H) omitted" if config.has_pooler else f"pooler (H² + H) included ({config.hf_class} has none)"
+    return CONVENTIONS[key].says
+
+
+def applicable(config: BertConfig, scope: str) -> list[str]:
+    """The conventions that can change something for this config and scope."""
+    keys = list(LAYER_CONVENTIONS) if scope == "layer" else list(CONVENTIONS)
+    if config.num_attention_heads == 1:  # one head: per-head and whole counts are the same
+        keys = [k for k in keys if not k.startswith("qkv")]
+    if config.head == "pretraining":
+        keys.remove("pretraining-heads")
+    return keys
+
+
+def _coherent(combo: tuple[str, ...], config: BertConfig) -> bool:
+    """Skip combinations holding a convention that changes nothing given the others."""
+    on = set(combo)
+    if "no-embeddings" in on and on & {"no-position", "no-token-type"}:
+        return False
+    if "no-biases" in on and "qkv-bias-per-head" in on:
+        return False
+    has_mlm = config.head in ("mlm", "pretraining") or "pretraining-heads" in on
+    return "tied-twice" not in on or has_mlm
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """A set of conventions, the count they give, and how each part differs from the exact count."""
+
+    conventions: tuple[str, ...]
+    value: int
+    rounded: int | None  # the value at the claim's precision, when the claim is a short form
+    changes: dict[str, int]  # part → (hand count − exact count), only the parts that differ
+
+    @property
+    def assumptions(self) -> int:
+        return len(self.conventions) + (self.rounded is not None and self.rounded != self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    claim: Claim
+    scope: str
+    exact: int
+    matches: tuple[Explanation, ...]  # fewest assumptions first
+    nearest: Explanation | None  # when nothing matches: the closest combination
+
+
+def audit(claim: Claim, config: BertConfig, scope: str = "model", limit: int = 8) -> Audit:
+    """Every combination of applicable conventions that reproduces `claim`, fewest assumptions first."""
+    exact_parts = hand_count(config, (), scope)
+    exact = sum(exact_parts.values())
+    keys = applicable(config, scope)
+    found: list[Explanation] = []
+    best: Explanation | None = None
+    for size in range(len(keys) + 1):
+        for combo in combinations(keys, size):
+            if not _coherent(combo, config):
+                continue
+            parts = hand_count(config, combo, scope)
+            value = sum(parts.values())
+            changes = {p: n - exact_parts[p] for p, n in parts.items() if n != exact_parts[p]}
+            if size and not changes:
+                continue  # a convention that changes nothing here explains nothing
+            rounded = None if claim.figures is None else round_figures(value, claim.figures)
+            explanation = Explanation(combo, value, rounded, changes)
+            if claim.matches(value):
+                found.append(explanation)
+            elif best is None or abs(value - claim.value) < abs(best.value - claim.value):
+                best = explanation
+    found.sort(key=lambda e: (e.assumptions, abs(e.value - claim.value)))
+    return Audit(claim, scope, exact, tuple(found[:limit]), None if found else best)

@@ -1,0 +1,80 @@
+"""Compare two counted models: total, per group and per parameter.
+
+Parameters are matched by name (without the `bert.` prefix, so a head class compares with BertModel).
+`rows` folds the encoder's layers: one row per parameter of a layer and per kind of change, with the range
+of layers it covers (`encoder.layer.{0..11}.attention.self.query.weight  [768, 768] → [1024, 1024]`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .tree import ParamTree
+
+_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
+
+
+@dataclass(frozen=True, slots=True)
+class ParamDelta:
+    name: str
+    shape_a: tuple[int, ...] | None  # None: absent from A
+    shape_b: tuple[int, ...] | None
+    count_a: int
+    count_b: int
+
+    @property
+    def delta(self) -> int:
+        return self.count_b - self.count_a
+
+
+@dataclass(frozen=True, slots=True)
+class FoldedDelta:
+    """Parameters that changed the same way in a range of layers (or one parameter outside the encoder)."""
+
+    name: str  # with `{first..last}` for a range of layers
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    times: int
+    delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    total_a: int
+    total_b: int
+    groups: dict[str, tuple[int, int]]  # group → (A, B)
+    params: tuple[ParamDelta, ...]  # only the parameters that differ, in B's order then A's leftovers
+
+    @property
+    def delta(self) -> int:
+        return self.total_b - self.total_a
+
+    def rows(self) -> list[FoldedDelta]:
+        folded: dict[tuple[str, tuple[int, ...] | None, tuple[int, ...] | None], list[tuple[int, int]]] = {}
+        for p in self.params:
+            match = _LAYER.match(p.name)
+            layer = int(match.group(1)) if match else -1
+            pattern = _LAYER.sub("encoder.layer.{}.", p.name) if match else p.name
+            folded.setdefault((pattern, p.shape_a, p.shape_b), []).append((layer, p.delta))
+        rows = []
+        for (pattern, shape_a, shape_b), items in folded.items():
+            layers = [layer for layer, _ in items]
+            span = f"{{{min(layers)}..{max(layers)}}}" if len(layers) > 1 else str(layers[0])
+            rows.append(FoldedDelta(pattern.replace("{}", span), shape_a, shape_b, len(items), sum(d for _, d in items)))
+        return rows
+
+
+def diff(a: ParamTree, b: ParamTree) -> Diff:
+    """What changes from A to B."""
+    params_a = {p.name.removeprefix("bert."): p for p in a.unique_params()}
+    params_b = {p.name.removeprefix("bert."): p for p in b.unique_params()}
+    changed = []
+    for name in [*params_b, *(n for n in params_a if n not in params_b)]:
+        pa, pb = params_a.get(name), params_b.get(name)
+        shape_a, shape_b = (pa.shape if pa else None), (pb.shape if pb else None)
+        if shape_a != shape_b:
+            changed.append(ParamDelta(name, shape_a, shape_b, pa.count if pa else 0, pb.count if pb else 0))
+    groups_a, groups_b = a.groups(), b.groups()
+    groups = {g: (groups_a.get(g, 0), groups_b.get(g, 0)) for g in [*groups_a, *(g for g in groups_b if g not in groups_a)]}
+    return Diff(a.total, b.total, groups, tuple(changed))
