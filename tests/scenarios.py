@@ -14,6 +14,8 @@ from tui.presets import load_catalog
 
 NARROW = (80, 24)
 WIDE = (120, 40)
+AUDIT_KEYS = ("a",)
+PINNED_KEYS = ("b", "tab", "tab", *"1024", "tab", *"24", "tab", *"16", "f3", "down", "down", "enter")
 QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
 
 
@@ -51,4 +53,6 @@ SCREENSHOTS = [
     Scenario("stale-invalid", "bert-base-uncased", WIDE, ("tab", "tab", "end", "1"),
              "H 7681 with 12 heads: inline message, last valid count marked stale"),
     Scenario("help", "bert-base-uncased", NARROW, ("f1",), "the help screen (F1 or ?)"),
+    Scenario("audit", "example-40k", WIDE, AUDIT_KEYS, "a: the published 186,828,288 explained"),
+    Scenario("pinned-diff", "bert-base-uncased", WIDE, PINNED_KEYS, "b pins bert-base; 24 layers and H 1024 show deltas"),
 ]

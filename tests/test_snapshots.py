@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .scenarios import NARROW, QUERY_LEAF_KEYS, WIDE, Scenario
+from .scenarios import AUDIT_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE, Scenario
 
 PRESETS = ["bert-base-uncased", "bert-large-uncased", "example-40k"]
 
@@ -48,3 +48,13 @@ class TestStates:
         """At 80×24 the tree is a tab; the summary line keeps the total in view."""
         keys = ("f3", "down", "down", "enter", "down", "enter")
         assert snap(snap_compare, Scenario("tree", "example-40k", NARROW, keys))
+
+
+class TestExplain:
+    def test_audit_screen(self, snap_compare: Snap) -> None:
+        """The preset's published 186,828,288 explained by four conventions, with the parts they change."""
+        assert snap(snap_compare, Scenario("audit", "example-40k", WIDE, AUDIT_KEYS))
+
+    def test_pinned_diff(self, snap_compare: Snap) -> None:
+        """bert-base pinned, then edited to bert-large's sizes: deltas in the summary, totals and tree."""
+        assert snap(snap_compare, Scenario("pinned", "bert-base-uncased", WIDE, PINNED_KEYS))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
@@ -25,7 +26,7 @@ from textual.widgets import Footer, Static, Tab, Tabs, Tree
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.units import short_count
 from .presets import Catalog
-from .screens import HelpScreen
+from .screens import AuditScreen, ExportScreen, HelpScreen
 from .widgets.form import ConfigForm
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTree as ParamTreeWidget
@@ -68,6 +69,9 @@ class BertTuiApp(App[None]):
         Binding("f2", "show_pane('form')", "Config"),
         Binding("f3", "show_pane('tree')", "Tree"),
         Binding("f4", "show_pane('totals')", "Totals"),
+        Binding("a", "audit", "Audit"),
+        Binding("b", "toggle_baseline", "Pin"),
+        Binding("x", "export", "Export"),
         Binding("q", "quit", "Quit", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -81,6 +85,7 @@ class BertTuiApp(App[None]):
         self._start = (config, preset)
         self._source_title = title
         self.model: ParamTree | None = None
+        self.baseline: ParamTree | None = None  # pinned with `b`: deltas show against it until unpinned
 
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
@@ -131,11 +136,13 @@ class BertTuiApp(App[None]):
     def _show_totals(self) -> None:
         if self.model is None:
             return
-        self.query_one(TotalsPane).show(self.model, self.stale)
+        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims())
         total = self.model.total
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""
-        summary.update(Text.assemble(f"{self.model.config.hf_class} · {self._source_title}   ", (f"{total:,}", "bold"), f" ({short_count(total)}){mark}"))
+        pinned = f"   Δ {total - self.baseline.total:+,} vs pinned" if self.baseline is not None else ""
+        head = f"{self.model.config.hf_class} · {self._source_title}   "
+        summary.update(Text.assemble(head, (f"{total:,}", "bold"), f" ({short_count(total)}){pinned}{mark}"))
         summary.set_class(self.stale, "-stale")
 
     @on(Tree.NodeHighlighted, "#tree")
@@ -157,6 +164,32 @@ class BertTuiApp(App[None]):
             self.notify(f"unknown preset {name!r}", severity="error")
             return
         self.query_one(ConfigForm).load(preset.config, preset.name)
+
+    def _claims(self) -> list[tuple[str, str, str]]:
+        """(value, scope, source) of the counts published for the preset on screen, if it is one."""
+        preset = self.catalog.presets.get(self._source_title)
+        return [(c.value, c.scope, c.source) for c in preset.claims] if preset else []
+
+    def action_audit(self) -> None:
+        if self.model is not None and not isinstance(self.screen, AuditScreen):
+            self.push_screen(AuditScreen(self.model.config, self._source_title, self._claims()))
+
+    def action_toggle_baseline(self) -> None:
+        """Pin the current count as the baseline (deltas in the totals and the tree), or unpin it."""
+        self.baseline = None if self.baseline is not None else self.model
+        self.query_one(ParamTreeWidget).set_baseline(self.baseline)
+        self._show_totals()
+        self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
+
+    def action_export(self) -> None:
+        if self.model is None or isinstance(self.screen, ExportScreen):
+            return
+        suggestion = f"{self._source_title.replace(' (edited)', '-edited')}.json"
+        self.push_screen(ExportScreen(self.model, self._source_title, suggestion), self._exported)
+
+    def _exported(self, path: Path | None) -> None:
+        if path is not None:
+            self.notify(f"wrote {path}", timeout=4)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -194,6 +227,9 @@ class BertTuiApp(App[None]):
         tree = self.query_one(ParamTreeWidget)
         yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
         yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
+        yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
+        yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
+        yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
         yield SystemCommand("Help", "Every key (F1, ? outside inputs)", self.action_help)
 
     def _key_rows(self) -> list[tuple[str, str]]:
@@ -205,6 +241,9 @@ class BertTuiApp(App[None]):
             ("← →", "switch tabs when the tab bar has focus"),
             ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
             ("e / c", "expand / collapse the whole tree (in the tree)"),
+            ("a", "audit a claimed count: which conventions reproduce it (outside inputs)"),
+            ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
+            ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
             ("type digits", "edit a field; the count updates at every key"),
             ("ctrl+q, q", "quit (q outside inputs)"),
         ]

@@ -24,7 +24,7 @@ from .core import (
     report,
     training_bytes,
 )
-from .core.audit import Audit, Explanation, describe
+from .core.audit import PART_NODES, Audit, Explanation, describe
 from .core.diff import Diff
 from .core.units import short_bytes, short_count
 
@@ -180,8 +180,9 @@ def _explanation_lines(explanation: Explanation, config: BertConfig) -> list[str
     if not explanation.conventions:
         return ["   - the exact count itself" + (", rounded" if explanation.rounded is not None else "")]
     lines = [f"   - {describe(key, config)}" for key in explanation.conventions]
-    changes = "; ".join(f"{part} {delta:+,}" for part, delta in explanation.changes.items())
-    return [*lines, f"     changes: {changes}"]
+    lines.append("     changes:")
+    lines += [f"       {PART_NODES[part]}  {delta:+,}" for part, delta in explanation.changes.items()]
+    return lines
 
 
 def audit_data(result: Audit, config: BertConfig) -> dict[str, object]:

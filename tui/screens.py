@@ -1,17 +1,29 @@
-"""Screens over the explorer: the help screen listing every key."""
+"""Screens over the explorer: help, audit a claimed count, export the breakdown, confirm an overwrite."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.table import Table
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Button, Input, Label, Select, Static
+
+from .core import BertConfig, ParamTree
+from .core.audit import SCOPES, ClaimError, audit, parse_claim
+from .formats import audit_text, to_csv, to_json, to_markdown
+from .io.files import check_writable_target, write_atomic
+
+EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 
 
 class HelpScreen(ModalScreen[None]):
     """Every key of the explorer; any of Escape, F1, ? or q closes it."""
+
+    AUTO_FOCUS = "#help-box"
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
@@ -30,6 +42,130 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("does")
         for key, does in self._key_rows:
             table.add_row(key, does)
-        with VerticalScroll(id="help-box"):
+        with VerticalScroll(id="help-box", classes="dialog"):
             yield Static(table)
             yield Static("Escape closes this help.", classes="dim")
+
+
+class AuditScreen(ModalScreen[None]):
+    """Type a published count; see which conventions reproduce it and which parts of the tree they change."""
+
+    AUTO_FOCUS = "#claim"
+    BINDINGS = [Binding("escape", "dismiss", "Close")]
+
+    def __init__(self, config: BertConfig, title: str, claims: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self._config = config
+        self._source_title = title
+        self._claims = claims  # (value, scope, source) published for this preset
+
+    def compose(self) -> ComposeResult:
+        first = self._claims[0] if self._claims else ("", "model", "")
+        with Vertical(id="audit-box", classes="dialog"):
+            yield Label(f"Audit a claimed count for {self._source_title} ({self._config.hf_class})", classes="dialog-title")
+            with Horizontal(id="audit-inputs"):
+                yield Input(first[0], placeholder="186,828,288 or 110M", id="claim", compact=True)
+                yield Select([(scope, scope) for scope in SCOPES], value=first[1], allow_blank=False, id="scope", compact=True)
+            if self._claims:
+                published = "; ".join(f"{value} ({scope}): {source}" for value, scope, source in self._claims)
+                yield Static(f"published: {published}", id="claims", classes="dim")
+            with VerticalScroll(id="audit-result"):
+                yield Static("", id="explanations")
+            yield Static("Escape closes; the claim is explained at every keystroke.", classes="dim")
+
+    def on_mount(self) -> None:
+        self._explain()
+
+    @on(Input.Changed, "#claim")
+    @on(Select.Changed, "#scope")
+    def _explain(self) -> None:
+        text = self.query_one("#claim", Input).value
+        scope = self.query_one("#scope", Select).value
+        out = self.query_one("#explanations", Static)
+        if not text.strip():
+            out.update("Type the count you read somewhere.")
+            return
+        try:
+            claim = parse_claim(text)
+        except ClaimError as error:
+            out.update(f"⚠ {error}")
+            return
+        result = audit(claim, self._config, str(scope))
+        out.update(audit_text(result, self._config, self._source_title))
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; y or Enter on Yes says yes, n or Escape says no."""
+
+    AUTO_FOCUS = "#no"
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n", "answer(False)", "No"), Binding("escape", "answer(False)", "No")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self._question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box", classes="dialog"):
+            yield Static(self._question)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("No", id="no", variant="primary")
+                yield Button("Yes, overwrite", id="yes", variant="error")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+def render_export(model: ParamTree, title: str, kind: str) -> str:
+    if kind == "csv":
+        return to_csv(model)
+    return to_markdown(model, title) if kind == "markdown" else to_json(model)
+
+
+class ExportScreen(ModalScreen[Path | None]):
+    """Ask for a path; write the current breakdown there (JSON, CSV or Markdown by extension), atomically,
+    asking before overwriting. Dismisses with the path written, or None."""
+
+    AUTO_FOCUS = "#path"
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, model: ParamTree, title: str, suggestion: str) -> None:
+        super().__init__()
+        self._model = model
+        self._source_title = title
+        self._suggestion = suggestion
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-box", classes="dialog"):
+            yield Label("Export the breakdown: .json, .csv or .md", classes="dialog-title")
+            yield Input(self._suggestion, id="path", compact=True)
+            yield Static("", id="export-error", classes="error")
+            yield Static("Enter writes (asking before it overwrites); Escape cancels.", classes="dim")
+
+    @on(Input.Submitted, "#path")
+    def _submitted(self, event: Input.Submitted) -> None:
+        error = self.query_one("#export-error", Static)
+        try:
+            path = check_writable_target(event.value)
+        except ValueError as problem:
+            error.update(f"⚠ {problem}")
+            return
+        kind = EXPORTERS.get(path.suffix.lower())
+        if kind is None:
+            error.update(f"⚠ {path.name}: end the name with .json, .csv or .md")
+            return
+        if path.exists():
+            self.app.push_screen(ConfirmScreen(f"{path} exists. Overwrite it?"), lambda yes: self._write(path, kind) if yes else None)
+        else:
+            self._write(path, kind)
+
+    def _write(self, path: Path, kind: str) -> None:
+        try:
+            write_atomic(path, render_export(self._model, self._source_title, kind))
+        except OSError as problem:
+            self.query_one("#export-error", Static).update(f"⚠ {path}: {problem.strerror or problem}")
+            return
+        self.dismiss(path)

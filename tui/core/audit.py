@@ -50,6 +50,21 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("tied-twice", "the tied MLM decoder counted again (V × H + V), as if it were not shared", ("head",)),
     )
 }
+# Where each part of a hand count lives in the parameter tree (`*`: every encoder layer).
+PART_NODES: dict[str, str] = {
+    "embeddings.word_embeddings": "embeddings.word_embeddings.weight",
+    "embeddings.position_embeddings": "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings": "embeddings.token_type_embeddings.weight",
+    "embeddings.LayerNorm": "embeddings.LayerNorm.{weight,bias}",
+    "qkv.weight": "encoder.layer.*.attention.self.{query,key,value}.weight",
+    "qkv.bias": "encoder.layer.*.attention.self.{query,key,value}.bias",
+    "attention.output": "encoder.layer.*.attention.output.dense",
+    "LayerNorm": "encoder.layer.*.{attention.output,output}.LayerNorm",
+    "intermediate": "encoder.layer.*.intermediate.dense",
+    "output": "encoder.layer.*.output.dense",
+    "pooler": "pooler.dense",
+    "head": "the head (cls / classifier / qa_outputs)",
+}
 LAYER_CONVENTIONS = ("no-biases", "no-layernorm", "qkv-full-per-head", "qkv-bias-per-head")
 
 

@@ -46,7 +46,7 @@ def cost_text(marginal: Marginal) -> str:
     if marginal.field == "num_attention_heads":
         return "+0: split H"
     per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
-    return f"+{short_count(marginal.delta)} / {per}"
+    return f"+{short_count(marginal.delta)}/{per}"
 
 
 class ConfigForm(VerticalScroll):

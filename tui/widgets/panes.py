@@ -28,20 +28,30 @@ def share_bar(part: int, total: int, width: int = BAR_WIDTH) -> str:
 class TotalsPane(Static):
     """Exact total, short form, one row per group with its share, memory per dtype and for training."""
 
-    def show(self, model: ParamTree, stale: bool) -> None:
+    def show(self, model: ParamTree, stale: bool, baseline: ParamTree | None = None,
+             claims: list[tuple[str, str, str]] | None = None) -> None:
         self.set_class(stale, "-stale")
-        self.update(self._render_totals(model, stale))
+        parts = [self._render_totals(model, stale, baseline)]
+        if claims:
+            parts.append(Text("\npublished (a audits)", style="bold"))
+            parts += [Text(f"{value} ({scope}): {source}", style="dim") for value, scope, source in claims]
+        self.update(Group(*parts))
 
-    def _render_totals(self, model: ParamTree, stale: bool) -> RenderableType:
+    def _render_totals(self, model: ParamTree, stale: bool, baseline: ParamTree | None) -> RenderableType:
         total = model.total
         heading = Text.assemble((f"{total:,}", "bold"), f"  {short_count(total)}")
+        if baseline is not None:
+            heading.append(f"\nΔ {total - baseline.total:+,} vs pinned {baseline.total:,}", style="bold")
         status = Text("⚠ stale: last valid count, fix the form", style="bold reverse") if stale else Text(model.config.hf_class, style="dim")
         groups = Table.grid(padding=(0, 1))
         groups.add_column()
         groups.add_column(justify="right")
         groups.add_column()
+        pinned = baseline.groups() if baseline is not None else None
         for group, n in model.groups().items():
-            groups.add_row(group, f"{n:,}", share_bar(n, total))
+            delta = n - pinned.get(group, 0) if pinned is not None else 0
+            third = ("+" if delta >= 0 else "-") + short_count(abs(delta)) if pinned is not None else share_bar(n, total)
+            groups.add_row(group, f"{n:,}", third)
         memory = Table.grid(padding=(0, 1))
         memory.add_column()
         memory.add_column(justify="right")

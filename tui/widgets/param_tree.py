@@ -103,6 +103,7 @@ class ParamTree(Tree[str]):
         self._counted: ParamTree | None = None
         self._total = 0
         self._name_widths: dict[int, int] = {}  # per parent node id: its children's widest name (for alignment)
+        self._baseline: ParamTree | None = None
 
     @property
     def model(self) -> ParamTree | None:
@@ -132,6 +133,19 @@ class ParamTree(Tree[str]):
             self._reconcile(self.root, model.root)
         self.root.refresh()  # every line's path holds the root: its cached strips are painted again
         self.refresh()
+
+    def set_baseline(self, baseline: ParamTree | None) -> None:
+        """Show each node's change against `baseline` (None: no deltas)."""
+        self._baseline = baseline
+        self.root.refresh()
+        self.refresh()
+
+    def _delta(self, key: str, item: Node) -> str:
+        if self._baseline is None:
+            return ""
+        before = self._baseline.find(key) or self._baseline.find(f"bert.{key}")
+        delta = item.count - (before.count if before is not None else 0)
+        return f"  Δ {delta:+,}" if delta else "  Δ 0"
 
     def _reconcile(self, tree_node: TreeNode[str], module: Module) -> None:
         """Make `tree_node`'s children match `module`'s rows, keeping every node whose key stays."""
@@ -240,12 +254,13 @@ class ParamTree(Tree[str]):
 
     def _label_parts(self, node: TreeNode[str], item: Node) -> tuple[str, str, str]:
         """(kind mark, count column, share or shape) as plain text."""
+        delta = self._delta(node.data or "", item)
         if isinstance(item, Module):
             share = f" {100 * item.count / self._total:5.1f}%" if self._total and node is not self.root else ""
-            return "", f" {item.count:>13,}", share
+            return "", f" {item.count:>13,}", share + delta
         mark = f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} "
         count = f" {'tied':>13}" if item.tied_to else f" {item.count:>13,}"
-        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]"
+        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]{delta}"
 
     def _name_width(self, node: TreeNode[str]) -> int:
         """The widest name among `node`'s siblings, so that their counts line up."""
