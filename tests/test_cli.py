@@ -170,3 +170,12 @@ def test_explorer_help_lists_the_commands() -> None:
     assert result.returncode == 0
     for text in ("count", "presets", "--preset", "--hidden-size", "opens the explorer"):
         assert text in result.stdout
+
+
+def test_verify_without_the_extra_says_how_to_install() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+        pytest.skip("the verify extra is installed here: tests/test_live_transformers.py runs verify instead")
+    result = cli("verify")
+    assert result.returncode == 3 and "pip install 'bert-tui[verify]'" in result.stderr and "Traceback" not in result.stderr

@@ -12,6 +12,7 @@ import pytest
 
 from tui.core import HEADS, BertConfig, build_tree
 from tui.presets import load_catalog
+from tui.verify import hf_parameters
 
 torch = pytest.importorskip("torch", reason="the [verify] extra (torch, transformers) is not installed")
 transformers = pytest.importorskip("transformers", reason="the [verify] extra (torch, transformers) is not installed")
@@ -20,12 +21,8 @@ pytestmark = pytest.mark.live
 
 
 def hf_params(config: BertConfig) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
-    hf_config = transformers.BertConfig(**config.sizes(), num_labels=config.num_labels)
-    cls = getattr(transformers, config.hf_class)
-    with torch.device("meta"):
-        model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)
-    params = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
-    return params, sum(p.numel() for p in model.parameters())
+    _, params, total = hf_parameters(config)
+    return params, total
 
 
 def random_config(seed: int) -> BertConfig:
@@ -56,3 +53,29 @@ def test_random_configs_live(seed: int) -> None:
     params, total = hf_params(config)
     assert [(p.name, p.shape) for p in tree.unique_params()] == params
     assert tree.total == total
+
+
+def test_verify_command_agrees(capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    assert main(["verify", "--preset", "bert-large-uncased", "--head", "pretraining"]) == 0
+    out = capsys.readouterr().out
+    assert "agree: 398 parameters" in out and "336,226,108" in out
+
+
+def test_checkpoint_folders_count_as_the_live_models() -> None:
+    """The save_pretrained fixtures, re-counted live: file total = live model total (the fixture JSON too)."""
+    import json
+    from pathlib import Path
+
+    from tui.core.compare import compare
+    from tui.io.hf_config import load_hf_config
+    from tui.io.safetensors import load_checkpoint
+
+    folder = Path(__file__).parent / "fixtures" / "checkpoints"
+    live = json.loads((folder / "live_totals.json").read_text(encoding="utf-8"))
+    for name in ("pretraining", "sharded", "legacy", "bertmodel"):
+        config = load_hf_config(folder / name).config
+        stored = [(t.name, t.shape) for t in load_checkpoint(folder / name).tensors]
+        result = compare(build_tree(config), stored)
+        assert result.clean and result.held == live[name] == hf_params(config)[1]

@@ -20,12 +20,26 @@ from typing import NoReturn
 from . import __version__
 from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
+from .core.compare import Comparison, compare, infer_config
 from .core.diff import diff
-from .formats import FORMATS, audit_data, audit_text, diff_data, diff_text, to_csv, to_json, to_markdown, to_table
+from .formats import (
+    FORMATS,
+    audit_data,
+    audit_text,
+    checkpoint_data,
+    checkpoint_text,
+    diff_data,
+    diff_text,
+    to_csv,
+    to_json,
+    to_markdown,
+    to_table,
+)
+from .io.hf_config import SourceError, load_hf_config
+from .io.safetensors import Checkpoint, load_checkpoint
 from .presets import (
     DEFAULT_PRESET,
     Catalog,
-    Preset,
     PresetError,
     UnknownPresetError,
     find_preset,
@@ -33,8 +47,9 @@ from .presets import (
     load_preset,
 )
 
-COMMANDS = ("count", "presets", "audit", "diff")
+COMMANDS = ("count", "presets", "audit", "diff", "verify")
 EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3  # an optional extra is not installed
 
 OVERRIDE_HELP = {
     "vocab_size": "V: rows of the word embedding (HF vocab_size)",
@@ -63,10 +78,18 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _add_source(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_argument_group("source (default: --preset bert-base-uncased)").add_mutually_exclusive_group()
+def _add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
+    group = parser.add_argument_group("source (default: --preset bert-base-uncased)")
+    source = group.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME", help="a preset by name (see `bert-tui presets`)")
     source.add_argument("--preset-file", metavar="PATH", type=Path, help="a preset YAML file")
+    source.add_argument("--config", metavar="PATH", type=Path,
+                        help="a Hugging Face config.json, a model folder holding one, or a preset YAML file")
+    if checkpoint:
+        group.add_argument("--checkpoint", metavar="PATH", type=Path,
+                           help="a .safetensors file, a model.safetensors.index.json or a model folder: read its "
+                           "headers only, count what it holds and compare it with the config (beside it, given "
+                           "with --config, or read back from the shapes)")
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +111,8 @@ def build_parser() -> _Parser:
         epilog="commands:\n  count     count one configuration (table, json, csv or markdown)\n"
         "  presets   list the presets with their totals\n"
         "  audit     explain a published count (bert-tui audit 110M)\n"
-        "  diff      compare two presets or preset files\n\n"
+        "  diff      compare two presets, preset files or config.json files\n"
+        "  verify    cross-check against transformers (pip install 'bert-tui[verify]')\n\n"
         "examples:\n  bert-tui --preset bert-large-uncased\n"
         "  bert-tui count --preset example-40k --format json\n"
         "  bert-tui count --num-hidden-layers 6 --head mlm",
@@ -124,7 +148,7 @@ def build_audit_parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("claim", metavar="CLAIMED", help="the published count: 186828288, 186,828,288, 110M or 0.11B")
-    _add_source(parser)
+    _add_source(parser, checkpoint=False)
     _add_overrides(parser)
     parser.add_argument("--scope", choices=SCOPES, default="model", help="the whole model (default) or one encoder layer")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table (plain words) or json")
@@ -134,14 +158,26 @@ def build_audit_parser() -> _Parser:
 def build_diff_parser() -> _Parser:
     parser = _Parser(
         prog="bert-tui diff",
-        description="Compare two configurations: total, per group and per parameter. A and B are preset names or "
-        "preset files; overrides apply to B.",
+        description="Compare two configurations: total, per group and per parameter. A and B are preset names, "
+        "preset files, HF config.json files or model folders; overrides apply to B.",
         epilog="example: bert-tui diff bert-base-uncased bert-large-uncased",
     )
-    parser.add_argument("a", metavar="A", help="a preset name or a preset YAML file")
-    parser.add_argument("b", metavar="B", help="a preset name or a preset YAML file (overrides apply to it)")
+    parser.add_argument("a", metavar="A", help="a preset name, a preset YAML file, a config.json or a model folder")
+    parser.add_argument("b", metavar="B", help="the same kinds as A (overrides apply to it)")
     _add_overrides(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json")
+    return parser
+
+
+def build_verify_parser() -> _Parser:
+    parser = _Parser(
+        prog="bert-tui verify",
+        description="Build the matching transformers class on the meta device (no weights, no download) and "
+        "compare it with bert-tui parameter by parameter. Needs the verify extra: pip install 'bert-tui[verify]'. "
+        "Exit 0 when they agree, 1 when they do not, 3 when torch or transformers is missing.",
+    )
+    _add_source(parser, checkpoint=False)
+    _add_overrides(parser)
     return parser
 
 
@@ -153,51 +189,121 @@ def build_presets_parser() -> _Parser:
 
 @dataclass(frozen=True)
 class Selection:
-    """What the user asked to count: the config and a title for it."""
+    """What the user asked to count: the config, a title for it, and notes on how it was read."""
 
     config: BertConfig
     title: str
+    notes: tuple[str, ...] = ()
+    checkpoint: CheckpointReport | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    checkpoint: Checkpoint
+    comparison: Comparison
 
 
 def resolve(args: argparse.Namespace) -> Selection:
     """Source, then overrides on top; every problem becomes a `UsageError` naming the flag."""
+    checkpoint_path: Path | None = getattr(args, "checkpoint", None)
     if args.preset_file is not None:
-        return apply_overrides(args, load_source(args.preset_file, "file"))
-    return apply_overrides(args, load_source(args.preset or DEFAULT_PRESET, "name"))
+        source = load_source(args.preset_file, "file")
+    elif args.config is not None:
+        source = load_source(args.config, "config")
+    elif checkpoint_path is not None:
+        source = _beside_checkpoint(checkpoint_path)
+    else:
+        source = load_source(args.preset or DEFAULT_PRESET, "name")
+    selection = apply_overrides(args, source)
+    if checkpoint_path is None:
+        return selection
+    checkpoint = _read_checkpoint(checkpoint_path)
+    stored = [(t.name, t.shape) for t in checkpoint.tensors]
+    report_ = CheckpointReport(checkpoint, compare(build_tree(selection.config), stored))
+    return Selection(selection.config, selection.title, selection.notes, report_)
 
 
-def load_source(source: str | Path, kind: str = "either") -> Preset:
-    """A preset by name, a preset file, or (kind 'either') a file when `source` names one, else a name."""
+@dataclass(frozen=True)
+class Source:
+    """A config read from somewhere, with a name for it and notes on how it was read."""
+
+    name: str
+    config: BertConfig
+    notes: tuple[str, ...] = ()
+
+
+def load_source(source: str | Path, kind: str = "either") -> Source:
+    """A preset by name ('name'), a preset file ('file'), a config.json / folder / preset YAML ('config'),
+    or ('either') whichever of these `source` names: an existing path, else a preset name."""
+    path = Path(source)
     try:
-        if kind == "file" or (kind == "either" and Path(source).is_file()):
-            return load_preset(Path(source))
-        return find_preset(str(source))
-    except (PresetError, UnknownPresetError) as error:
+        if kind == "config" or (kind == "either" and path.exists()):
+            if path.suffix in (".yaml", ".yml"):
+                kind = "file"
+            else:
+                hf = load_hf_config(path)
+                return Source(str(path), hf.config, hf.notes)
+        preset = load_preset(path) if kind == "file" else find_preset(str(source))
+        return Source(preset.name, preset.config)
+    except (PresetError, UnknownPresetError, SourceError) as error:
         raise UsageError(str(error)) from None
 
 
-def apply_overrides(args: argparse.Namespace, preset: Preset) -> Selection:
-    """The preset's config with the command line's overrides on top; a refused value names its flag."""
+def _read_checkpoint(path: Path) -> Checkpoint:
+    try:
+        return load_checkpoint(path)
+    except SourceError as error:
+        raise UsageError(str(error)) from None
+
+
+def _beside_checkpoint(path: Path) -> Source:
+    """The config.json beside a checkpoint, or a config read back from its tensor shapes."""
+    folder = path if path.is_dir() else path.parent
+    if (folder / "config.json").is_file():
+        return load_source(folder / "config.json", "config")
+    checkpoint = _read_checkpoint(path)
+    try:
+        config, notes = infer_config([(t.name, t.shape) for t in checkpoint.tensors])
+    except (ValueError, ConfigError) as error:
+        raise UsageError(f"{path}: no config.json beside it, and {error}") from None
+    return Source(f"{path} (config read from its shapes)", config, notes)
+
+
+def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
+    """The source's config with the command line's overrides on top; a refused value names its flag."""
     overrides = {f: getattr(args, f) for f in (*SIZE_FIELDS, "head", "num_labels", "pooler") if getattr(args, f) is not None}
     try:
-        config = BertConfig.from_mapping(overrides, base=preset.config)
+        config = BertConfig.from_mapping(overrides, base=source.config)
     except ConfigError as error:
         raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
     edited = " (edited)" if any(f in overrides for f in SIZE_FIELDS) else ""
-    return Selection(config, preset.name + edited)
+    return Selection(config, source.name + edited, source.notes)
 
 
 def run_count(argv: Sequence[str]) -> int:
     args = build_count_parser().parse_args(argv)
     selection = resolve(args)
     tree = build_tree(selection.config)
-    if args.format == "table":
+    for note in selection.notes:
+        print(f"bert-tui: note: {note}", file=sys.stderr)
+    ckpt = selection.checkpoint
+    if args.format == "json":
+        text = to_json(tree)
+        if ckpt is not None:
+            data = json.loads(text)
+            data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
+            text = json.dumps(data, indent=2) + "\n"
+        sys.stdout.write(text)
+    elif args.format == "table":
         from rich.console import Console
 
+        if ckpt is not None:
+            sys.stdout.write(checkpoint_text(ckpt.checkpoint, ckpt.comparison) + "\n")
         Console().print(to_table(tree, selection.title))
-        return 0
-    render = {"json": to_json, "csv": to_csv}.get(args.format)
-    sys.stdout.write(render(tree) if render else to_markdown(tree, selection.title))
+    else:
+        if ckpt is not None:
+            print(f"bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
+        sys.stdout.write(to_csv(tree) if args.format == "csv" else to_markdown(tree, selection.title))
     return 0
 
 
@@ -226,6 +332,26 @@ def run_diff(argv: Sequence[str]) -> int:
     else:
         sys.stdout.write(diff_text(result, a.name, b.title))
     return 0
+
+
+def run_verify(argv: Sequence[str]) -> int:
+    args = build_verify_parser().parse_args(argv)
+    selection = resolve(args)
+    from .verify import ExtraMissing, verify
+
+    try:
+        result = verify(selection.config)
+    except ExtraMissing as error:
+        print(f"bert-tui verify: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    print(f"{result.hf_class} of {selection.title}, transformers {result.transformers_version} on the meta device:")
+    if result.agrees:
+        print(f"  agree: {len(result.ours)} parameters, same names, shapes and order; total {result.our_total:,}")
+        return 0
+    print(f"  DISAGREE: bert-tui {result.our_total:,}, transformers {result.their_total:,}")
+    for line in result.disagreements():
+        print(f"  {line}")
+    return 1
 
 
 def run_presets(argv: Sequence[str]) -> int:
@@ -276,7 +402,7 @@ def _catalog() -> Catalog:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    runners = {"count": run_count, "presets": run_presets, "audit": run_audit, "diff": run_diff}
+    runners = {"count": run_count, "presets": run_presets, "audit": run_audit, "diff": run_diff, "verify": run_verify}
     command = argv[0] if argv and argv[0] in runners else None
     try:
         return runners[command](argv[1:]) if command else run_explorer(argv)

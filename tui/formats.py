@@ -25,7 +25,9 @@ from .core import (
     training_bytes,
 )
 from .core.audit import PART_NODES, Audit, Explanation, describe
+from .core.compare import Comparison
 from .core.diff import Diff
+from .io.safetensors import Checkpoint
 from .core.units import short_bytes, short_count
 
 if TYPE_CHECKING:
@@ -228,3 +230,34 @@ def _shape(shape: tuple[int, ...] | None) -> str:
 
 def _ratio(b: int, a: int) -> str:
     return f"× {b / a:.3f}" if a else "A is empty"
+
+
+def checkpoint_text(checkpoint: Checkpoint, comparison: Comparison) -> str:
+    """What the file holds, and how it compares with the config."""
+    files = f"{len(checkpoint.files)} file{'s' if len(checkpoint.files) > 1 else ''}"
+    dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in checkpoint.dtypes().items())
+    lines = [f"checkpoint {checkpoint.path}: {files}, {short_bytes(checkpoint.bytes_on_disk)} on disk",
+             f"  {len(checkpoint.tensors)} tensors holding {comparison.held:,} parameters ({dtypes})"]
+    if comparison.tied_stored:
+        lines.append(f"  tied tensors stored anyway, counted once: {', '.join(comparison.tied_stored)}")
+    if comparison.legacy_names:
+        lines.append(f"  {comparison.legacy_names} legacy LayerNorm names (gamma/beta) read as weight/bias")
+    if comparison.clean and comparison.held == comparison.expected:
+        lines.append(f"  matches the config: every tensor present with its shape ({comparison.expected:,})")
+        return "\n".join(lines) + "\n"
+    lines.append(f"  differs from the config, which predicts {comparison.expected:,} ({comparison.held - comparison.expected:+,}):")
+    lines += [f"    missing     {name}" for name in comparison.missing]
+    lines += [f"    unexpected  {name} {list(shape)}" for name, shape in comparison.unexpected]
+    lines += [f"    shape       {name}: config {list(a)}, file {list(b)}" for name, a, b in comparison.mismatched]
+    return "\n".join(lines) + "\n"
+
+
+def checkpoint_data(checkpoint: Checkpoint, comparison: Comparison) -> dict[str, object]:
+    return {
+        "path": str(checkpoint.path), "files": [str(f) for f in checkpoint.files],
+        "bytes_on_disk": checkpoint.bytes_on_disk, "tensors": len(checkpoint.tensors), "held": comparison.held,
+        "dtypes": checkpoint.dtypes(), "expected": comparison.expected, "clean": comparison.clean,
+        "missing": list(comparison.missing), "unexpected": [[n, list(s)] for n, s in comparison.unexpected],
+        "mismatched": [[n, list(a), list(b)] for n, a, b in comparison.mismatched],
+        "tied_stored": list(comparison.tied_stored), "legacy_names": comparison.legacy_names,
+    }

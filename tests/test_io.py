@@ -1,0 +1,170 @@
+"""Real model files: HF config.json, safetensors checkpoints (single, sharded, legacy), malformed files."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.core import build_tree
+from tui.core.compare import canonical, compare, infer_config
+from tui.io.hf_config import SourceError, load_hf_config
+from tui.io.safetensors import load_checkpoint, read_header
+
+from .hf_cases import hf_total
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHECKPOINTS = FIXTURES / "checkpoints"
+LIVE = json.loads((CHECKPOINTS / "live_totals.json").read_text(encoding="utf-8"))
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False)
+
+
+def test_hub_bert_base_config_counts_as_bert_for_masked_lm() -> None:
+    hf = load_hf_config(FIXTURES / "hub" / "bert-base-uncased")
+    assert hf.architecture == "BertForMaskedLM" and hf.config.head == "mlm"
+    assert build_tree(hf.config).total == 109_514_298 == hf_total("bert-base-uncased/mlm")
+
+
+@pytest.mark.parametrize("name", ["pretraining", "sharded", "legacy", "bertmodel"])
+def test_checkpoint_folders_hold_what_the_live_model_counts(name: str) -> None:
+    config = load_hf_config(CHECKPOINTS / name).config
+    checkpoint = load_checkpoint(CHECKPOINTS / name)
+    result = compare(build_tree(config), [(t.name, t.shape) for t in checkpoint.tensors])
+    assert result.clean and result.held == result.expected == LIVE[name]
+
+
+def test_sharded_checkpoint_reads_every_shard() -> None:
+    checkpoint = load_checkpoint(CHECKPOINTS / "sharded" / "model.safetensors.index.json")
+    assert len(checkpoint.files) == 4
+    assert sum(t.numel for t in checkpoint.tensors) == LIVE["sharded"]
+
+
+def test_legacy_layout_counts_the_same_and_reports_the_stored_decoder() -> None:
+    checkpoint = load_checkpoint(CHECKPOINTS / "legacy")
+    assert {t.name for t in checkpoint.tensors} == set(LIVE["legacy_stored_names"])
+    config = load_hf_config(CHECKPOINTS / "legacy").config
+    result = compare(build_tree(config), [(t.name, t.shape) for t in checkpoint.tensors])
+    assert result.held == LIVE["pretraining"]
+    assert set(result.tied_stored) == {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+    assert result.legacy_names == 12
+
+
+def test_names_with_and_without_the_bert_prefix() -> None:
+    assert canonical("embeddings.LayerNorm.gamma", prefixed=True) == ("bert.embeddings.LayerNorm.weight", True)
+    assert canonical("bert.encoder.layer.0.output.dense.bias", prefixed=False) == ("encoder.layer.0.output.dense.bias", False)
+    assert canonical("cls.predictions.bias", prefixed=False) == ("cls.predictions.bias", False)
+
+
+def test_a_checkpoint_against_another_config_lists_what_differs() -> None:
+    config = load_hf_config(CHECKPOINTS / "pretraining").config
+    stored = [(t.name, t.shape) for t in load_checkpoint(CHECKPOINTS / "bertmodel").tensors]
+    result = compare(build_tree(config), stored)
+    assert not result.clean and "cls.seq_relationship.weight" in result.missing
+    wider = compare(build_tree(config.replace(intermediate_size=25)), stored)
+    assert ("bert.encoder.layer.0.intermediate.dense.weight", (25, 16), (24, 16)) in wider.mismatched
+
+
+def test_config_read_back_from_shapes() -> None:
+    stored = [(t.name, t.shape) for t in load_checkpoint(CHECKPOINTS / "legacy").tensors]
+    config, notes = infer_config(stored)
+    assert config.head == "pretraining" and build_tree(config).total == LIVE["pretraining"]
+    assert "num_attention_heads assumed" in notes[0]
+
+
+def test_cli_checkpoint_without_config_beside_reads_the_shapes(tmp_path: Path) -> None:
+    lone = tmp_path / "weights.safetensors"
+    lone.write_bytes((CHECKPOINTS / "bertmodel" / "model.safetensors").read_bytes())
+    result = cli("count", "--checkpoint", str(lone), "--format", "json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["total"] == LIVE["bertmodel"] and data["checkpoint"]["clean"]
+    assert "num_attention_heads assumed" in result.stderr
+
+
+def test_cli_count_config_and_checkpoint() -> None:
+    result = cli("count", "--config", str(FIXTURES / "hub" / "bert-base-uncased" / "config.json"), "--format", "json")
+    assert json.loads(result.stdout)["total"] == 109_514_298
+    result = cli("count", "--checkpoint", str(CHECKPOINTS / "legacy"))
+    assert result.returncode == 0
+    assert "tied tensors stored anyway, counted once" in result.stdout and "matches the config" in result.stdout
+
+
+def write_header(path: Path, header: bytes, claimed: int | None = None, data: bytes = b"") -> Path:
+    path.write_bytes(struct.pack("<Q", len(header) if claimed is None else claimed) + header + data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda d: d.joinpath("t.safetensors").write_bytes(b"\x01\x02") and d / "t.safetensors", "too short"),
+        (lambda d: write_header(d / "h.safetensors", b"{}", claimed=2**62), "header claims"),
+        (lambda d: write_header(d / "j.safetensors", b"{not json"), "not valid JSON"),
+        (lambda d: write_header(d / "l.safetensors", b"[1, 2]"), "not a JSON object"),
+        (lambda d: write_header(d / "o.safetensors", b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}',
+                                data=b"\0" * 8), "fall outside"),
+        (lambda d: write_header(d / "s.safetensors", b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}',
+                                data=b"\0" * 8), "needs 16"),
+        (lambda d: write_header(d / "d.safetensors", b'{"w": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 1]}}',
+                                data=b"\0"), "unknown dtype"),
+    ],
+)
+def test_malformed_safetensors_are_refused_clearly(tmp_path: Path, make: object, fragment: str) -> None:
+    path = make(tmp_path)  # type: ignore[operator]
+    with pytest.raises(SourceError, match=fragment):
+        read_header(path)
+    result = cli("count", "--checkpoint", str(path))
+    assert result.returncode == 2 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_truncated_real_checkpoint_is_refused(tmp_path: Path) -> None:
+    data = (CHECKPOINTS / "pretraining" / "model.safetensors").read_bytes()
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SourceError, match="fall outside"):
+        load_checkpoint(cut)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        ('{"hidden_size": "768"}', "hidden_size", "must be a JSON integer"),
+        ('{"hidden_size": 770}', "hidden_size", "multiple of num_attention_heads"),
+        ('{"model_type": "gpt2"}', "model_type", "not supported"),
+        ('{"architectures": "BertModel"}', "architectures", "list of class names"),
+        ('{"vocab_size": 10', None, "not valid JSON"),
+        ("[]", None, "JSON object"),
+    ],
+)
+def test_bad_config_json_names_file_and_key(tmp_path: Path, text: str, key: str | None, fragment: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SourceError) as caught:
+        load_hf_config(tmp_path)
+    assert caught.value.key == key and fragment in str(caught.value) and str(path) in str(caught.value)
+    result = cli("count", "--config", str(path))
+    assert result.returncode == 2 and str(path) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_config_json_defaults_labels_and_unknown_architectures(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_hidden_layers": 6, "architectures": ["BertForSequenceClassification"],
+                                "id2label": {"0": "a", "1": "b", "2": "c"}, "some_new_key": [1]}), encoding="utf-8")
+    hf = load_hf_config(path)
+    assert (hf.config.head, hf.config.num_labels, hf.config.hidden_size) == ("sequence-classification", 3, 768)
+    assert any("vocab_size not in the file" in note for note in hf.notes)
+    path.write_text(json.dumps({"architectures": ["SomethingElse"]}), encoding="utf-8")
+    assert load_hf_config(path).config.head == "none"
+
+
+def test_folder_without_config_or_weights(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="without config.json"):
+        load_hf_config(tmp_path)
+    with pytest.raises(SourceError, match="holds no model.safetensors"):
+        load_checkpoint(tmp_path)

@@ -1,0 +1,107 @@
+"""A checkpoint's stored tensors against what a config predicts; and a config read back from the tensors.
+
+Stored names are matched after two normalisations that real checkpoints need: legacy LayerNorm names
+(`gamma`/`beta` for `weight`/`bias`) and the `bert.` prefix (present or not, whatever the class).
+A tied tensor stored anyway (the MLM decoder of older checkpoints) is counted once and reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+
+from .config import BertConfig
+from .tree import ParamTree
+
+Shape = tuple[int, ...]
+_BODY = ("embeddings.", "encoder.", "pooler.")
+_LEGACY = re.compile(r"(LayerNorm|layer_norm)\.(gamma|beta)$")
+
+
+def canonical(name: str, prefixed: bool) -> tuple[str, bool]:
+    """(the name as the tree names it, whether it was a legacy name)."""
+    legacy = _LEGACY.search(name) is not None
+    name = _LEGACY.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", name)
+    bare = name.removeprefix("bert.")
+    if bare.startswith(_BODY):
+        name = f"bert.{bare}" if prefixed else bare
+    return name, legacy
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    missing: tuple[str, ...]  # expected by the config, not stored
+    unexpected: tuple[tuple[str, Shape], ...]  # stored, not expected
+    mismatched: tuple[tuple[str, Shape, Shape], ...]  # (name, expected, stored)
+    tied_stored: tuple[str, ...]  # tied tensors the file stores anyway (counted once)
+    legacy_names: int  # gamma/beta names read as weight/bias
+    held: int  # parameters the file holds, tied duplicates counted once
+    expected: int  # the config's total
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+
+def compare(tree: ParamTree, stored: Sequence[tuple[str, Shape]]) -> Comparison:
+    prefixed = tree.config.head != "none"
+    expected = {p.name: p.shape for p in tree.unique_params()}
+    tied = {p.name for p in tree.tied_params()}
+    seen: set[str] = set()
+    unexpected, mismatched, tied_stored = [], [], []
+    legacy = held = 0
+    for raw, shape in stored:
+        name, was_legacy = canonical(raw, prefixed)
+        legacy += was_legacy
+        if name in tied:
+            tied_stored.append(name)
+            continue
+        held += prod(shape)
+        if name not in expected:
+            unexpected.append((raw, shape))
+            continue
+        seen.add(name)
+        if expected[name] != shape:
+            mismatched.append((name, expected[name], shape))
+    missing = tuple(name for name in expected if name not in seen)
+    return Comparison(missing, tuple(unexpected), tuple(mismatched), tuple(tied_stored), legacy, held, tree.total)
+
+
+def infer_config(stored: Sequence[tuple[str, Shape]]) -> tuple[BertConfig, tuple[str, ...]]:
+    """A config read back from tensor shapes, with notes on what shapes cannot tell (the heads)."""
+    shapes = {canonical(name, False)[0]: shape for name, shape in stored}
+    word = shapes.get("embeddings.word_embeddings.weight")
+    if word is None or len(word) != 2:
+        raise ValueError("no embeddings.word_embeddings.weight [V, H]: not a BERT checkpoint")
+    v, h = word
+    layers = {int(m.group(1)) for name in shapes if (m := re.match(r"encoder\.layer\.(\d+)\.", name))}
+    ffn = shapes.get("encoder.layer.0.intermediate.dense.weight", (4 * h, h))
+    heads = h // 64 if h % 64 == 0 else next(a for a in (12, 8, 4, 2, 1) if h % a == 0)  # 64-wide heads are usual
+    values = {
+        "vocab_size": v, "hidden_size": h, "num_hidden_layers": max(layers, default=-1) + 1 or 1,
+        "num_attention_heads": heads, "intermediate_size": ffn[0],
+        "max_position_embeddings": shapes.get("embeddings.position_embeddings.weight", (512,))[0],
+        "type_vocab_size": shapes.get("embeddings.token_type_embeddings.weight", (2,))[0],
+    }
+    head, labels = _head_of(shapes)
+    config = BertConfig(**values, head=head, pooler="pooler.dense.weight" in shapes if head == "none" else True,
+                        num_labels=labels)
+    return config, (f"num_attention_heads assumed {heads}: heads split H and leave no trace in the shapes",)
+
+
+def _head_of(shapes: dict[str, Shape]) -> tuple[str, int]:
+    mlm = "cls.predictions.bias" in shapes or "cls.predictions.transform.dense.weight" in shapes
+    nsp = "cls.seq_relationship.weight" in shapes
+    if mlm or nsp:
+        return ("pretraining" if mlm and nsp else "mlm" if mlm else "next-sentence"), 2
+    if "qa_outputs.weight" in shapes:
+        return "question-answering", shapes["qa_outputs.weight"][0]
+    classifier = shapes.get("classifier.weight")
+    if classifier is None:
+        return "none", 2
+    if classifier[0] == 1 and "pooler.dense.weight" in shapes:
+        return "multiple-choice", 2
+    head = "sequence-classification" if "pooler.dense.weight" in shapes else "token-classification"
+    return head, classifier[0]
