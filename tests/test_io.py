@@ -168,3 +168,40 @@ def test_folder_without_config_or_weights(tmp_path: Path) -> None:
         load_hf_config(tmp_path)
     with pytest.raises(SourceError, match="holds no model.safetensors"):
         load_checkpoint(tmp_path)
+
+
+async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> None:
+    from tui.app import make_app
+    from tui.presets import load_catalog
+    from tui.screens import OpenScreen
+    from tui.widgets.param_tree import ParamTree
+
+    config = load_hf_config(CHECKPOINTS / "pretraining").config
+    app = make_app(load_catalog(), config, title="pretraining")
+    app.stored = [(t.name, t.shape) for t in load_checkpoint(CHECKPOINTS / "bertmodel").tensors]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.comparison is not None and "cls.seq_relationship.weight" in app.comparison.missing
+        tree = app.query_one(ParamTree)
+        tree.action_expand_all()
+        await pilot.pause()
+        node = next(n for n in _walk(tree.root) if n.data == "cls.seq_relationship.weight")
+        assert "✗ not in the file" in tree.render_label(node, tree.rich_style, tree.rich_style).plain
+        await pilot.press("o")
+        assert isinstance(app.screen, OpenScreen)
+        await pilot.press(*str(CHECKPOINTS / "nothing-here"), "enter")
+        assert isinstance(app.screen, OpenScreen)  # the error stays in the prompt
+        await pilot.press("ctrl+u", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, OpenScreen)
+        assert app.comparison is not None and app.comparison.clean and app.comparison.tied_stored
+        assert app.model is not None and app.model.total == LIVE["legacy"]
+        await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
+        await pilot.pause()
+        assert app.comparison is None and app.model is not None and app.model.total == 109_514_298
+
+
+def _walk(node):  # type: ignore[no-untyped-def]
+    yield node
+    for child in node.children:
+        yield from _walk(child)

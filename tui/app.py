@@ -24,12 +24,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tab, Tabs, Tree
 
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
+from .core.compare import Comparison, compare
 from .core.units import short_count
 from .presets import Catalog
-from .screens import AuditScreen, ExportScreen, HelpScreen
+from .screens import AuditScreen, ExportScreen, HelpScreen, Opened, OpenScreen
 from .widgets.form import ConfigForm
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTree as ParamTreeWidget
+from .widgets.param_tree import key_of
 
 WIDE = 100  # columns from which the panes stand side by side
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
@@ -72,11 +74,12 @@ class BertTuiApp(App[None]):
         Binding("a", "audit", "Audit"),
         Binding("b", "toggle_baseline", "Pin"),
         Binding("x", "export", "Export"),
+        Binding("o", "open", "Open", show=False),
         Binding("q", "quit", "Quit", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    config: var[BertConfig | None] = var(None)
+    config: var[BertConfig | None] = var(None, always_update=True)
     stale = var(False)
 
     def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None) -> None:
@@ -86,6 +89,8 @@ class BertTuiApp(App[None]):
         self._source_title = title
         self.model: ParamTree | None = None
         self.baseline: ParamTree | None = None  # pinned with `b`: deltas show against it until unpinned
+        self.stored: list[tuple[str, tuple[int, ...]]] | None = None  # an opened checkpoint's tensors
+        self.comparison: Comparison | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
@@ -109,7 +114,10 @@ class BertTuiApp(App[None]):
 
     @on(ConfigForm.Changed)
     def _config_changed(self, event: ConfigForm.Changed) -> None:
-        self._source_title = event.preset or f"{self._source_title.removesuffix(' (edited)')} (edited)"
+        if event.preset:
+            self._source_title = event.preset
+        elif event.edited:
+            self._source_title = f"{self._source_title.removesuffix(' (edited)')} (edited)"
         self.stale = False
         self.config = event.config
 
@@ -125,8 +133,11 @@ class BertTuiApp(App[None]):
         if config is None:
             return
         self.model = build_tree(config)
+        self.comparison = compare(self.model, self.stored) if self.stored is not None else None
         self.query_one(ConfigForm).show_costs(marginal_costs(config))
-        self.query_one(ParamTreeWidget).show(self.model)
+        tree = self.query_one(ParamTreeWidget)
+        tree.set_marks(self._marks())
+        tree.show(self.model)
         self._show_detail()
         self._show_totals()
 
@@ -136,7 +147,7 @@ class BertTuiApp(App[None]):
     def _show_totals(self) -> None:
         if self.model is None:
             return
-        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims())
+        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims(), self.comparison)
         total = self.model.total
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""
@@ -165,6 +176,15 @@ class BertTuiApp(App[None]):
             return
         self.query_one(ConfigForm).load(preset.config, preset.name)
 
+    def _marks(self) -> dict[str, str]:
+        """Tree keys whose tensor the opened checkpoint stores differently, with what it stores."""
+        result = self.comparison
+        if result is None:
+            return {}
+        marks = {key_of(name): "✗ not in the file" for name in result.missing}
+        marks.update((key_of(name), f"✗ file has {list(stored)}") for name, _, stored in result.mismatched)
+        return marks
+
     def _claims(self) -> list[tuple[str, str, str]]:
         """(value, scope, source) of the counts published for the preset on screen, if it is one."""
         preset = self.catalog.presets.get(self._source_title)
@@ -190,6 +210,20 @@ class BertTuiApp(App[None]):
     def _exported(self, path: Path | None) -> None:
         if path is not None:
             self.notify(f"wrote {path}", timeout=4)
+
+    def action_open(self) -> None:
+        if not isinstance(self.screen, OpenScreen):
+            self.push_screen(OpenScreen(), self._opened)
+
+    def _opened(self, opened: Opened | None) -> None:
+        if opened is None:
+            return
+        source, checkpoint = opened
+        self.stored = [(t.name, t.shape) for t in checkpoint.tensors] if checkpoint is not None else None
+        self._source_title = source.name
+        self.query_one(ConfigForm).load(source.config, None)
+        for note in source.notes:
+            self.notify(note, timeout=6)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -230,6 +264,7 @@ class BertTuiApp(App[None]):
         yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
         yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
         yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
+        yield SystemCommand("Open a config or checkpoint", "A config.json, model folder or .safetensors (o)", self.action_open)
         yield SystemCommand("Help", "Every key (F1, ? outside inputs)", self.action_help)
 
     def _key_rows(self) -> list[tuple[str, str]]:
@@ -244,6 +279,7 @@ class BertTuiApp(App[None]):
             ("a", "audit a claimed count: which conventions reproduce it (outside inputs)"),
             ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
             ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
+            ("o", "open a config.json, model folder or checkpoint; differing tensors are marked ✗"),
             ("type digits", "edit a field; the count updates at every key"),
             ("ctrl+q, q", "quit (q outside inputs)"),
         ]

@@ -20,7 +20,6 @@ from typing import NoReturn
 from . import __version__
 from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
-from .core.compare import Comparison, compare, infer_config
 from .core.diff import diff
 from .formats import (
     FORMATS,
@@ -35,17 +34,8 @@ from .formats import (
     to_markdown,
     to_table,
 )
-from .io.hf_config import SourceError, load_hf_config
-from .io.safetensors import Checkpoint, load_checkpoint
-from .presets import (
-    DEFAULT_PRESET,
-    Catalog,
-    PresetError,
-    UnknownPresetError,
-    find_preset,
-    load_catalog,
-    load_preset,
-)
+from .presets import DEFAULT_PRESET, Catalog, load_catalog
+from .sources import LOAD_ERRORS, CheckpointReport, Source, check_checkpoint, load_source, source_beside
 
 COMMANDS = ("count", "presets", "audit", "diff", "verify")
 EXIT_USAGE = 2
@@ -189,7 +179,7 @@ def build_presets_parser() -> _Parser:
 
 @dataclass(frozen=True)
 class Selection:
-    """What the user asked to count: the config, a title for it, and notes on how it was read."""
+    """What the user asked to count: the config, a title for it, notes, and a checkpoint's report."""
 
     config: BertConfig
     title: str
@@ -197,76 +187,33 @@ class Selection:
     checkpoint: CheckpointReport | None = None
 
 
-@dataclass(frozen=True)
-class CheckpointReport:
-    checkpoint: Checkpoint
-    comparison: Comparison
-
-
 def resolve(args: argparse.Namespace) -> Selection:
-    """Source, then overrides on top; every problem becomes a `UsageError` naming the flag."""
+    """Source, then overrides on top, then the checkpoint (if any) against the result."""
     checkpoint_path: Path | None = getattr(args, "checkpoint", None)
-    if args.preset_file is not None:
-        source = load_source(args.preset_file, "file")
-    elif args.config is not None:
-        source = load_source(args.config, "config")
-    elif checkpoint_path is not None:
-        source = _beside_checkpoint(checkpoint_path)
-    else:
-        source = load_source(args.preset or DEFAULT_PRESET, "name")
-    selection = apply_overrides(args, source)
-    if checkpoint_path is None:
-        return selection
-    checkpoint = _read_checkpoint(checkpoint_path)
-    stored = [(t.name, t.shape) for t in checkpoint.tensors]
-    report_ = CheckpointReport(checkpoint, compare(build_tree(selection.config), stored))
+    try:
+        if args.preset_file is not None:
+            source = load_source(args.preset_file, "file")
+        elif args.config is not None:
+            source = load_source(args.config, "config")
+        elif checkpoint_path is not None:
+            source = source_beside(checkpoint_path)
+        else:
+            source = load_source(args.preset or DEFAULT_PRESET, "name")
+        selection = apply_overrides(args, source)
+        if checkpoint_path is None:
+            return selection
+        report_ = check_checkpoint(checkpoint_path, selection.config)
+    except LOAD_ERRORS as error:
+        raise UsageError(str(error)) from None
     return Selection(selection.config, selection.title, selection.notes, report_)
 
 
-@dataclass(frozen=True)
-class Source:
-    """A config read from somewhere, with a name for it and notes on how it was read."""
-
-    name: str
-    config: BertConfig
-    notes: tuple[str, ...] = ()
-
-
-def load_source(source: str | Path, kind: str = "either") -> Source:
-    """A preset by name ('name'), a preset file ('file'), a config.json / folder / preset YAML ('config'),
-    or ('either') whichever of these `source` names: an existing path, else a preset name."""
-    path = Path(source)
+def load(source: str | Path, kind: str = "either") -> Source:
+    """`load_source` with its errors as usage errors (one line, exit 2)."""
     try:
-        if kind == "config" or (kind == "either" and path.exists()):
-            if path.suffix in (".yaml", ".yml"):
-                kind = "file"
-            else:
-                hf = load_hf_config(path)
-                return Source(str(path), hf.config, hf.notes)
-        preset = load_preset(path) if kind == "file" else find_preset(str(source))
-        return Source(preset.name, preset.config)
-    except (PresetError, UnknownPresetError, SourceError) as error:
+        return load_source(source, kind)
+    except LOAD_ERRORS as error:
         raise UsageError(str(error)) from None
-
-
-def _read_checkpoint(path: Path) -> Checkpoint:
-    try:
-        return load_checkpoint(path)
-    except SourceError as error:
-        raise UsageError(str(error)) from None
-
-
-def _beside_checkpoint(path: Path) -> Source:
-    """The config.json beside a checkpoint, or a config read back from its tensor shapes."""
-    folder = path if path.is_dir() else path.parent
-    if (folder / "config.json").is_file():
-        return load_source(folder / "config.json", "config")
-    checkpoint = _read_checkpoint(path)
-    try:
-        config, notes = infer_config([(t.name, t.shape) for t in checkpoint.tensors])
-    except (ValueError, ConfigError) as error:
-        raise UsageError(f"{path}: no config.json beside it, and {error}") from None
-    return Source(f"{path} (config read from its shapes)", config, notes)
 
 
 def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
@@ -324,8 +271,8 @@ def run_audit(argv: Sequence[str]) -> int:
 
 def run_diff(argv: Sequence[str]) -> int:
     args = build_diff_parser().parse_args(argv)
-    a = load_source(args.a)
-    b = apply_overrides(args, load_source(args.b))
+    a = load(args.a)
+    b = apply_overrides(args, load(args.b))
     result = diff(build_tree(a.config), build_tree(b.config))
     if args.format == "json":
         sys.stdout.write(json.dumps({"a": a.name, "b": b.title, **diff_data(result)}, indent=2) + "\n")
@@ -388,7 +335,10 @@ def run_explorer(argv: Sequence[str]) -> int:
     from .app import make_app
 
     preset = selection.title if selection.title in catalog.presets else None
-    make_app(catalog, selection.config, title=selection.title, preset=preset).run()
+    app = make_app(catalog, selection.config, title=selection.title, preset=preset)
+    if selection.checkpoint is not None:
+        app.stored = [(t.name, t.shape) for t in selection.checkpoint.checkpoint.tensors]
+    app.run()
     return 0
 
 

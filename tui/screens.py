@@ -16,6 +16,8 @@ from .core import BertConfig, ParamTree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .formats import audit_text, to_csv, to_json, to_markdown
 from .io.files import check_writable_target, write_atomic
+from .io.safetensors import Checkpoint
+from .sources import LOAD_ERRORS, Source, open_path
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 
@@ -169,3 +171,28 @@ class ExportScreen(ModalScreen[Path | None]):
             self.query_one("#export-error", Static).update(f"⚠ {path}: {problem.strerror or problem}")
             return
         self.dismiss(path)
+
+
+Opened = tuple[Source, Checkpoint | None]
+
+
+class OpenScreen(ModalScreen[Opened | None]):
+    """Ask for a path: a config.json, a model folder, a preset YAML or a checkpoint. Errors stay in the prompt."""
+
+    AUTO_FOCUS = "#open-path"
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="open-box", classes="dialog"):
+            yield Label("Open a config.json, a model folder, a preset YAML or a .safetensors checkpoint", classes="dialog-title")
+            yield Input(placeholder="path/to/model", id="open-path", compact=True)
+            yield Static("", id="open-error", classes="error")
+            yield Static("Enter opens; Escape cancels. Only headers are read from a checkpoint.", classes="dim")
+
+    @on(Input.Submitted, "#open-path")
+    def _submitted(self, event: Input.Submitted) -> None:
+        path = Path(event.value.strip()).expanduser()
+        try:
+            self.dismiss(open_path(path))
+        except LOAD_ERRORS as error:
+            self.query_one("#open-error", Static).update(f"⚠ {error}")

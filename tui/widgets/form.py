@@ -53,11 +53,12 @@ class ConfigForm(VerticalScroll):
     """The editable config. Focus order: preset, the seven sizes, pooler, head, labels."""
 
     class Changed(Message):
-        """The form holds a valid config; `preset` names it when it is a preset as loaded (None once edited)."""
+        """The form holds a valid config; `edited` when a user's edit (not a load) made it so."""
 
-        def __init__(self, config: BertConfig, preset: str | None) -> None:
+        def __init__(self, config: BertConfig, preset: str | None, edited: bool) -> None:
             self.config = config
             self.preset = preset
+            self.edited = edited
             super().__init__()
 
     class Invalid(Message):
@@ -112,7 +113,7 @@ class ConfigForm(VerticalScroll):
             self.query_one("#head", Select).value = config.head
             self._sync_pooler(config.head)
             self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
-        self.refresh_state()
+        self.refresh_state(edited=False)
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -179,7 +180,7 @@ class ConfigForm(VerticalScroll):
         values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
         return BertConfig.from_mapping(values)
 
-    def refresh_state(self) -> None:
+    def refresh_state(self, edited: bool = True) -> None:
         """Validate, show or clear the inline messages, and tell the app."""
         for error_line in self.query(".field-error").results(Static):
             error_line.update("")
@@ -195,7 +196,7 @@ class ConfigForm(VerticalScroll):
             self.post_message(self.Invalid(error))
         else:
             preset = self.query_one("#preset", Select).value
-            self.post_message(self.Changed(config, preset if isinstance(preset, str) else None))
+            self.post_message(self.Changed(config, preset if isinstance(preset, str) else None, edited))
 
     def _show_error(self, error: ConfigError) -> None:
         target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head") else "head"

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from ..core.compare import Comparison
 from ..core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
 from ..core.units import short_bytes, short_count
 
@@ -29,13 +30,27 @@ class TotalsPane(Static):
     """Exact total, short form, one row per group with its share, memory per dtype and for training."""
 
     def show(self, model: ParamTree, stale: bool, baseline: ParamTree | None = None,
-             claims: list[tuple[str, str, str]] | None = None) -> None:
+             claims: list[tuple[str, str, str]] | None = None, comparison: Comparison | None = None) -> None:
         self.set_class(stale, "-stale")
         parts = [self._render_totals(model, stale, baseline)]
+        if comparison is not None:
+            parts.append(self._render_checkpoint(comparison))
         if claims:
             parts.append(Text("\npublished (a audits)", style="bold"))
             parts += [Text(f"{value} ({scope}): {source}", style="dim") for value, scope, source in claims]
         self.update(Group(*parts))
+
+    @staticmethod
+    def _render_checkpoint(result: Comparison) -> RenderableType:
+        lines = [Text("\ncheckpoint", style="bold"), Text(f"holds {result.held:,}")]
+        if result.clean and result.held == result.expected:
+            lines.append(Text("✓ matches the config", style="bold"))
+        else:
+            lines.append(Text(f"✗ {len(result.missing)} missing, {len(result.unexpected)} unexpected, "
+                              f"{len(result.mismatched)} other shapes", style="bold"))
+        if result.tied_stored:
+            lines.append(Text(f"{len(result.tied_stored)} tied stored twice (counted once)", style="dim"))
+        return Group(*lines)
 
     def _render_totals(self, model: ParamTree, stale: bool, baseline: ParamTree | None) -> RenderableType:
         total = model.total

@@ -104,6 +104,7 @@ class ParamTree(Tree[str]):
         self._total = 0
         self._name_widths: dict[int, int] = {}  # per parent node id: its children's widest name (for alignment)
         self._baseline: ParamTree | None = None
+        self._marks: dict[str, str] = {}
 
     @property
     def model(self) -> ParamTree | None:
@@ -139,6 +140,10 @@ class ParamTree(Tree[str]):
         self._baseline = baseline
         self.root.refresh()
         self.refresh()
+
+    def set_marks(self, marks: dict[str, str]) -> None:
+        """Notes to show beside some tensors (a checkpoint that stores them differently), by key."""
+        self._marks = marks
 
     def _delta(self, key: str, item: Node) -> str:
         if self._baseline is None:
@@ -260,7 +265,8 @@ class ParamTree(Tree[str]):
             return "", f" {item.count:>13,}", share + delta
         mark = f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} "
         count = f" {'tied':>13}" if item.tied_to else f" {item.count:>13,}"
-        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]{delta}"
+        note = f"  {self._marks[node.data]}" if node.data in self._marks else ""
+        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]{delta}{note}"
 
     def _name_width(self, node: TreeNode[str]) -> int:
         """The widest name among `node`'s siblings, so that their counts line up."""

@@ -1,0 +1,82 @@
+"""Where a config comes from: a preset (by name or file), a HF config.json or model folder, or a checkpoint.
+
+Shared by the CLI and the explorer; every failure is one of `LOAD_ERRORS`, whose message names the file
+(or the preset) and what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .core import BertConfig, ConfigError, build_tree
+from .core.compare import Comparison, compare, infer_config
+from .io.hf_config import SourceError, load_hf_config
+from .io.safetensors import Checkpoint, load_checkpoint
+from .presets import PresetError, UnknownPresetError, find_preset, load_preset
+
+LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A config read from somewhere, with a name for it and notes on how it was read."""
+
+    name: str
+    config: BertConfig
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    """A checkpoint and how it compares with the config it was checked against."""
+
+    checkpoint: Checkpoint
+    comparison: Comparison
+
+
+def load_source(source: str | Path, kind: str = "either") -> Source:
+    """A preset by name ('name'), a preset file ('file'), a config.json / folder / preset YAML ('config'),
+    or ('either') whichever of these `source` names: an existing path, else a preset name."""
+    path = Path(source)
+    if kind == "config" or (kind == "either" and path.exists()):
+        if path.suffix not in (".yaml", ".yml"):
+            hf = load_hf_config(path)
+            return Source(str(path), hf.config, hf.notes)
+        kind = "file"
+    preset = load_preset(path) if kind == "file" else find_preset(str(source))
+    return Source(preset.name, preset.config)
+
+
+def source_beside(checkpoint: Path) -> Source:
+    """The config.json beside a checkpoint, or a config read back from its tensor shapes."""
+    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    if (folder / "config.json").is_file():
+        return load_source(folder / "config.json", "config")
+    stored = load_checkpoint(checkpoint)
+    try:
+        config, notes = infer_config([(t.name, t.shape) for t in stored.tensors])
+    except (ValueError, ConfigError) as error:
+        raise SourceError(checkpoint, None, f"no config.json beside it, and {error}") from None
+    return Source(f"{checkpoint} (config read from its shapes)", config, notes)
+
+
+def check_checkpoint(path: Path, config: BertConfig) -> CheckpointReport:
+    """Read a checkpoint's headers and compare what it stores with what `config` predicts."""
+    checkpoint = load_checkpoint(path)
+    stored = [(t.name, t.shape) for t in checkpoint.tensors]
+    return CheckpointReport(checkpoint, compare(build_tree(config), stored))
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` names weights (a .safetensors file, an index, or a folder holding weights)."""
+    if path.is_dir():
+        return (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file()
+    return path.suffix == ".safetensors" or path.name.endswith(".safetensors.index.json")
+
+
+def open_path(path: Path) -> tuple[Source, Checkpoint | None]:
+    """What the explorer's 'open' prompt opens: a checkpoint with its config, or a config alone."""
+    if is_checkpoint(path):
+        return source_beside(path), load_checkpoint(path)
+    return load_source(path, "config"), None
