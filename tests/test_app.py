@@ -55,11 +55,12 @@ async def test_tab_order_through_the_form() -> None:
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         order = []
-        for _ in range(9):
+        for _ in range(10):
             await pilot.press("tab")
             order.append(app.focused.id if app.focused else None)
         assert order == ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                         "intermediate_size", "max_position_embeddings", "type_vocab_size", "pooler", "head"]
+                         "intermediate_size", "max_position_embeddings", "type_vocab_size", "pooler", "head",
+                         "model_type"]
         await pilot.press("tab")
         assert isinstance(app.focused, ParamTree)
 
@@ -153,6 +154,22 @@ async def test_head_and_pooler_follow_the_hf_classes() -> None:
         app.query_one("#head", Select).value = "none"
         await pilot.pause()
         assert total_shown(app) == hf_total("bert-base-uncased/none-no-pooler")  # the user's choice comes back
+
+
+async def test_model_type_switches_to_roberta_layouts() -> None:
+    app = app_for("roberta-base")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert total_shown(app) == hf_total("roberta-base/none")
+        app.query_one("#head", Select).value = "sequence-classification"
+        await pilot.pause()
+        assert total_shown(app) == hf_total("roberta-base/sequence-classification")
+        app.query_one("#head", Select).value = "pretraining"  # RoBERTa has no NSP: refused at the head field
+        await pilot.pause()
+        assert app.stale and "no pretraining class" in text_of(app, "#error-head")
+        app.query_one("#model_type", Select).value = "bert"
+        await pilot.pause()
+        assert not app.stale and app.model is not None and app.model.config.hf_class == "BertForPreTraining"
 
 
 async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.core import (
+    MODEL_TYPES,
     Module,
     Param,
     HEADS,
@@ -27,7 +28,8 @@ from tui.core.config import MAX_LAYERS, MAX_SIZE
 @st.composite
 def valid_configs(draw: st.DrawFn) -> BertConfig:
     heads = draw(st.integers(1, 64))
-    head = draw(st.sampled_from(list(HEADS)))
+    model_type = draw(st.sampled_from(list(MODEL_TYPES)))
+    head = draw(st.sampled_from([h for h in HEADS if model_type == "bert" or h not in ("pretraining", "next-sentence")]))
     return BertConfig(
         vocab_size=draw(st.integers(1, 300_000)),
         hidden_size=heads * draw(st.integers(1, 256)),
@@ -39,6 +41,7 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         head=head,
         pooler=draw(st.booleans()) if head == "none" else True,
         num_labels=draw(st.integers(1, 1000)),
+        model_type=model_type,
     )
 
 

@@ -57,9 +57,10 @@ def test_legacy_layout_counts_the_same_and_reports_the_stored_decoder() -> None:
 
 
 def test_names_with_and_without_the_bert_prefix() -> None:
-    assert canonical("embeddings.LayerNorm.gamma", prefixed=True) == ("bert.embeddings.LayerNorm.weight", True)
-    assert canonical("bert.encoder.layer.0.output.dense.bias", prefixed=False) == ("encoder.layer.0.output.dense.bias", False)
-    assert canonical("cls.predictions.bias", prefixed=False) == ("cls.predictions.bias", False)
+    assert canonical("embeddings.LayerNorm.gamma", "bert.") == ("bert.embeddings.LayerNorm.weight", True)
+    assert canonical("bert.encoder.layer.0.output.dense.bias", "") == ("encoder.layer.0.output.dense.bias", False)
+    assert canonical("cls.predictions.bias", "") == ("cls.predictions.bias", False)
+    assert canonical("embeddings.word_embeddings.weight", "roberta.") == ("roberta.embeddings.word_embeddings.weight", False)
 
 
 def test_a_checkpoint_against_another_config_lists_what_differs() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .core import HEADS, SIZE_FIELDS, BertConfig, ConfigError, build_tree
+from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .core.diff import diff
 from .formats import (
@@ -89,6 +89,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--head", choices=list(HEADS), help=f"the model class to count: {HEAD_HELP} (default: none)")
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
                        help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
+    group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES),
+                       help="bert (default), or a model with BERT's layout: roberta, xlm-roberta, camembert")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
 
@@ -218,7 +220,8 @@ def load(source: str | Path, kind: str = "either") -> Source:
 
 def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     """The source's config with the command line's overrides on top; a refused value names its flag."""
-    overrides = {f: getattr(args, f) for f in (*SIZE_FIELDS, "head", "num_labels", "pooler") if getattr(args, f) is not None}
+    fields = (*SIZE_FIELDS, "head", "num_labels", "pooler", "model_type")
+    overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
     try:
         config = BertConfig.from_mapping(overrides, base=source.config)
     except ConfigError as error:

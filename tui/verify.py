@@ -47,7 +47,8 @@ def hf_parameters(config: BertConfig) -> tuple[str, list[tuple[str, tuple[int, .
         import transformers
     except ImportError as error:
         raise ExtraMissing(f"{INSTALL_HINT} ({error})") from None
-    hf_config = transformers.BertConfig(**config.sizes(), num_labels=config.num_labels)
+    family = config.hf_class.split("Model")[0].split("For")[0]  # Bert, Roberta, XLMRoberta, Camembert
+    hf_config = getattr(transformers, f"{family}Config")(**config.sizes(), num_labels=config.num_labels)
     cls = getattr(transformers, config.hf_class)
     with torch.device("meta"):
         model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)

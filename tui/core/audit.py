@@ -156,6 +156,8 @@ def _head(c: BertConfig, on: set[str], b: int, ln: int) -> int:
     count = (h * h + b * h + ln * 2 * h + b * v) if mlm else 0  # transform, its LayerNorm, the output bias
     count += (v * h + b * v) if mlm and "tied-twice" in on else 0
     count += (2 * h + b * 2) if nsp else 0
+    if c.head == "sequence-classification" and c.model_type != "bert":
+        count += h * h + b * h  # RoBERTa's classifier has a dense layer before out_proj
     if c.head in ("sequence-classification", "token-classification", "question-answering"):
         count += n * h + b * n
     elif c.head == "multiple-choice":
@@ -175,8 +177,8 @@ def applicable(config: BertConfig, scope: str) -> list[str]:
     keys = list(LAYER_CONVENTIONS) if scope == "layer" else list(CONVENTIONS)
     if config.num_attention_heads == 1:  # one head: per-head and whole counts are the same
         keys = [k for k in keys if not k.startswith("qkv")]
-    if config.head == "pretraining":
-        keys.remove("pretraining-heads")
+    if config.head == "pretraining" or (config.model_type != "bert" and scope == "model"):
+        keys.remove("pretraining-heads")  # already counted, or no such heads (RoBERTa has no NSP)
     return keys
 
 

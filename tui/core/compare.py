@@ -13,20 +13,20 @@ from dataclasses import dataclass
 from math import prod
 
 from .config import BertConfig
-from .tree import ParamTree
+from .tree import ParamTree, strip_body
 
 Shape = tuple[int, ...]
 _BODY = ("embeddings.", "encoder.", "pooler.")
 _LEGACY = re.compile(r"(LayerNorm|layer_norm)\.(gamma|beta)$")
 
 
-def canonical(name: str, prefixed: bool) -> tuple[str, bool]:
-    """(the name as the tree names it, whether it was a legacy name)."""
+def canonical(name: str, prefix: str) -> tuple[str, bool]:
+    """(the name as the tree names it, whether it was a legacy name); `prefix` is "bert.", "roberta." or ""."""
     legacy = _LEGACY.search(name) is not None
     name = _LEGACY.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", name)
-    bare = name.removeprefix("bert.")
+    bare = strip_body(name)
     if bare.startswith(_BODY):
-        name = f"bert.{bare}" if prefixed else bare
+        name = f"{prefix}{bare}"
     return name, legacy
 
 
@@ -46,14 +46,14 @@ class Comparison:
 
 
 def compare(tree: ParamTree, stored: Sequence[tuple[str, Shape]]) -> Comparison:
-    prefixed = tree.config.head != "none"
+    prefix = "" if tree.config.head == "none" else f"{tree.config.body}."
     expected = {p.name: p.shape for p in tree.unique_params()}
     tied = {p.name for p in tree.tied_params()}
     seen: set[str] = set()
     unexpected, mismatched, tied_stored = [], [], []
     legacy = held = 0
     for raw, shape in stored:
-        name, was_legacy = canonical(raw, prefixed)
+        name, was_legacy = canonical(raw, prefix)
         legacy += was_legacy
         if name in tied:
             tied_stored.append(name)
@@ -71,7 +71,7 @@ def compare(tree: ParamTree, stored: Sequence[tuple[str, Shape]]) -> Comparison:
 
 def infer_config(stored: Sequence[tuple[str, Shape]]) -> tuple[BertConfig, tuple[str, ...]]:
     """A config read back from tensor shapes, with notes on what shapes cannot tell (the heads)."""
-    shapes = {canonical(name, False)[0]: shape for name, shape in stored}
+    shapes = {canonical(name, "")[0]: shape for name, shape in stored}
     word = shapes.get("embeddings.word_embeddings.weight")
     if word is None or len(word) != 2:
         raise ValueError("no embeddings.word_embeddings.weight [V, H]: not a BERT checkpoint")

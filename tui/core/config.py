@@ -68,6 +68,15 @@ class HeadSpec:
     uses_num_labels: bool
 
 
+# Model types whose layout is BERT's: their class-name prefix and the attribute that holds the body.
+MODEL_TYPES: dict[str, tuple[str, str]] = {
+    "bert": ("Bert", "bert"),
+    "roberta": ("Roberta", "roberta"),
+    "xlm-roberta": ("XLMRoberta", "roberta"),
+    "camembert": ("Camembert", "roberta"),
+}
+BERT_ONLY_HEADS = ("pretraining", "next-sentence")  # RoBERTa-style models have no NSP head
+
 HEADS: dict[str, HeadSpec] = {
     spec.name: spec
     for spec in (
@@ -97,6 +106,7 @@ class BertConfig:
     head: str = "none"
     pooler: bool = True
     num_labels: int = 2
+    model_type: str = "bert"
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
@@ -108,9 +118,14 @@ class BertConfig:
             raise ConfigError("hidden_size", self.hidden_size, _multiple_rule(self))
         if self.head not in HEADS:
             raise ConfigError("head", self.head, f"must be one of: {', '.join(HEADS)}")
+        if self.model_type not in MODEL_TYPES:
+            raise ConfigError("model_type", self.model_type, f"must be one of: {', '.join(MODEL_TYPES)}")
+        if self.model_type != "bert" and self.head in BERT_ONLY_HEADS:
+            rule = f"{self.model_type} has no {self.head} class (no NSP head); only bert has"
+            raise ConfigError("head", self.head, rule)
         if not isinstance(self.pooler, bool):
             raise ConfigError("pooler", self.pooler, "must be true or false")
-        if not self.pooler and HEADS[self.head].pooler:
+        if not self.pooler and self.fixed_pooler:
             rule = f"{self.hf_class} always builds the pooler; the pooler can be dropped only with head 'none'"
             raise ConfigError("pooler", self.pooler, rule)
 
@@ -120,12 +135,25 @@ class BertConfig:
 
     @property
     def hf_class(self) -> str:
-        return HEADS[self.head].hf_class
+        """The transformers class counted: BertForMaskedLM, RobertaModel, XLMRobertaForTokenClassification..."""
+        return HEADS[self.head].hf_class.replace("Bert", MODEL_TYPES[self.model_type][0], 1)
+
+    @property
+    def body(self) -> str:
+        """The attribute of a head class that holds the encoder: `bert` or `roberta`."""
+        return MODEL_TYPES[self.model_type][1]
+
+    @property
+    def fixed_pooler(self) -> bool | None:
+        """Whether the head class builds `pooler` whatever the user says (None: the user chooses)."""
+        if self.model_type != "bert" and self.head == "sequence-classification":
+            return False  # RobertaForSequenceClassification builds its body without the pooler
+        return HEADS[self.head].pooler
 
     @property
     def has_pooler(self) -> bool:
         """Whether the HF class builds `pooler`: fixed by the head class, the user's choice for BertModel."""
-        fixed = HEADS[self.head].pooler
+        fixed = self.fixed_pooler
         return self.pooler if fixed is None else fixed
 
     @property
@@ -150,8 +178,8 @@ class BertConfig:
         for key, value in data.items():
             if key not in known:
                 continue
-            if key == "head":
-                changes[key] = str(value) if isinstance(value, str) else _bad(key, value, "must be a head name")
+            if key in ("head", "model_type"):
+                changes[key] = str(value) if isinstance(value, str) else _bad(key, value, f"must be a {key} name")
             elif key == "pooler":
                 changes[key] = value if isinstance(value, bool) else _bad(key, value, "must be true or false")
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .tree import ParamTree
+from .tree import ParamTree, strip_body
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
 
@@ -67,8 +67,8 @@ class Diff:
 
 def diff(a: ParamTree, b: ParamTree) -> Diff:
     """What changes from A to B."""
-    params_a = {p.name.removeprefix("bert."): p for p in a.unique_params()}
-    params_b = {p.name.removeprefix("bert."): p for p in b.unique_params()}
+    params_a = {strip_body(p.name): p for p in a.unique_params()}
+    params_b = {strip_body(p.name): p for p in b.unique_params()}
     changed = []
     for name in [*params_b, *(n for n in params_a if n not in params_b)]:
         pa, pb = params_a.get(name), params_b.get(name)

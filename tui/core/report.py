@@ -12,7 +12,7 @@ from .tree import ParamTree, build_tree
 def config_dict(config: BertConfig) -> dict[str, Any]:
     """HF's keys plus head, pooler (as built) and num_labels."""
     data: dict[str, Any] = {name: getattr(config, name) for name in SIZE_FIELDS}
-    data.update(head=config.head, pooler=config.has_pooler, num_labels=config.num_labels)
+    data.update(head=config.head, pooler=config.has_pooler, num_labels=config.num_labels, model_type=config.model_type)
     return data
 
 

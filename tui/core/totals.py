@@ -40,7 +40,8 @@ def closed_form(config: BertConfig) -> list[Term]:
         "pretraining": Term("head", "H² + 3H + V + 2H + 2", mlm.value + 2 * h + 2),
         "next-sentence": Term("head", "2H + 2", 2 * h + 2),
         "multiple-choice": Term("head", "H + 1", h + 1),
-        "sequence-classification": Term("head", "N·H + N", n * h + n),
+        "sequence-classification": Term("head", "N·H + N", n * h + n) if c.model_type == "bert"
+        else Term("head", "H² + H + N·H + N", h * h + h + n * h + n),  # RoBERTa: dense + out_proj
         "token-classification": Term("head", "N·H + N", n * h + n),
         "question-answering": Term("head", "N·H + N", n * h + n),
     }

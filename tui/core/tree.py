@@ -162,9 +162,20 @@ class Module:
 Node = Union[Module, Param]
 
 
+BODY_PREFIXES = ("bert.", "roberta.")
+
+
+def strip_body(name: str) -> str:
+    """A name without the head classes' `bert.` / `roberta.` prefix."""
+    for prefix in BODY_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
 def group_of(name: str) -> str:
     """The totals group of a parameter name: embeddings, encoder, pooler, or head."""
-    first = name.removeprefix("bert.").split(".", 1)[0]
+    first = strip_body(name).split(".", 1)[0]
     return first if first in ("embeddings", "encoder", "pooler") else "head"
 
 
@@ -192,7 +203,7 @@ class ParamTree:
         if self.config.head != "none":
             totals["head"] = 0
         for part in self.root.children:
-            for top in part.children if part.name == "bert" and isinstance(part, Module) else (part,):
+            for top in part.children if part.name == self.config.body and isinstance(part, Module) else (part,):
                 totals[group_of(top.name)] += top.count
         return totals
 
@@ -215,16 +226,18 @@ class _Builder:
     def __init__(self, config: BertConfig) -> None:
         self.config = config
         self.values = config.symbol_values()
+        # XLM-RoBERTa and CamemBERT register their head before the body (their generated classes do).
+        self._head_first = config.model_type in ("xlm-roberta", "camembert")
 
     def root(self) -> Module:
         config = self.config
-        prefix = "" if config.head == "none" else "bert."
+        prefix = "" if config.head == "none" else f"{config.body}."
         body = [self.embeddings(f"{prefix}embeddings"), self.encoder(f"{prefix}encoder")]
         if config.has_pooler:
             body.append(self.module(f"{prefix}pooler", self.linear(f"{prefix}pooler.dense", "H", "H")))
-        children: list[Node] = body if not prefix else [self.module("bert", *body)]
-        children.extend(self.head(config.head))
-        return Module("", config.hf_class, tuple(children))
+        children: list[Node] = body if not prefix else [self.module(config.body, *body)]
+        head = self.head(config.head) if config.model_type == "bert" else self.roberta_head(config.head)
+        return Module("", config.hf_class, tuple([*head, *children] if self._head_first else [*children, *head]))
 
     def param(self, name: str, dims: tuple[str, ...], kind: Kind, tied_to: str | None = None, heads: int = 0) -> Param:
         """A leaf; a dim is a symbol (V, H, ...) or a literal size ("2")."""
@@ -244,9 +257,17 @@ class _Builder:
         return self.module(name, self.param(f"{name}.weight", ("H",), "norm"), self.param(f"{name}.bias", ("H",), "norm"))
 
     def embeddings(self, name: str) -> Module:
-        tables = (("word_embeddings", "V"), ("position_embeddings", "P"), ("token_type_embeddings", "T"))
-        lookups = (self.module(f"{name}.{t}", self.param(f"{name}.{t}.weight", (rows, "H"), "embedding")) for t, rows in tables)
-        return self.module(name, *lookups, self.layer_norm(f"{name}.LayerNorm"))
+        def table(attr: str, rows: str) -> Module:
+            return self.module(f"{name}.{attr}", self.param(f"{name}.{attr}.weight", (rows, "H"), "embedding"))
+
+        word, position, token_type = table("word_embeddings", "V"), table("position_embeddings", "P"), table("token_type_embeddings", "T")
+        if self._head_first and self.config.head == "mlm":  # lm_head.decoder is registered first: it owns the tensor
+            word = self.module(f"{name}.word_embeddings", self.param(f"{name}.word_embeddings.weight", ("V", "H"),
+                                                                      "embedding", tied_to="lm_head.decoder.weight"))
+        if self.config.model_type == "bert":
+            return self.module(name, word, position, token_type, self.layer_norm(f"{name}.LayerNorm"))
+        # RobertaEmbeddings registers its position table last.
+        return self.module(name, word, token_type, self.layer_norm(f"{name}.LayerNorm"), position)
 
     def encoder(self, name: str) -> Module:
         """The encoder; its layers appear as `layer.0 … layer.N-1` (HF's ModuleList level is folded in)."""
@@ -278,6 +299,24 @@ class _Builder:
         if head == "multiple-choice":
             return [self.linear("classifier", "1", "H")]
         return [self.linear("qa_outputs" if head == "question-answering" else "classifier", "N", "H")]
+
+    def roberta_head(self, head: str) -> list[Node]:
+        """The head modules of the RoBERTa-style classes (no NSP; a two-layer classifier)."""
+        if head == "none":
+            return []
+        if head == "mlm":
+            name = "lm_head"
+            decoder = self.module(
+                f"{name}.decoder",
+                self.param(f"{name}.decoder.weight", ("V", "H"), "weight",
+                           tied_to=None if self._head_first else "roberta.embeddings.word_embeddings.weight"),
+                self.param(f"{name}.decoder.bias", ("V",), "bias", tied_to=f"{name}.bias"),
+            )
+            return [self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.linear(f"{name}.dense", "H", "H"),
+                                self.layer_norm(f"{name}.layer_norm"), decoder)]
+        if head == "sequence-classification":
+            return [self.module("classifier", self.linear("classifier.dense", "H", "H"), self.linear("classifier.out_proj", "N", "H"))]
+        return self.head(head)
 
     def lm_predictions(self, name: str) -> Module:
         """BertLMPredictionHead: its own `bias` (registered first), the transform, and the decoder tied to both."""

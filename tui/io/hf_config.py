@@ -12,11 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import HEADS, SIZE_FIELDS, BertConfig, ConfigError
+from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 
 MAX_CONFIG_BYTES = 1024 * 1024
-SUPPORTED_MODEL_TYPES = ("bert",)
-ARCHITECTURES = {spec.hf_class: name for name, spec in HEADS.items()}
+SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # BERT's layout; others (albert, distilbert, electra, ...) are not
+ARCHITECTURES = {
+    BertConfig(head=head, model_type=model_type).hf_class: (model_type, head)
+    for model_type in MODEL_TYPES
+    for head in HEADS
+    if model_type == "bert" or head not in ("pretraining", "next-sentence")
+}
+
+
+# Where a model type's config class defaults differ from BertConfig's (RobertaConfig sets these).
+HF_DEFAULTS: dict[str, dict[str, int]] = {"roberta": {"vocab_size": 50265}}
 
 
 class SourceError(ValueError):
@@ -73,11 +82,14 @@ def load_hf_config(path: Path) -> HFConfig:
     model_type = data.get("model_type", "bert")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise SourceError(path, "model_type", f"{model_type!r} is not supported; bert-tui counts: {', '.join(SUPPORTED_MODEL_TYPES)}")
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {"model_type": model_type}
     for key in SIZE_FIELDS:
         if key in data:
             values[key] = _integer(path, key, data[key])
-    notes = [f"{key} not in the file: HF's default {getattr(BertConfig(), key)}" for key in SIZE_FIELDS if key not in data]
+    for key, value in HF_DEFAULTS.get(model_type, {}).items():
+        values.setdefault(key, value)
+    notes = [f"{key} not in the file: HF's default {values.get(key, getattr(BertConfig(), key))}"
+             for key in SIZE_FIELDS if key not in data]
     labels = data.get("id2label")
     if labels is not None:
         if not isinstance(labels, dict) or not labels:
@@ -87,7 +99,9 @@ def load_hf_config(path: Path) -> HFConfig:
         values["num_labels"] = _integer(path, "num_labels", data["num_labels"])
     architecture = _architecture(path, data.get("architectures"), notes)
     if architecture is not None:
-        values["head"] = ARCHITECTURES[architecture]
+        arch_type, values["head"] = ARCHITECTURES[architecture]
+        if arch_type != model_type:
+            notes.append(f"architectures names {architecture} but model_type is {model_type!r}: counted as {model_type}")
     try:
         config = BertConfig.from_mapping(values)
     except ConfigError as error:

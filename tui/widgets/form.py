@@ -15,7 +15,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ..core import HEADS, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
+from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
 from ..core.units import short_count
 
 FIELD_LABELS = {
@@ -95,13 +95,16 @@ class ConfigForm(VerticalScroll):
         yield Label("head", classes="field-label")
         yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head", compact=True)
         yield Static("", classes="field-error", id="error-head")
+        yield Label("model type", classes="field-label")
+        yield Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value="bert", id="model_type", compact=True)
+        yield Static("", classes="field-error", id="error-model_type")
 
     def on_mount(self) -> None:
         self._sort_focus_order()
 
     def _sort_focus_order(self) -> None:
         """Labels after the head select in DOM order; move them to the end of the form."""
-        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#error-head"))
+        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#error-model_type"))
         self.move_child(self.query_one("#error-num_labels"), after=self.query_one("#row-num_labels"))
 
     def load(self, config: BertConfig, preset: str | None) -> None:
@@ -111,6 +114,7 @@ class ConfigForm(VerticalScroll):
                 self.query_one(f"#{field}", Input).value = str(getattr(config, field))
             self._user_pooler = config.pooler
             self.query_one("#head", Select).value = config.head
+            self.query_one("#model_type", Select).value = config.model_type
             self._sync_pooler(config.head)
             self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
         self.refresh_state(edited=False)
@@ -132,6 +136,12 @@ class ConfigForm(VerticalScroll):
         if isinstance(event, Switch.Changed):
             self._user_pooler = event.value
             self._describe_pooler("none")
+        self._mark_edited()
+        self.refresh_state()
+
+    @on(Select.Changed, "#model_type")
+    def _type_changed(self, event: Select.Changed) -> None:
+        event.stop()
         self._mark_edited()
         self.refresh_state()
 
@@ -178,6 +188,8 @@ class ConfigForm(VerticalScroll):
         head = self.query_one("#head", Select).value
         values["head"] = head if isinstance(head, str) else "none"
         values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
+        model_type = self.query_one("#model_type", Select).value
+        values["model_type"] = model_type if isinstance(model_type, str) else "bert"
         return BertConfig.from_mapping(values)
 
     def refresh_state(self, edited: bool = True) -> None:
@@ -199,7 +211,7 @@ class ConfigForm(VerticalScroll):
             self.post_message(self.Changed(config, preset if isinstance(preset, str) else None, edited))
 
     def _show_error(self, error: ConfigError) -> None:
-        target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head") else "head"
+        target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head", "model_type") else "head"
         line = self.query_one(f"#error-{target}", Static)
         line.update(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}")
         line.display = True

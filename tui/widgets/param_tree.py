@@ -22,15 +22,15 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ..core import Module, Node, Param, ParamTree
-from ..core.tree import LayerStack
+from ..core.tree import LayerStack, strip_body
 
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
 
 
 def key_of(name: str) -> str:
-    """The stable key of a module or parameter: its HF name without the `bert.` prefix."""
-    return name.removeprefix("bert.")
+    """The stable key of a module or parameter: its HF name without the `bert.` / `roberta.` prefix."""
+    return strip_body(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +59,9 @@ def display_children(module: Module) -> list[Row]:
     return rows
 
 
-def _shape_of(model: ParamTree) -> tuple[int, str, bool]:
+def _shape_of(model: ParamTree) -> tuple[int, str, bool, str]:
     """What decides the tree's structure: other edits only change numbers in labels."""
-    return model.config.num_hidden_layers, model.config.head, model.config.has_pooler
+    return model.config.num_hidden_layers, model.config.head, model.config.has_pooler, model.config.model_type
 
 
 def _relative(name: str, parent: str) -> str:
@@ -116,7 +116,7 @@ class ParamTree(Tree[str]):
             model = self._counted
             found = None if model is None else model.find(key)
             if found is None and model is not None:
-                found = model.find(f"bert.{key}")
+                found = model.find(f"{model.config.body}.{key}")
             self._by_key[key] = found
         return self._by_key[key]
 
@@ -148,7 +148,7 @@ class ParamTree(Tree[str]):
     def _delta(self, key: str, item: Node) -> str:
         if self._baseline is None:
             return ""
-        before = self._baseline.find(key) or self._baseline.find(f"bert.{key}")
+        before = self._baseline.find(key) or self._baseline.find(f"{self._baseline.config.body}.{key}")
         delta = item.count - (before.count if before is not None else 0)
         return f"  Δ {delta:+,}" if delta else "  Δ 0"
 
@@ -164,7 +164,7 @@ class ParamTree(Tree[str]):
                     child.remove()
                 current = current[: len(keys)]
             else:  # a different layout (another head class): rebuild, restoring what was open
-                expanded = self._expanded_keys(tree_node) | {"bert"}  # the head classes' wrapper opens itself
+                expanded = self._expanded_keys(tree_node) | {"bert", "roberta"}  # the head classes' body opens itself
                 tree_node.remove_children()
                 current = []
                 self._add_rows(tree_node, rows, expanded)
