@@ -16,7 +16,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.reactive import var
@@ -26,8 +26,8 @@ from textual.widgets import Footer, Static, Tab, Tabs, Tree
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
 from .core.units import short_count
-from .presets import Catalog
-from .screens import AuditScreen, ExportScreen, HelpScreen, Opened, OpenScreen
+from .presets import Catalog, load_catalog
+from .screens import AuditScreen, DismissOnce, ExportScreen, HelpScreen, Opened, OpenScreen, SavePresetScreen
 from .widgets.form import ConfigForm
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTree as ParamTreeWidget
@@ -35,6 +35,7 @@ from .widgets.param_tree import key_of
 
 WIDE = 100  # columns from which the panes stand side by side
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
+CENTER = "#center"  # the tree's pane: the tree with its detail strip
 
 
 class PresetCommands(Provider):
@@ -58,6 +59,21 @@ class PresetCommands(Provider):
                 yield Hit(score + exact, matcher.highlight(title), partial(app.open_preset, preset.name), help=preset.title)
 
 
+class SafeCommandPalette(DismissOnce, CommandPalette):
+    """Textual's palette, with page keys that wait until its list has a size: in Textual 8.2.8 PageDown on a
+    list that has options but is not laid out yet raises KeyError (OptionList._move_page) and ends the app."""
+
+    BINDINGS = [
+        Binding("pagedown", "page(1)", "Next page", show=False),
+        Binding("pageup", "page(-1)", "Previous page", show=False),
+    ]
+
+    def action_page(self, direction: int) -> None:
+        command_list = self.query_one(CommandList)
+        if command_list.scrollable_content_region.height and command_list.option_count:
+            command_list.action_page_down() if direction > 0 else command_list.action_page_up()
+
+
 class BertTuiApp(App[None]):
     """bert-tui's explorer."""
 
@@ -75,6 +91,7 @@ class BertTuiApp(App[None]):
         Binding("b", "toggle_baseline", "Pin"),
         Binding("x", "export", "Export"),
         Binding("o", "open", "Open", show=False),
+        Binding("s", "save_preset", "Save", show=False),
         Binding("q", "quit", "Quit", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -90,6 +107,7 @@ class BertTuiApp(App[None]):
         self.model: ParamTree | None = None
         self.baseline: ParamTree | None = None  # pinned with `b`: deltas show against it until unpinned
         self.stored: list[tuple[str, tuple[int, ...]]] | None = None  # an opened checkpoint's tensors
+        self._pane = "form"  # the tab shown below 100 columns
         self.comparison: Comparison | None = None
 
     def compose(self) -> ComposeResult:
@@ -225,6 +243,27 @@ class BertTuiApp(App[None]):
         for note in source.notes:
             self.notify(note, timeout=6)
 
+    def action_save_preset(self) -> None:
+        if self.model is None or isinstance(self.screen, SavePresetScreen):
+            return
+        builtin = {name for name, p in self.catalog.presets.items() if p.builtin}
+        suggestion = self._source_title.replace(" (edited)", "-edited").replace("/", "-").replace(" ", "-")
+        self.push_screen(SavePresetScreen(self.model.config, suggestion[:64], builtin), self._saved)
+
+    def _saved(self, name: str | None) -> None:
+        if name is None:
+            return
+        self.catalog = load_catalog()
+        form = self.query_one(ConfigForm)
+        form.add_preset(name)
+        self._source_title = name
+        form.select_preset(name)
+        self.notify(f"saved preset {name}: in the selector and the palette now", timeout=4)
+
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(SafeCommandPalette(id="--command-palette"))
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self._key_rows()))
@@ -243,15 +282,19 @@ class BertTuiApp(App[None]):
 
     @on(Tabs.TabActivated, "#pane-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
-        pane = (event.tab.id or "tab-form").removeprefix("tab-")
-        for name in PANES:
-            self.screen.set_class(name == pane, f"-show-{name}")
+        self._pane = (event.tab.id or "tab-form").removeprefix("tab-")
+        self._layout(self.size.width)
 
     def on_resize(self, event: Resize) -> None:
         self._layout(event.size.width)
 
     def _layout(self, width: int) -> None:
-        self.screen.set_class(width < WIDE, "-narrow")
+        """Side by side from 100 columns; below, only the active tab's pane. Display is set on the three
+        panes directly: a class on the screen would restyle every widget at each tab switch."""
+        narrow = width < WIDE
+        self.screen.set_class(narrow, "-narrow")
+        for name, selector in PANES.items():
+            self.query_one(CENTER if name == "tree" else selector).display = not narrow or name == self._pane
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -265,6 +308,7 @@ class BertTuiApp(App[None]):
         yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
         yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
         yield SystemCommand("Open a config or checkpoint", "A config.json, model folder or .safetensors (o)", self.action_open)
+        yield SystemCommand("Save as a user preset", "Write the current config to your presets folder (s)", self.action_save_preset)
         yield SystemCommand("Help", "Every key (F1, ? outside inputs)", self.action_help)
 
     def _key_rows(self) -> list[tuple[str, str]]:
@@ -280,6 +324,7 @@ class BertTuiApp(App[None]):
             ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
             ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
             ("o", "open a config.json, model folder or checkpoint; differing tensors are marked ✗"),
+            ("s", "save the current config as a user preset (asks before overwriting)"),
             ("type digits", "edit a field; the count updates at every key"),
             ("ctrl+q, q", "quit (q outside inputs)"),
         ]

@@ -53,6 +53,14 @@ OVERRIDE_HELP = {
 HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
 
 
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(32), 127]}
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters escaped, so that an error stays one line whatever the user typed."""
+    return text.translate(_CONTROLS)
+
+
 class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit code 2."""
 
@@ -61,7 +69,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def flag(field: str) -> str:
@@ -235,7 +243,7 @@ def run_count(argv: Sequence[str]) -> int:
     selection = resolve(args)
     tree = build_tree(selection.config)
     for note in selection.notes:
-        print(f"bert-tui: note: {note}", file=sys.stderr)
+        print(f"bert-tui: note: {one_line(note)}", file=sys.stderr)
     ckpt = selection.checkpoint
     if args.format == "json":
         text = to_json(tree)
@@ -349,7 +357,7 @@ def _catalog() -> Catalog:
     """Every preset; a broken preset file is a warning (the others still load), not a failure."""
     catalog = load_catalog()
     for error in catalog.errors:
-        print(f"bert-tui: warning: skipped preset file {error}", file=sys.stderr)
+        print(f"bert-tui: warning: skipped preset file {one_line(str(error))}", file=sys.stderr)
     return catalog
 
 
@@ -361,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return runners[command](argv[1:]) if command else run_explorer(argv)
     except UsageError as error:
         prog = f"bert-tui {command}" if command else "bert-tui"
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `bert-tui count | head`: the reader left; not an error of ours
         sys.stderr.close()

@@ -15,8 +15,9 @@ parsed. A broken file becomes a `PresetError` naming the file and the field; the
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import yaml
 
 from .core import BertConfig, ConfigError
 from .core.audit import SCOPES, ClaimError, parse_claim
+from .io.files import write_atomic
 
 DEFAULT_PRESET = "bert-base-uncased"
 MAX_PRESET_BYTES = 64 * 1024
@@ -84,6 +86,32 @@ class Catalog:
         if name in self.presets:
             return self.presets[name]
         raise UnknownPresetError(name, self.presets)
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_preset_name(name: str) -> str:
+    """A name that is a plain file name (letters, digits, . _ -; no path); ValueError says what is allowed."""
+    name = name.strip()
+    if not _PLAIN_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")) or ".." in name:
+        raise ValueError(f"{name!r} is not a plain preset name: use letters, digits, '.', '_' or '-' "
+                         "(at most 64, starting with a letter or digit, no folders)")
+    return name
+
+
+def user_preset_path(name: str) -> Path:
+    return user_dir() / f"{check_preset_name(name)}.yaml"
+
+
+def save_user_preset(name: str, config: BertConfig, title: str) -> Path:
+    """Write `config` as a user preset (atomically); the caller has confirmed any overwrite."""
+    path = user_preset_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"name": name, "title": title, "source": "saved from the bert-tui explorer",
+            "config": {field.name: getattr(config, field.name) for field in fields(BertConfig)}}
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
 
 
 def builtin_dir() -> Path:

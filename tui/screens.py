@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from rich.table import Table
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.await_complete import AwaitComplete
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
@@ -17,12 +19,30 @@ from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .formats import audit_text, to_csv, to_json, to_markdown
 from .io.files import check_writable_target, write_atomic
 from .io.safetensors import Checkpoint
+from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
 from .sources import LOAD_ERRORS, Source, open_path
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+ResultT = TypeVar("ResultT")
 
 
-class HelpScreen(ModalScreen[None]):
+class DismissOnce:
+    """Mixin for a screen that closes once: a key queued before the first close (two quick Enters) would
+    otherwise pop the screen below it (Textual 8.2.8 raises ScreenStackError when that is the last one)."""
+
+    is_active: bool
+
+    def dismiss(self, result: object = None) -> AwaitComplete:
+        if not self.is_active:
+            return AwaitComplete()
+        return super().dismiss(result)  # type: ignore[misc, no-any-return]
+
+
+class Dialog(DismissOnce, ModalScreen[ResultT]):
+    """The explorer's modal screens."""
+
+
+class HelpScreen(Dialog[None]):
     """Every key of the explorer; any of Escape, F1, ? or q closes it."""
 
     AUTO_FOCUS = "#help-box"
@@ -49,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Escape closes this help.", classes="dim")
 
 
-class AuditScreen(ModalScreen[None]):
+class AuditScreen(Dialog[None]):
     """Type a published count; see which conventions reproduce it and which parts of the tree they change."""
 
     AUTO_FOCUS = "#claim"
@@ -96,7 +116,7 @@ class AuditScreen(ModalScreen[None]):
         out.update(audit_text(result, self._config, self._source_title))
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(Dialog[bool]):
     """A yes/no question; y or Enter on Yes says yes, n or Escape says no."""
 
     AUTO_FOCUS = "#no"
@@ -127,7 +147,7 @@ def render_export(model: ParamTree, title: str, kind: str) -> str:
     return to_markdown(model, title) if kind == "markdown" else to_json(model)
 
 
-class ExportScreen(ModalScreen[Path | None]):
+class ExportScreen(Dialog[Path | None]):
     """Ask for a path; write the current breakdown there (JSON, CSV or Markdown by extension), atomically,
     asking before overwriting. Dismisses with the path written, or None."""
 
@@ -173,10 +193,10 @@ class ExportScreen(ModalScreen[Path | None]):
         self.dismiss(path)
 
 
-Opened = tuple[Source, Checkpoint | None]
+Opened = tuple[Source, Checkpoint | None]  # what the open prompt returns
 
 
-class OpenScreen(ModalScreen[Opened | None]):
+class OpenScreen(Dialog[Opened | None]):
     """Ask for a path: a config.json, a model folder, a preset YAML or a checkpoint. Errors stay in the prompt."""
 
     AUTO_FOCUS = "#open-path"
@@ -196,3 +216,46 @@ class OpenScreen(ModalScreen[Opened | None]):
             self.dismiss(open_path(path))
         except LOAD_ERRORS as error:
             self.query_one("#open-error", Static).update(f"⚠ {error}")
+
+
+class SavePresetScreen(Dialog[str | None]):
+    """Ask for a preset name; save the current config to the user presets folder (asking before it
+    overwrites a file, or shadows a built-in preset). Dismisses with the name saved, or None."""
+
+    AUTO_FOCUS = "#preset-name"
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, config: BertConfig, suggestion: str, builtin: set[str]) -> None:
+        super().__init__()
+        self._config = config
+        self._suggestion = suggestion
+        self._builtin = builtin
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="save-box", classes="dialog"):
+            yield Label(f"Save as a user preset (in {user_dir()})", classes="dialog-title")
+            yield Input(self._suggestion, id="preset-name", compact=True)
+            yield Static("", id="save-error", classes="error")
+            yield Static("Enter saves; Escape cancels. Letters, digits, '.', '_' and '-'.", classes="dim")
+
+    @on(Input.Submitted, "#preset-name")
+    def _submitted(self, event: Input.Submitted) -> None:
+        try:
+            name = check_preset_name(event.value)
+        except ValueError as problem:
+            self.query_one("#save-error", Static).update(f"⚠ {problem}")
+            return
+        path = user_preset_path(name)
+        if path.exists() or name in self._builtin:
+            what = f"{path} exists. Overwrite it?" if path.exists() else f"{name} is a built-in preset. Shadow it with yours?"
+            self.app.push_screen(ConfirmScreen(what), lambda yes: self._save(name) if yes else None)
+        else:
+            self._save(name)
+
+    def _save(self, name: str) -> None:
+        try:
+            save_user_preset(name, self._config, name)
+        except OSError as problem:
+            self.query_one("#save-error", Static).update(f"⚠ {problem.strerror or problem}")
+            return
+        self.dismiss(name)

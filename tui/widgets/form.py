@@ -122,7 +122,13 @@ class ConfigForm(VerticalScroll):
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
             self._preset_names.append(name)
-            self.query_one("#preset", Select).set_options([(n, n) for n in self._preset_names])
+            with self.prevent(Select.Changed):
+                self.query_one("#preset", Select).set_options([(n, n) for n in self._preset_names])
+
+    def select_preset(self, name: str) -> None:
+        """Show `name` in the selector without reloading the fields (they hold that preset already)."""
+        with self.prevent(Select.Changed):
+            self.query_one("#preset", Select).value = name
 
     def show_costs(self, costs: Iterable[Marginal]) -> None:
         """Show the marginal cost of each field (computed by the core, handed in by the app)."""

@@ -12,6 +12,7 @@ Modules that only hold parameters (a Linear, an Embedding, a LayerNorm) are fold
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from textual.widgets.tree import TreeNode
 from ..core import Module, Node, Param, ParamTree
 from ..core.tree import LayerStack, strip_body
 
+_LAYER_0 = re.compile(r"(encoder\.layer)\.\d+")
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
 
@@ -250,8 +252,10 @@ class ParamTree(Tree[str]):
         return Text.assemble((mark, kind_style), label, (count, kind_style if item.tied_to else count_style), (extra, muted))
 
     def get_label_width(self, node: TreeNode[str]) -> int:
-        """The label's width without styling it (the tree asks for every line when it rebuilds)."""
-        item = self.node_for(node.data or "")
+        """The label's width without styling it (the tree asks for every line when it rebuilds). Every
+        encoder layer has layer 0's count and share, so a layer is measured by layer 0 (not built)."""
+        key = node.data or ""
+        item = self.node_for(_LAYER_0.sub(r"\1.0", key) if _LAYER_0.fullmatch(key) else key)
         if item is None:
             return super().get_label_width(node)
         icon = 2 if node.allow_expand else 0

@@ -1,0 +1,104 @@
+"""Hostile input and odd terminals: random argv, huge numbers, huge files, sizes from 40×12 to 250×70."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tui.cli import main
+from tui.presets import PresetError, load_preset
+
+from .test_app import app_for, summary
+
+FLAGS = ["--preset", "--preset-file", "--config", "--checkpoint", "--vocab-size", "--hidden-size", "--num-hidden-layers",
+         "--num-attention-heads", "--intermediate-size", "--max-position-embeddings", "--type-vocab-size", "--head",
+         "--num-labels", "--no-pooler", "--model-type", "--format", "--scope", "--help", "-h", "--", "-x"]
+WORDS = st.one_of(
+    st.sampled_from(FLAGS),
+    st.sampled_from(["bert-base-uncased", "example-40k", "mlm", "json", "csv", "table", "markdown", "layer", "110M",
+                     "0", "-1", "1.5", "768", "12", "1e9", str(10**30), "abc", "", " ", "/", "/etc/passwd", "..",
+                     "roberta", "pretraining", "186,828,288", "\x00", "é", "--format=json"]),
+    st.text(max_size=8),
+    st.integers(-10**6, 10**12).map(str),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["count", "audit", "diff", "presets"]), words=st.lists(WORDS, max_size=7))
+def test_random_argv_exits_0_1_or_2_and_never_raises(command: str, words: list[str]) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main([command, *words])
+    except SystemExit as exit_:  # argparse's own exits: --help (0) and usage errors (2)
+        code = exit_.code if isinstance(exit_.code, int) else 2
+    assert code in (0, 1, 2), (command, words, err.getvalue())
+    assert "Traceback" not in err.getvalue()
+    if code == 2:
+        assert err.getvalue().count("\n") <= 1 or "usage:" in out.getvalue()
+
+
+def test_a_100_mb_preset_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as handle:
+        handle.truncate(100 * 1024 * 1024)  # sparse: costs no disk
+    with pytest.raises(PresetError, match="a preset file may be at most"):
+        load_preset(huge)
+    result = subprocess.run([sys.executable, "-m", "tui", "count", "--preset-file", str(huge)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "104,857,600 bytes" in result.stderr
+
+
+def test_no_color_and_16_color_terminals_start(tmp_path: Path) -> None:
+    for env in ({"NO_COLOR": "1"}, {"TERM": "xterm"}, {"TERM": "linux"}):
+        code = ("from tui.app import make_app\nfrom tui.presets import load_catalog\n"
+                "async def done(pilot):\n    await pilot.press('f3', 'e', 'f1', 'escape')\n    pilot.app.exit(pilot.app.model.total)\n"
+                "print(make_app(load_catalog()).run(headless=True, size=(80, 24), auto_pilot=done))")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                                env={**os.environ, **env}, cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout.strip().endswith("109482240"), (env, result.stderr[-500:])
+
+
+@pytest.mark.parametrize("size", [(40, 12), (80, 24), (250, 70)])
+async def test_sizes_and_resizes_keep_the_total_reachable(size: tuple[int, int]) -> None:
+    app = app_for("example-40k")
+    async with app.run_test(size=size) as pilot:
+        for width, height in ((250, 70), (40, 12), size):
+            await pilot.resize_terminal(width, height)
+            for key in ("f2", "f3", "f4"):
+                await pilot.press(key)
+            assert "88,409,856" in summary(app)
+            assert app.query_one("#summary").region.height == 1
+        await pilot.press("f3", "down", "down", "enter", "end")  # the tree scrolls to its last layer
+        assert app.is_running
+
+
+async def test_a_thousand_layers_open_and_edit() -> None:
+    """Layers are built as they come into view: an edit at 1,000 layers builds a screenful, not 16,000 tensors."""
+    from tui.app import make_app
+    from tui.core import BertConfig, closed_form_total
+    from tui.core.tree import LayerStack
+    from tui.presets import load_catalog
+    from tui.widgets.param_tree import ParamTree
+
+    app = make_app(load_catalog(), BertConfig(num_hidden_layers=1000))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f3", "down", "down", "enter", "end")
+        tree = app.query_one(ParamTree)
+        assert tree.cursor_node is not None and tree.cursor_node.data == "pooler"
+        await pilot.press("f2", "tab", *"4")  # vocab 4: the labels follow
+        assert app.model is not None
+        assert app.model.total == closed_form_total(BertConfig(num_hidden_layers=1000, vocab_size=4))
+        await pilot.press("f3")
+        await pilot.pause()
+        encoder = app.model.find("encoder")
+        assert encoder is not None and isinstance(encoder.children, LayerStack)
+        assert len(encoder.children._built) < 100

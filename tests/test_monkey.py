@@ -1,0 +1,64 @@
+"""A seeded monkey: 2,000 random key presses across every screen; nothing may raise.
+
+Keys are posted as the terminal driver posts them, in bursts of BURST with a Pilot pause (wait for idle)
+between bursts: `pilot.press` waits for idle after every key (40 ms or more each), which would take minutes.
+Quitting is disabled for the run (the palette's Quit would end it early); files the monkey makes (exports,
+saved presets, screenshots) land in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from textual import events
+from textual.widgets import Input
+
+from tui.app import BertTuiApp
+
+from .test_app import app_for
+
+KEYS = (
+    [*"0123456789"] * 3
+    + ["a", "b", "c", "e", "o", "s", "x", "y", "n", "k", "M", "question_mark", "comma", "full_stop", "minus"]
+    + ["tab", "shift+tab", "enter", "escape", "space", "backspace", "delete", "home", "end", "ctrl+u"] * 3
+    + ["up", "down", "left", "right", "pageup", "pagedown"] * 3
+    + ["f1", "f2", "f3", "f4", "ctrl+p"]
+)
+CHARACTERS = {"space": " ", "tab": "\t", "enter": "\r", "escape": "\x1b", "backspace": "\x7f",
+              "question_mark": "?", "comma": ",", "full_stop": ".", "minus": "-"}
+SEED = 20261202
+BURST = 10  # keys posted before waiting for idle: a fast typist, or keys buffered by a slow SSH link
+
+
+@pytest.mark.parametrize(("size", "presses"), [((80, 24), 2000)])
+async def test_monkey(size: tuple[int, int], presses: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(SEED + size[0])
+    app = app_for("bert-base-uncased")
+    quits: list[object] = []
+    app.exit = lambda *args, **kwargs: quits.append(args)  # type: ignore[method-assign]
+    keys = [rng.choice(KEYS) for _ in range(presses)]
+    async with app.run_test(size=size) as pilot:
+        for start in range(0, len(keys), BURST):
+            for key in keys[start:start + BURST]:
+                app.post_message(events.Key(key, CHARACTERS.get(key, key if len(key) == 1 else None)))
+            await pilot.pause()
+        await answers_a_key(app, pilot)
+
+
+async def answers_a_key(app: BertTuiApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """After the storm: close whatever is open, and the form still turns a keystroke into a count."""
+    assert app.is_running, "the app stopped during the storm"
+    while len(app.screen_stack) > 1:
+        await app.pop_screen()
+        await pilot.pause()
+    field = app.query_one("#vocab_size", Input)
+    field.value = "30522"
+    await pilot.press("f2")
+    field.focus()
+    await pilot.press("end", "1")
+    await pilot.pause()
+    assert app.is_running and app.model is not None
+    assert app.query_one("#vocab_size", Input).value.endswith("1")
