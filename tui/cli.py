@@ -20,7 +20,6 @@ from typing import NoReturn
 from . import __version__
 from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
-from .core.diff import diff
 from .formats import (
     FORMATS,
     audit_data,
@@ -282,6 +281,8 @@ def run_audit(argv: Sequence[str]) -> int:
 
 def run_diff(argv: Sequence[str]) -> int:
     args = build_diff_parser().parse_args(argv)
+    from .core.diff import diff
+
     a = load(args.a)
     b = apply_overrides(args, load(args.b))
     result = diff(build_tree(a.config), build_tree(b.config))

@@ -25,13 +25,14 @@ from .core import (
     training_bytes,
 )
 from .core.audit import PART_NODES, Audit, Explanation, describe
-from .core.compare import Comparison
-from .core.diff import Diff
-from .io.safetensors import Checkpoint
 from .core.units import short_bytes, short_count
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+
+    from .core.compare import Comparison
+    from .core.diff import Diff
+    from .io.safetensors import Checkpoint
 
 FORMATS = ("table", "json", "csv", "markdown")
 

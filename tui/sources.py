@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .core import BertConfig, ConfigError, build_tree
-from .core.compare import Comparison, compare, infer_config
 from .io.hf_config import SourceError, load_hf_config
-from .io.safetensors import Checkpoint, load_checkpoint
 from .presets import PresetError, UnknownPresetError, find_preset, load_preset
+
+if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
+    from .core.compare import Comparison
+    from .io.safetensors import Checkpoint
 
 LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
 
@@ -50,6 +53,9 @@ def load_source(source: str | Path, kind: str = "either") -> Source:
 
 def source_beside(checkpoint: Path) -> Source:
     """The config.json beside a checkpoint, or a config read back from its tensor shapes."""
+    from .core.compare import infer_config
+    from .io.safetensors import load_checkpoint
+
     folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
     if (folder / "config.json").is_file():
         return load_source(folder / "config.json", "config")
@@ -63,6 +69,9 @@ def source_beside(checkpoint: Path) -> Source:
 
 def check_checkpoint(path: Path, config: BertConfig) -> CheckpointReport:
     """Read a checkpoint's headers and compare what it stores with what `config` predicts."""
+    from .core.compare import compare
+    from .io.safetensors import load_checkpoint
+
     checkpoint = load_checkpoint(path)
     stored = [(t.name, t.shape) for t in checkpoint.tensors]
     return CheckpointReport(checkpoint, compare(build_tree(config), stored))
@@ -77,6 +86,8 @@ def is_checkpoint(path: Path) -> bool:
 
 def open_path(path: Path) -> tuple[Source, Checkpoint | None]:
     """What the explorer's 'open' prompt opens: a checkpoint with its config, or a config alone."""
+    from .io.safetensors import load_checkpoint
+
     if is_checkpoint(path):
         return source_beside(path), load_checkpoint(path)
     return load_source(path, "config"), None

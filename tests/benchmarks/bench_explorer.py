@@ -8,7 +8,7 @@
   to every pane, plus painting the tree's visible lines (labels are read at paint time), for bert-base and
   96 layers with the whole tree expanded, and 1,000 layers with the encoder open (a full viewport each)
   (goal: 96 and 1,000 layers within 1.5× of bert-base);
-* peak memory (max RSS) of the explorer at 1,000 layers with the encoder open, against the minimal app.
+* peak memory (VmHWM, the high-water RSS) of the explorer at 1,000 layers with the encoder open, against the minimal app.
 
 Medians; CPU time (`time.process_time`), not Pilot wall time (Pilot waits in 20 ms steps).
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from textual.geometry import Region  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cli import ENV, median_seconds  # noqa: E402
 
 from tui.app import make_app  # noqa: E402
 from tui.core import BertConfig  # noqa: E402
@@ -53,10 +55,11 @@ async def done(pilot):
     pilot.app.exit()
 make_app(load_catalog()).run(headless=True, size=(120, 40), auto_pilot=done)
 """
+# Peak memory from /proc (VmHWM): ru_maxrss is carried over from the parent across fork and exec, so a
+# child started by a big benchmark process would report the parent's peak.
 MEMORY = """
-import resource
 {app}
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """
 BIG_APP = """
 from tui.app import make_app
@@ -72,19 +75,12 @@ make_app(load_catalog(), BertConfig(num_hidden_layers=1000)).run(headless=True, 
 
 
 def startup_seconds(code: str, runs: int) -> float:
-    command = [sys.executable, "-c", code]
-    subprocess.run(command, check=True, cwd=ROOT)  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, cwd=ROOT)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds([sys.executable, "-c", code], runs, cwd=ROOT)
 
 
 def max_rss_kib(code: str) -> int:
     result = subprocess.run([sys.executable, "-c", MEMORY.format(app=code)], check=True, cwd=ROOT,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=ENV)
     return int(result.stdout.strip().splitlines()[-1])
 
 
@@ -106,37 +102,35 @@ async def edit_seconds(config: BertConfig, keys: tuple[str, ...], edits: int) ->
         return statistics.median(times)
 
 
+def measure(runs: int, edits: int) -> list[tuple[str, float, float, str]]:
+    rows: list[tuple[str, float, float, str]] = []
+    minimal = startup_seconds(MINIMAL_APP, runs)
+    ours = startup_seconds(OUR_APP, runs)
+    rows += [("start-up to first full paint: minimal Textual app (baseline)", minimal, 1.0, ""),
+             ("start-up to first full paint: bert-tui explorer", ours, ours / minimal, "goal ≤ 1.5×")]
+
+    base = asyncio.run(edit_seconds(BertConfig(), ("f3", "e"), edits))
+    wide = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=96), ("f3", "e"), edits))
+    huge = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=1000), ("f3", "down", "down", "enter"), edits))
+    rows += [("edit (CPU): bert-base, whole tree expanded (baseline)", base, 1.0, ""),
+             ("edit (CPU): 96 layers, whole tree expanded", wide, wide / base, "goal ≤ 1.5×"),
+             ("edit (CPU): 1,000 layers, encoder open", huge, huge / base, "goal ≤ 1.5×")]
+
+    rss_min, rss_big = max_rss_kib(MINIMAL_APP), max_rss_kib(BIG_APP)
+    rows += [("peak RSS: minimal Textual app (baseline)", rss_min / 1024, 1.0, "MiB"),
+             ("peak RSS: explorer at 1,000 layers, encoder open", rss_big / 1024, rss_big / rss_min, "MiB (no goal)")]
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--edits", type=int, default=40, help="edits per scenario (default 40)")
     parser.add_argument("--runs", type=int, default=7, help="fresh processes per start-up figure (default 7)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    from bench_cli import report
 
-    rows: list[tuple[str, float, float, str]] = []
-    minimal = startup_seconds(MINIMAL_APP, args.runs)
-    ours = startup_seconds(OUR_APP, args.runs)
-    rows += [("start-up: minimal Textual app (baseline)", minimal, 1.0, "s"),
-             ("start-up: bert-tui explorer, first full paint", ours, ours / minimal, "goal ≤ 1.5×")]
-
-    base = asyncio.run(edit_seconds(BertConfig(), ("f3", "e"), args.edits))
-    wide = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=96), ("f3", "e"), args.edits))
-    huge = asyncio.run(edit_seconds(BertConfig(num_hidden_layers=1000), ("f3", "down", "down", "enter"), args.edits))
-    rows += [("edit: bert-base, whole tree expanded (baseline)", base, 1.0, "s"),
-             ("edit: 96 layers, whole tree expanded", wide, wide / base, "goal ≤ 1.5×"),
-             ("edit: 1,000 layers, encoder open", huge, huge / base, "goal ≤ 1.5×")]
-
-    rss_min, rss_big = max_rss_kib(MINIMAL_APP), max_rss_kib(BIG_APP)
-    rows += [("max RSS: minimal Textual app (baseline)", rss_min / 1024, 1.0, "MiB"),
-             ("max RSS: explorer at 1,000 layers, encoder open", rss_big / 1024, rss_big / rss_min, "MiB")]
-
-    print(f"{'measure':<50} {'median':>10} {'× base':>7}  note")
-    for name, value, ratio, note in rows:
-        shown = f"{value:>7.1f}MiB" if note == "MiB" else f"{value * 1000:>8.2f}ms"
-        print(f"{name:<50} {shown:>10} {ratio:>7.2f}  {'' if note in ('s', 'MiB') else note}")
-    if args.json:
-        figures = [{"measure": n, "value": v, "ratio_to_baseline": r, "note": note} for n, v, r, note in rows]
-        args.json.write_text(json.dumps({"edits": args.edits, "rows": figures}, indent=2) + "\n")
+    report(measure(args.runs, args.edits), args.json)
     return 0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from itertools import combinations
 
 from .config import BertConfig
@@ -97,6 +96,8 @@ def parse_claim(text: str) -> Claim:
     match = _CLAIM.match(text)
     if not match or len(text) > 40:
         raise ClaimError(text)
+    from decimal import Decimal, InvalidOperation  # here: the CLI's cold start need not pay for it
+
     digits, suffix = match.group(1).replace(",", "").replace("_", ""), match.group(2).upper()
     try:
         number = Decimal(digits) * _SUFFIXES[suffix]

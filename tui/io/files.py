@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` all at once: readers see the old file or the new one, never a part."""
+    import tempfile  # here: only the explorer's writes need it, not the CLI's start
+
     path = path.expanduser()
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

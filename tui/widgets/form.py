@@ -39,6 +39,7 @@ COST_UNITS = {
     "num_labels": "label",
 }
 INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
+ERROR_FIELDS = (*INPUT_FIELDS, "pooler", "head", "model_type")  # fields with a message line of their own
 
 
 def cost_text(marginal: Marginal) -> str:
@@ -77,6 +78,7 @@ class ConfigForm(VerticalScroll):
         super().__init__(id=id)
         self._preset_names = list(presets)
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
+        self._error_field: str | None = None  # the field whose message is shown
 
     def compose(self) -> ComposeResult:
         yield Label("preset", classes="field-label")
@@ -199,25 +201,32 @@ class ConfigForm(VerticalScroll):
         return BertConfig.from_mapping(values)
 
     def refresh_state(self, edited: bool = True) -> None:
-        """Validate, show or clear the inline messages, and tell the app."""
-        for error_line in self.query(".field-error").results(Static):
-            error_line.update("")
-            error_line.display = False
-        for field in INPUT_FIELDS:
-            self.query_one(f"#{field}", Input).remove_class("-invalid")
+        """Validate, show or clear the inline message, and tell the app."""
         head = self.query_one("#head", Select).value
-        self.query_one("#row-num_labels").display = isinstance(head, str) and HEADS[head].uses_num_labels
+        labels_row = self.query_one("#row-num_labels")
+        uses_labels = isinstance(head, str) and HEADS[head].uses_num_labels
+        if labels_row.display != uses_labels:
+            labels_row.display = uses_labels
         try:
             config = self.read()
         except ConfigError as error:
             self._show_error(error)
             self.post_message(self.Invalid(error))
         else:
+            self._show_error(None)
             preset = self.query_one("#preset", Select).value
             self.post_message(self.Changed(config, preset if isinstance(preset, str) else None, edited))
 
-    def _show_error(self, error: ConfigError) -> None:
-        target = error.field if error.field in (*INPUT_FIELDS, "pooler", "head", "model_type") else "head"
+    def _show_error(self, error: ConfigError | None) -> None:
+        """One message at a time, at its field; only what changes is touched (each touch costs a layout)."""
+        target = None if error is None else error.field if error.field in ERROR_FIELDS else "head"
+        if self._error_field not in (None, target):
+            self.query_one(f"#error-{self._error_field}", Static).display = False
+            if self._error_field in INPUT_FIELDS:
+                self.query_one(f"#{self._error_field}", Input).remove_class("-invalid")
+        self._error_field = target
+        if error is None or target is None:
+            return
         line = self.query_one(f"#error-{target}", Static)
         line.update(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}")
         line.display = True
