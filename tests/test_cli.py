@@ -179,3 +179,22 @@ def test_verify_without_the_extra_says_how_to_install() -> None:
         pytest.skip("the verify extra is installed here: tests/test_live_transformers.py runs verify instead")
     result = cli("verify")
     assert result.returncode == 3 and "pip install 'bert-tui[verify]'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("env", "escdelay", "mouse"), [({"SSH_CONNECTION": "1 2 3 4"}, "250", False), ({}, "100", True),
+                                                         ({"SSH_TTY": "/dev/pts/1", "BERT_TUI_MOUSE": "1"}, "250", True)])
+def test_explorer_over_ssh_waits_longer_for_escapes_and_leaves_the_mouse_alone(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], escdelay: str, mouse: bool
+) -> None:
+    from tui.app import BertTuiApp
+
+    for key in ("SSH_CONNECTION", "SSH_TTY", "ESCDELAY", "BERT_TUI_MOUSE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(BertTuiApp, "run", lambda self, **kwargs: seen.update(kwargs))
+    assert main(["--preset", "bert-tiny"]) == 0
+    import os
+
+    assert os.environ["ESCDELAY"] == escdelay and seen == {"mouse": mouse}

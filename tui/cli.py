@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -344,13 +345,19 @@ def run_explorer(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     selection = resolve(args)
     catalog = _catalog()
+    over_ssh = bool(os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_TTY"))
+    # Textual reads ESCDELAY (ms) at import: over a slow link an arrow key's escape sequence can arrive in
+    # pieces, and a short delay turns the rest into typed text ("[D" in a field). Mouse reporting is off over
+    # SSH for the same reason (its sequences are longer); the explorer needs no mouse. Both can be overridden.
+    os.environ.setdefault("ESCDELAY", "250" if over_ssh else "100")
+    mouse = os.environ.get("BERT_TUI_MOUSE", "0" if over_ssh else "1") == "1"
     from .app import make_app
 
     preset = selection.title if selection.title in catalog.presets else None
     app = make_app(catalog, selection.config, title=selection.title, preset=preset)
     if selection.checkpoint is not None:
         app.stored = [(t.name, t.shape) for t in selection.checkpoint.checkpoint.tensors]
-    app.run()
+    app.run(mouse=mouse)
     return 0
 
 
