@@ -12,7 +12,7 @@ from tui.app import BertTuiApp, make_app
 from tui.core import build_tree
 from tui.presets import load_catalog
 from tui.screens import HelpScreen
-from tui.widgets.param_tree import ParamTree
+from tui.widgets.param_tree import ParamTreeView
 
 from .hf_cases import hf_total
 
@@ -62,7 +62,7 @@ async def test_tab_order_through_the_form() -> None:
                          "intermediate_size", "max_position_embeddings", "type_vocab_size", "pooler", "head",
                          "model_type"]
         await pilot.press("tab")
-        assert isinstance(app.focused, ParamTree)
+        assert isinstance(app.focused, ParamTreeView)
 
 
 async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> None:
@@ -175,7 +175,7 @@ async def test_model_type_switches_to_roberta_layouts() -> None:
 async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:
     app = app_for()
     async with app.run_test(size=WIDE) as pilot:
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         await pilot.press("f3")
         assert app.focused is tree
         await pilot.press("down", "down", "enter")  # open encoder
@@ -199,7 +199,7 @@ async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:
 async def test_tree_labels_read_the_current_count() -> None:
     app = app_for()
     async with app.run_test(size=WIDE) as pilot:
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         embeddings = tree.root.children[0]
         embeddings.expand()
         await pilot.pause()
@@ -213,7 +213,7 @@ async def test_tree_labels_read_the_current_count() -> None:
 async def test_head_change_keeps_open_nodes_under_bert() -> None:
     app = app_for()
     async with app.run_test(size=WIDE) as pilot:
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         tree.root.children[1].expand()  # encoder
         await pilot.pause()
         app.query_one("#head", Select).value = "pretraining"
@@ -238,7 +238,7 @@ async def test_qkv_leaf_detail_shows_formula_and_head_split() -> None:
 async def test_expand_and_collapse_all() -> None:
     app = app_for("bert-tiny")
     async with app.run_test(size=WIDE) as pilot:
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         await pilot.press("f3", "e")
         names = set()
         stack = [tree.root]

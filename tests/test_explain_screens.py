@@ -11,7 +11,7 @@ from textual.widgets import Input
 
 from tui.io.files import write_atomic
 from tui.screens import AuditScreen, ConfirmScreen, ExportScreen
-from tui.widgets.param_tree import ParamTree
+from tui.widgets.param_tree import ParamTreeView
 
 from .hf_cases import hf_total
 from .test_app import WIDE, app_for, summary, text_of, total_shown
@@ -52,7 +52,7 @@ async def test_pinned_baseline_shows_deltas_until_unpinned() -> None:
         assert "Δ +7,087,872 vs pinned" in summary(app)
         totals = text_of(app, "#totals")
         assert "Δ +7,087,872 vs pinned 109,482,240" in totals and "+7,087,872" in totals
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         encoder = tree.root.children[1]
         assert "Δ +7,087,872" in tree.render_label(encoder, tree.rich_style, tree.rich_style).plain
         await pilot.press("f3", "b")

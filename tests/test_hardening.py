@@ -87,12 +87,12 @@ async def test_a_thousand_layers_open_and_edit() -> None:
     from tui.core import BertConfig, closed_form_total
     from tui.core.tree import LayerStack
     from tui.presets import load_catalog
-    from tui.widgets.param_tree import ParamTree
+    from tui.widgets.param_tree import ParamTreeView
 
     app = make_app(load_catalog(), BertConfig(num_hidden_layers=1000))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f3", "down", "down", "enter", "end")
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         assert tree.cursor_node is not None and tree.cursor_node.data == "pooler"
         await pilot.press("f2", "tab", *"4")  # vocab 4: the labels follow
         assert app.model is not None

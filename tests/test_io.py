@@ -175,7 +175,7 @@ async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> No
     from tui.app import make_app
     from tui.presets import load_catalog
     from tui.screens import OpenScreen
-    from tui.widgets.param_tree import ParamTree
+    from tui.widgets.param_tree import ParamTreeView
 
     config = load_hf_config(CHECKPOINTS / "pretraining").config
     app = make_app(load_catalog(), config, title="pretraining")
@@ -183,7 +183,7 @@ async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> No
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert app.comparison is not None and "cls.seq_relationship.weight" in app.comparison.missing
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         tree.action_expand_all()
         await pilot.pause()
         node = next(n for n in _walk(tree.root) if n.data == "cls.seq_relationship.weight")

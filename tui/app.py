@@ -30,7 +30,7 @@ from .presets import Catalog, load_catalog
 from .screens import AuditScreen, DismissOnce, ExportScreen, HelpScreen, Opened, OpenScreen, SavePresetScreen
 from .widgets.form import ConfigForm
 from .widgets.panes import DetailPane, TotalsPane
-from .widgets.param_tree import ParamTree as ParamTreeWidget
+from .widgets.param_tree import ParamTreeView
 from .widgets.param_tree import key_of
 
 WIDE = 100  # columns from which the panes stand side by side
@@ -116,7 +116,7 @@ class BertTuiApp(App[None]):
         with Horizontal(id="main"):
             yield ConfigForm(self.catalog.presets, id="form")
             with Vertical(id="center"):
-                yield ParamTreeWidget(id="tree")
+                yield ParamTreeView(id="tree")
                 yield DetailPane(id="detail")
             with VerticalScroll(id="totals-box"):
                 yield TotalsPane(id="totals")
@@ -153,7 +153,7 @@ class BertTuiApp(App[None]):
         self.model = build_tree(config)
         self.comparison = compare(self.model, self.stored) if self.stored is not None else None
         self.query_one(ConfigForm).show_costs(marginal_costs(config))
-        tree = self.query_one(ParamTreeWidget)
+        tree = self.query_one(ParamTreeView)
         tree.set_marks(self._marks())
         tree.show(self.model)
         self._show_detail()
@@ -179,7 +179,7 @@ class BertTuiApp(App[None]):
         self._show_detail()
 
     def _show_detail(self) -> None:
-        tree = self.query_one(ParamTreeWidget)
+        tree = self.query_one(ParamTreeView)
         cursor = tree.cursor_node
         node = tree.node_for(cursor.data) if cursor is not None and cursor.data is not None else None
         if self.model is not None:
@@ -215,7 +215,7 @@ class BertTuiApp(App[None]):
     def action_toggle_baseline(self) -> None:
         """Pin the current count as the baseline (deltas in the totals and the tree), or unpin it."""
         self.baseline = None if self.baseline is not None else self.model
-        self.query_one(ParamTreeWidget).set_baseline(self.baseline)
+        self.query_one(ParamTreeView).set_baseline(self.baseline)
         self._show_totals()
         self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
 
@@ -301,7 +301,7 @@ class BertTuiApp(App[None]):
         yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
         yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))
         yield SystemCommand("Show the totals", "Focus the totals (F4)", partial(self.action_show_pane, "totals"))
-        tree = self.query_one(ParamTreeWidget)
+        tree = self.query_one(ParamTreeView)
         yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
         yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
         yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)

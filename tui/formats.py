@@ -209,10 +209,8 @@ def diff_text(result: Diff, title_a: str, title_b: str) -> str:
     rows = result.rows()
     lines += ["", f"parameters that differ ({len(result.params)}):" if rows else "no parameter differs in shape"]
     for row in rows:
-        a = _shape(row.shape_a)
-        b = _shape(row.shape_b)
         times = f" × {row.times}" if row.times > 1 else ""
-        lines.append(f"  {row.name}  {a} → {b}{times}  {row.delta:+,}")
+        lines.append(f"  {row.name}  {_shape(row.shape_a)} → {_shape(row.shape_b)}{times}  {row.delta:+,}")
     return "\n".join(lines) + "\n"
 
 

@@ -34,7 +34,7 @@ from bench_cli import ENV, median_seconds  # noqa: E402
 from tui.app import make_app  # noqa: E402
 from tui.core import BertConfig  # noqa: E402
 from tui.presets import load_catalog  # noqa: E402
-from tui.widgets.param_tree import ParamTree  # noqa: E402
+from tui.widgets.param_tree import ParamTreeView  # noqa: E402
 
 MINIMAL_APP = """
 from textual.app import App
@@ -90,7 +90,7 @@ async def edit_seconds(config: BertConfig, keys: tuple[str, ...], edits: int) ->
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press(*keys)
         await pilot.pause()
-        tree = app.query_one(ParamTree)
+        tree = app.query_one(ParamTreeView)
         times = []
         for index in range(edits):
             new = config.replace(vocab_size=config.vocab_size + 1 + index % 2)

@@ -84,7 +84,7 @@ class LayerStack(Sequence["Module"]):
         self._length = length
         self._build = build
         self._built: dict[int, Module] = {}
-        self.count = length * self[0].count if length else 0
+        self.param_count = length * self[0].count if length else 0  # not `count`: Sequence has count()
         self.tensors = length * self[0].tensors if length else 0
         self.tied = length * self[0].tied if length else 0
 
@@ -121,7 +121,7 @@ class Module:
     def __post_init__(self) -> None:
         children = self.children
         if isinstance(children, LayerStack):
-            count, tensors, tied = children.count, children.tensors, children.tied
+            count, tensors, tied = children.param_count, children.tensors, children.tied
         else:
             count = sum(c.count for c in children)
             tensors = sum(c.tensors if isinstance(c, Module) else not c.tied_to for c in children)

@@ -70,7 +70,7 @@ def _relative(name: str, parent: str) -> str:
     return name.removeprefix(f"{parent}.") if parent else name
 
 
-class ParamTree(Tree[str]):
+class ParamTreeView(Tree[str]):
     """Every weight and bias of the current model, with subtotals; `show(tree)` updates it in place.
 
     | Key | Action |
@@ -88,14 +88,14 @@ class ParamTree(Tree[str]):
         "param-tree--embedding", "param-tree--norm", "param-tree--tied", "param-tree--module",
     }
     DEFAULT_CSS = """
-    ParamTree > .param-tree--count { color: $text; text-style: bold; }
-    ParamTree > .param-tree--shape { color: $text-muted; }
-    ParamTree > .param-tree--module { text-style: bold; }
-    ParamTree > .param-tree--weight { color: $accent; }
-    ParamTree > .param-tree--bias { color: $warning; }
-    ParamTree > .param-tree--embedding { color: $success; }
-    ParamTree > .param-tree--norm { color: $secondary; }
-    ParamTree > .param-tree--tied { color: $text-muted; text-style: italic; }
+    ParamTreeView > .param-tree--count { color: $text; text-style: bold; }
+    ParamTreeView > .param-tree--shape { color: $text-muted; }
+    ParamTreeView > .param-tree--module { text-style: bold; }
+    ParamTreeView > .param-tree--weight { color: $accent; }
+    ParamTreeView > .param-tree--bias { color: $warning; }
+    ParamTreeView > .param-tree--embedding { color: $success; }
+    ParamTreeView > .param-tree--norm { color: $secondary; }
+    ParamTreeView > .param-tree--tied { color: $text-muted; text-style: italic; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
