@@ -25,7 +25,7 @@ import yaml
 
 from .core import BertConfig, ConfigError
 from .core.audit import SCOPES, ClaimError, parse_claim
-from .io.files import write_atomic
+from .io.files import read_text_bounded, write_atomic
 
 DEFAULT_PRESET = "bert-base-uncased"
 MAX_PRESET_BYTES = 64 * 1024
@@ -202,12 +202,9 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
 def read_yaml(path: Path) -> Any:
     """`yaml.safe_load` of a file of bounded size; every failure becomes a `PresetError` naming the file."""
     try:
-        size = path.stat().st_size
-        if size > MAX_PRESET_BYTES:
-            raise PresetError(path, None, f"is {size:,} bytes; a preset file may be at most {MAX_PRESET_BYTES:,}")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise PresetError(path, None, f"cannot be read ({error.__class__.__name__}: {error})") from None
+        text = read_text_bounded(path, MAX_PRESET_BYTES, "a preset file")
+    except ValueError as problem:
+        raise PresetError(path, None, str(problem)) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:

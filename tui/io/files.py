@@ -25,6 +25,17 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def read_text_bounded(path: Path, limit: int, what: str) -> str:
+    """A UTF-8 file refused before it is read when larger than `limit`; a ValueError says what is wrong."""
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ValueError(f"is {size:,} bytes; {what} may be at most {limit:,}")
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot be read ({error.__class__.__name__}: {error})") from None
+
+
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)

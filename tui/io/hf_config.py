@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .files import read_text_bounded
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -61,12 +62,9 @@ def config_path(path: Path) -> Path:
 def read_json(path: Path, limit: int = MAX_CONFIG_BYTES) -> Any:
     """A bounded-size JSON file; every failure names the file."""
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise SourceError(path, None, f"is {size:,} bytes; a config may be at most {limit:,}")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SourceError(path, None, f"cannot be read ({error.__class__.__name__}: {error})") from None
+        text = read_text_bounded(path, limit, "a config")
+    except ValueError as problem:
+        raise SourceError(path, None, str(problem)) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
