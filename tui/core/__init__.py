@@ -16,11 +16,11 @@ from .totals import (
     training_bytes,
 )
 from .tree import GROUPS, Module, Node, Param, ParamTree, build_tree
-from .units import short_bytes, short_count, signed
+from .units import short_bytes, short_count
 
 __all__ = [
     "ADAM_CONVENTION", "GROUPS", "MODEL_TYPES", "LAYER_SYMBOLS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
     "Marginal", "Module", "Node", "Param", "ParamTree", "Term", "build_tree", "closed_form", "closed_form_symbols",
     "closed_form_total", "config_dict", "marginal_costs", "memory_bytes", "per_layer", "report", "short_bytes",
-    "short_count", "signed", "training_bytes",
+    "short_count", "training_bytes",
 ]

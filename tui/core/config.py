@@ -31,17 +31,6 @@ SYMBOLS: dict[str, str] = {
     "type_vocab_size": "T",
     "num_labels": "N",
 }
-DESCRIPTIONS: dict[str, str] = {
-    "vocab_size": "vocabulary size: rows of the word embedding",
-    "hidden_size": "hidden size: width of every token vector",
-    "num_hidden_layers": "number of encoder layers",
-    "num_attention_heads": "attention heads per layer (they split H; hidden_size must be a multiple)",
-    "intermediate_size": "feed-forward inner width",
-    "max_position_embeddings": "longest sequence: rows of the position embedding",
-    "type_vocab_size": "token types (segments): rows of the token-type embedding",
-    "num_labels": "output labels of the classification heads",
-}
-
 # The largest size accepted. Tensor dimensions are int32-safe; layers are bounded so that a tree of every
 # parameter stays small enough to build at once (16 parameters a layer).
 MAX_SIZE = 2**31 - 1

@@ -6,7 +6,7 @@ from typing import Any
 
 from .config import SIZE_FIELDS, BertConfig
 from .totals import ADAM_CONVENTION, closed_form_symbols, memory_bytes, training_bytes
-from .tree import ParamTree, build_tree
+from .tree import ParamTree
 
 
 def config_dict(config: BertConfig) -> dict[str, Any]:
@@ -33,6 +33,3 @@ def report(tree: ParamTree) -> dict[str, Any]:
         "training_bytes": {"adam_mixed_precision": training_bytes(total), "convention": ADAM_CONVENTION},
     }
 
-
-def count(config: BertConfig) -> dict[str, Any]:
-    return report(build_tree(config))

@@ -20,7 +20,3 @@ def short_bytes(n: int) -> str:
         value /= 1024
     raise AssertionError("unreachable")
 
-
-def signed(n: int) -> str:
-    """+7,087,872 / -768 / +0: a delta with its sign and thousands separators."""
-    return f"{n:+,}"
