@@ -32,13 +32,18 @@ class Scenario:
         return make_app(catalog, catalog.get(self.preset).config, title=self.preset, preset=self.preset)
 
     def run_before(self) -> Callable[[Pilot[Any]], Awaitable[None]]:
-        """Stop the cursor blinking, press the keys, let the screen settle."""
+        """Stop the cursor blinking, press the keys, drop the toasts, let the screen settle.
+
+        Toasts time out after a few seconds: whether one is still on screen depends on how fast the keys
+        went through (a loaded CI machine is slower), so they are cleared to keep the pictures deterministic.
+        """
 
         async def run_before(pilot: Pilot[Any]) -> None:
             for field in pilot.app.query(Input):
                 field.cursor_blink = False
             if self.keys:
                 await pilot.press(*self.keys)
+            pilot.app.clear_notifications()
             await pilot.pause()
 
         return run_before
