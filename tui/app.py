@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tab, Tabs, Tree
+from textual.widgets import Static, Tab, Tabs, Tree
 
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
@@ -29,6 +29,7 @@ from .core.units import short_count
 from .presets import Catalog, load_catalog
 from .screens import AuditScreen, DismissOnce, ExportScreen, HelpScreen, Opened, OpenScreen, SavePresetScreen
 from .widgets.form import ConfigForm
+from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTreeView
 from .widgets.param_tree import key_of
@@ -120,7 +121,7 @@ class BertTuiApp(App[None]):
                 yield DetailPane(id="detail")
             with VerticalScroll(id="totals-box"):
                 yield TotalsPane(id="totals")
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
