@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.reactive import var
@@ -27,52 +27,30 @@ from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
 from .core.units import short_count
 from .presets import Catalog, load_catalog
-from .screens import AuditScreen, DismissOnce, ExportScreen, HelpScreen, Opened, OpenScreen, SavePresetScreen
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTreeView
 from .widgets.param_tree import key_of
 
+if TYPE_CHECKING:
+    from textual.command import Provider
+
+    from .screens import Opened
+
+# The screens (audit, export, open, save, help) and the palette load when first opened: importing them
+# (formats, audit, file I/O) at start-up would delay the first paint for screens most runs never open.
+
 WIDE = 100  # columns from which the panes stand side by side
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
 CENTER = "#center"  # the tree's pane: the tree with its detail strip
 
 
-class PresetCommands(Provider):
-    """Every preset in the command palette: 'preset: bert-large-uncased'."""
+def _preset_commands() -> type[Provider]:
+    """The palette's preset provider, imported when the palette first opens (start-up stays lighter)."""
+    from .commands import PresetCommands
 
-    async def discover(self) -> Hits:
-        app = self.app
-        assert isinstance(app, BertTuiApp)
-        for preset in app.catalog.presets.values():
-            yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=preset.title)
-
-    async def search(self, query: str) -> Hits:
-        app = self.app
-        assert isinstance(app, BertTuiApp)
-        matcher = self.matcher(query)
-        for preset in app.catalog.presets.values():
-            title = f"preset: {preset.name}"
-            score = matcher.match(title)
-            if score > 0:
-                exact = 1.0 if preset.name == query.strip() else 0.0  # 'bert-large-uncased' before '...-cased'
-                yield Hit(score + exact, matcher.highlight(title), partial(app.open_preset, preset.name), help=preset.title)
-
-
-class SafeCommandPalette(DismissOnce, CommandPalette):
-    """Textual's palette, with page keys that wait until its list has a size: in Textual 8.2.8 PageDown on a
-    list that has options but is not laid out yet raises KeyError (OptionList._move_page) and ends the app."""
-
-    BINDINGS = [
-        Binding("pagedown", "page(1)", "Next page", show=False),
-        Binding("pageup", "page(-1)", "Previous page", show=False),
-    ]
-
-    def action_page(self, direction: int) -> None:
-        command_list = self.query_one(CommandList)
-        if command_list.scrollable_content_region.height and command_list.option_count:
-            command_list.action_page_down() if direction > 0 else command_list.action_page_up()
+    return PresetCommands
 
 
 class BertTuiApp(App[None]):
@@ -80,7 +58,7 @@ class BertTuiApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "bert-tui"
-    COMMANDS = App.COMMANDS | {PresetCommands}
+    COMMANDS = App.COMMANDS | {_preset_commands}
     AUTO_FOCUS = "#preset"
     BINDINGS = [
         Binding("f1", "help", "Help"),
@@ -210,6 +188,8 @@ class BertTuiApp(App[None]):
         return [(c.value, c.scope, c.source) for c in preset.claims] if preset else []
 
     def action_audit(self) -> None:
+        from .screens import AuditScreen
+
         if self.model is not None and not isinstance(self.screen, AuditScreen):
             self.push_screen(AuditScreen(self.model.config, self._source_title, self._claims()))
 
@@ -221,6 +201,8 @@ class BertTuiApp(App[None]):
         self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
 
     def action_export(self) -> None:
+        from .screens import ExportScreen
+
         if self.model is None or isinstance(self.screen, ExportScreen):
             return
         suggestion = f"{self._source_title.replace(' (edited)', '-edited')}.json"
@@ -231,6 +213,8 @@ class BertTuiApp(App[None]):
             self.notify(f"wrote {path}", timeout=4)
 
     def action_open(self) -> None:
+        from .screens import OpenScreen
+
         if not isinstance(self.screen, OpenScreen):
             self.push_screen(OpenScreen(), self._opened)
 
@@ -245,6 +229,8 @@ class BertTuiApp(App[None]):
             self.notify(note, timeout=6)
 
     def action_save_preset(self) -> None:
+        from .screens import SavePresetScreen
+
         if self.model is None or isinstance(self.screen, SavePresetScreen):
             return
         builtin = {name for name, p in self.catalog.presets.items() if p.builtin}
@@ -262,10 +248,16 @@ class BertTuiApp(App[None]):
         self.notify(f"saved preset {name}: in the selector and the palette now", timeout=4)
 
     def action_command_palette(self) -> None:
+        from textual.command import CommandPalette
+
+        from .commands import SafeCommandPalette
+
         if self.use_command_palette and not CommandPalette.is_open(self):
             self.push_screen(SafeCommandPalette(id="--command-palette"))
 
     def action_help(self) -> None:
+        from .screens import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self._key_rows()))
 

@@ -79,6 +79,7 @@ class ConfigForm(VerticalScroll):
         self._preset_names = list(presets)
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
         self._error_field: str | None = None  # the field whose message is shown
+        self._loaded = False  # the selects post Changed as they mount, before any config is loaded
 
     def compose(self) -> ComposeResult:
         yield Label("preset", classes="field-label")
@@ -119,6 +120,7 @@ class ConfigForm(VerticalScroll):
             self.query_one("#model_type", Select).value = config.model_type
             self._sync_pooler(config.head)
             self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
+        self._loaded = True
         self.refresh_state(edited=False)
 
     def add_preset(self, name: str) -> None:
@@ -150,12 +152,16 @@ class ConfigForm(VerticalScroll):
     @on(Select.Changed, "#model_type")
     def _type_changed(self, event: Select.Changed) -> None:
         event.stop()
+        if not self._loaded:
+            return
         self._mark_edited()
         self.refresh_state()
 
     @on(Select.Changed, "#head")
     def _head_changed(self, event: Select.Changed) -> None:
         event.stop()
+        if not self._loaded:
+            return
         self._sync_pooler(str(event.value))
         self._mark_edited()
         self.refresh_state()
