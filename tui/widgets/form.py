@@ -89,26 +89,21 @@ class ConfigForm(VerticalScroll):
                 yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
                 yield Input(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
                 yield Static("", classes="field-cost", id=f"cost-{field}")
-            yield Static("", classes="field-error", id=f"error-{field}")
         with Horizontal(classes="field", id="row-pooler"):
             yield Label("pooler", classes="field-label")
             yield Switch(value=True, id="pooler")
             yield Static("", classes="field-cost", id="cost-pooler")
-        yield Static("", classes="field-error", id="error-pooler")
         yield Label("head", classes="field-label")
         yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head", compact=True)
-        yield Static("", classes="field-error", id="error-head")
         yield Label("model type", classes="field-label")
         yield Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value="bert", id="model_type", compact=True)
-        yield Static("", classes="field-error", id="error-model_type")
 
     def on_mount(self) -> None:
         self._sort_focus_order()
 
     def _sort_focus_order(self) -> None:
-        """Labels after the head select in DOM order; move them to the end of the form."""
-        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#error-model_type"))
-        self.move_child(self.query_one("#error-num_labels"), after=self.query_one("#row-num_labels"))
+        """Labels after the model type select in DOM order; move them to the end of the form."""
+        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#model_type"))
 
     def load(self, config: BertConfig, preset: str | None) -> None:
         """Fill every field from `config` (a preset was chosen), then report the result once."""
@@ -227,14 +222,24 @@ class ConfigForm(VerticalScroll):
         """One message at a time, at its field; only what changes is touched (each touch costs a layout)."""
         target = None if error is None else error.field if error.field in ERROR_FIELDS else "head"
         if self._error_field not in (None, target):
-            self.query_one(f"#error-{self._error_field}", Static).display = False
+            self._error_line(self._error_field).display = False
             if self._error_field in INPUT_FIELDS:
                 self.query_one(f"#{self._error_field}", Input).remove_class("-invalid")
         self._error_field = target
         if error is None or target is None:
             return
-        line = self.query_one(f"#error-{target}", Static)
+        line = self._error_line(target)
         line.update(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}")
         line.display = True
         if target in INPUT_FIELDS:
             self.query_one(f"#{target}", Input).add_class("-invalid")
+
+    def _error_line(self, field: str) -> Static:
+        """The message line under `field`'s row, mounted the first time it has a message: start-up pays for
+        every widget composed, and most fields never show one."""
+        found = self.query(f"#error-{field}")
+        if found:
+            return found.first(Static)
+        line = Static("", classes="field-error", id=f"error-{field}")
+        self.mount(line, after=self.query_one(f"#{field}" if field in ("head", "model_type") else f"#row-{field}"))
+        return line
