@@ -115,6 +115,27 @@ async def test_letters_never_reach_a_size_field() -> None:
         assert total_shown(app) == hf_total("bert-base-uncased/none") + (305225 - 30522) * 768
 
 
+@pytest.mark.parametrize(("keys", "value"), [
+    (("end", "1"), "305221"),                          # the value is selected on focus: End keeps it
+    (("end", "backspace", "backspace", "9"), "3059"),
+    (("home", "delete", "4"), "40522"),
+    (("end", "left", "left", "7"), "305722"),
+])
+async def test_keys_that_arrive_in_one_read_keep_their_order(keys: tuple[str, ...], value: str) -> None:
+    """A paste or a buffered SSH link delivers several keys at once; bound keys (End, Backspace) must not
+    fall behind the digits that follow them (Textual runs bindings after the key bubbles to the App)."""
+    from textual import events
+
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab")
+        for key in keys:  # posted together, as the terminal driver posts one read
+            app.post_message(events.Key(key, key if len(key) == 1 else None))
+        await pilot.pause()
+        assert app.query_one("#vocab_size", Input).value == value
+        assert total_shown(app) == hf_total("bert-base-uncased/none") + (int(value) - 30522) * 768
+
+
 async def test_palette_switches_preset() -> None:
     app = app_for()
     async with app.run_test(size=NARROW) as pilot:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
@@ -50,6 +51,26 @@ def cost_text(marginal: Marginal) -> str:
     return f"+{short_count(marginal.delta)}/{per}"
 
 
+class FieldInput(Input):
+    """An Input that runs its own key bindings in the order the keys arrive.
+
+    Textual 8.2.8 runs a focused widget's bindings (End, Backspace, arrows) only once the key has bubbled back
+    up to the App, but inserts printable keys at once: End then 1 in one read (a paste, a buffered SSH link)
+    typed the 1 first, replacing the value selected on focus ("30522" became "1"). Running the bound action
+    here, in the Input's own queue, keeps keys in order; the event stops so the App does not run it again.
+    """
+
+    BOUND = {key.strip(): binding.action for binding in Input.BINDINGS if isinstance(binding, Binding)
+             for key in binding.key.split(",")}
+
+    async def on_key(self, event: events.Key) -> None:
+        action = self.BOUND.get(event.key)
+        if action is not None:
+            event.stop()
+            event.prevent_default()
+            await self.run_action(action)
+
+
 class ConfigForm(VerticalScroll):
     """The editable config. Focus order: preset, the seven sizes, pooler, head, labels."""
 
@@ -87,7 +108,7 @@ class ConfigForm(VerticalScroll):
         for field in INPUT_FIELDS:
             with Horizontal(classes="field", id=f"row-{field}"):
                 yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
-                yield Input(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
+                yield FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
                 yield Static("", classes="field-cost", id=f"cost-{field}")
         with Horizontal(classes="field", id="row-pooler"):
             yield Label("pooler", classes="field-label")
