@@ -208,8 +208,8 @@ def read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:
-        problem = " ".join(str(error).split())
-        raise PresetError(path, None, f"is not valid YAML for a preset (safe YAML only): {problem}") from None
+        reason = " ".join(str(error).split())
+        raise PresetError(path, None, f"is not valid YAML for a preset (safe YAML only): {reason}") from None
 
 
 def _text(path: Path, data: dict[str, Any], key: str, default: str) -> str:
