@@ -136,6 +136,24 @@ async def test_keys_that_arrive_in_one_read_keep_their_order(keys: tuple[str, ..
         assert total_shown(app) == hf_total("bert-base-uncased/none") + (int(value) - 30522) * 768
 
 
+@pytest.mark.parametrize("page", ["pagedown", "pageup"])
+async def test_page_key_for_a_dropdown_that_just_closed_is_dropped(page: str) -> None:
+    """Enter opens the preset dropdown, Tab closes it, and a page key in the same read reaches the closed
+    list (Textual 8.2.8 raised KeyError in OptionList._move_page and the app ended)."""
+    from textual import events
+
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        assert app.focused is app.query_one("#preset", Select)
+        for key, character in (("enter", "\r"), ("tab", "\t"), (page, None)):
+            app.post_message(events.Key(key, character))
+        await pilot.pause()
+        assert app.is_running
+        await pilot.press("shift+tab", "enter", page, "escape")  # an open list still pages as before
+        assert app.is_running and total_shown(app) == hf_total("bert-base-uncased/none")
+
+
 async def test_palette_switches_preset() -> None:
     app = app_for()
     async with app.run_test(size=NARROW) as pilot:

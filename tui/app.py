@@ -8,7 +8,7 @@ side; below that they become tabs under a summary line that always shows the tot
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Static, Tab, Tabs, Tree
+from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
@@ -34,7 +34,9 @@ from .widgets.param_tree import ParamTreeView
 from .widgets.param_tree import key_of
 
 if TYPE_CHECKING:
+    from textual.actions import ActionParseResult
     from textual.command import Provider
+    from textual.dom import DOMNode
 
     from .screens import Opened
 
@@ -165,6 +167,17 @@ class BertTuiApp(App[None]):
             self.query_one(DetailPane).show(node, self.model)
 
     # Actions.
+
+    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                         namespaces: Mapping[str, DOMNode] | None = None) -> bool:
+        """Drop a page key bound to an option list that has no size (a select's dropdown that closed while the
+        key was on its way: Enter, Tab, PageDown in one read). Textual 8.2.8's OptionList._move_page raises
+        KeyError there and the app ends. Bindings run when the key has bubbled back to the App, so the check is
+        made here, when the action runs, not when the key arrives."""
+        if (action in ("page_up", "page_down") and isinstance(default_namespace, OptionList)
+                and not default_namespace.scrollable_content_region.height):
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
 
     def open_preset(self, name: str) -> None:
         preset = self.catalog.presets.get(name)
