@@ -154,6 +154,24 @@ async def test_page_key_for_a_dropdown_that_just_closed_is_dropped(page: str) ->
         assert app.is_running and total_shown(app) == hf_total("bert-base-uncased/none")
 
 
+@pytest.mark.parametrize("opener", ["search_themes", "action_command_palette"])
+async def test_two_quick_enters_in_any_palette_close_it_once(opener: str) -> None:
+    """The theme picker (palette: "Change theme") and the main palette: Enter twice in one read must not
+    close the palette twice (the second close popped the explorer: ScreenStackError, the app ended)."""
+    from textual import events
+
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        getattr(app, opener)()
+        await pilot.pause()
+        for key, character in (("down", None), ("enter", "\r"), ("enter", "\r"), ("enter", "\r")):
+            app.post_message(events.Key(key, character))
+        await pilot.pause()
+        assert app.is_running and len(app.screen_stack) >= 1
+        await pilot.press("escape", "escape", "f2")
+        assert app.is_running and app.query_one("#preset", Select) is not None
+
+
 async def test_palette_switches_preset() -> None:
     app = app_for()
     async with app.run_test(size=NARROW) as pilot:

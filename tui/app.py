@@ -8,7 +8,7 @@ side; below that they become tabs under a summary line that always shows the tot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,8 +35,9 @@ from .widgets.param_tree import key_of
 
 if TYPE_CHECKING:
     from textual.actions import ActionParseResult
-    from textual.command import Provider
+    from textual.command import CommandListItem, Provider
     from textual.dom import DOMNode
+    from textual.widget import AwaitMount
 
     from .screens import Opened
 
@@ -267,6 +268,23 @@ class BertTuiApp(App[None]):
 
         if self.use_command_palette and not CommandPalette.is_open(self):
             self.push_screen(SafeCommandPalette(id="--command-palette"))
+
+    # Textual's own palettes (the theme picker, command lists) as the guarded palette: two quick Enters in a
+    # plain CommandPalette close it twice and pop the screen below (ScreenStackError; found by the monkey).
+
+    def search_themes(self) -> None:
+        from textual.theme import ThemeProvider
+
+        from .commands import SafeCommandPalette
+
+        self.push_screen(SafeCommandPalette(providers=[ThemeProvider], placeholder="Search for themes…"))
+
+    def search_commands(self, commands: Sequence[CommandListItem], placeholder: str = "Search for commands…") -> AwaitMount:
+        from textual.command import SimpleProvider
+
+        from .commands import SafeCommandPalette
+
+        return self.push_screen(SafeCommandPalette(providers=[SimpleProvider(self.screen, commands)], placeholder=placeholder))
 
     def action_help(self) -> None:
         from .screens import HelpScreen
