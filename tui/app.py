@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -266,7 +266,7 @@ class BertTuiApp(App[None]):
 
         from .commands import SafeCommandPalette
 
-        if self.use_command_palette and not CommandPalette.is_open(self):
+        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]  # typed App[object] upstream
             self.push_screen(SafeCommandPalette(id="--command-palette"))
 
     # Textual's own palettes (the theme picker, command lists) as the guarded palette: two quick Enters in a
@@ -284,7 +284,8 @@ class BertTuiApp(App[None]):
 
         from .commands import SafeCommandPalette
 
-        return self.push_screen(SafeCommandPalette(providers=[SimpleProvider(self.screen, commands)], placeholder=placeholder))
+        provider = SimpleProvider(self.screen, list(commands))  # an instance, as Textual's own search_commands passes
+        return self.push_screen(SafeCommandPalette(providers=[provider], placeholder=placeholder))  # type: ignore[list-item]
 
     def action_help(self) -> None:
         from .screens import HelpScreen
@@ -320,7 +321,7 @@ class BertTuiApp(App[None]):
         for name, selector in PANES.items():
             self.query_one(CENTER if name == "tree" else selector).display = not narrow or name == self._pane
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
         yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import __version__
 from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
@@ -318,7 +318,7 @@ def run_verify(argv: Sequence[str]) -> int:
 def run_presets(argv: Sequence[str]) -> int:
     args = build_presets_parser().parse_args(argv)
     catalog = _catalog()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": p.name, "title": p.title, "total": build_tree(p.config).total, "expected_total": p.expected_total,
          "builtin": p.builtin, "path": str(p.path), "config": {f: getattr(p.config, f) for f in SIZE_FIELDS}}
         for p in catalog.presets.values()

@@ -47,5 +47,8 @@ class SafeCommandPalette(DismissOnce, CommandPalette):
     def action_page(self, direction: int) -> None:
         command_list = self.query_one(CommandList)
         if command_list.scrollable_content_region.height and command_list.option_count:
-            command_list.action_page_down() if direction > 0 else command_list.action_page_up()
+            if direction > 0:
+                command_list.action_page_down()  # type: ignore[no-untyped-call]  # untyped upstream
+            else:
+                command_list.action_page_up()  # type: ignore[no-untyped-call]
 

@@ -116,7 +116,7 @@ def round_figures(n: int, figures: int) -> int:
     if n == 0:
         return 0
     drop = max(0, len(str(abs(n))) - figures)
-    scale = 10**drop
+    scale: int = 10**drop
     return (n + scale // 2) // scale * scale
 
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 from .config import BertConfig
 from .tree import ParamTree, strip_body
@@ -79,7 +80,7 @@ def infer_config(stored: Sequence[tuple[str, Shape]]) -> tuple[BertConfig, tuple
     layers = {int(m.group(1)) for name in shapes if (m := re.match(r"encoder\.layer\.(\d+)\.", name))}
     ffn = shapes.get("encoder.layer.0.intermediate.dense.weight", (4 * h, h))
     heads = h // 64 if h % 64 == 0 else next(a for a in (12, 8, 4, 2, 1) if h % a == 0)  # 64-wide heads are usual
-    values = {
+    values: dict[str, Any] = {
         "vocab_size": v, "hidden_size": h, "num_hidden_layers": max(layers, default=-1) + 1 or 1,
         "num_attention_heads": heads, "intermediate_size": ffn[0],
         "max_position_embeddings": shapes.get("embeddings.position_embeddings.weight", (512,))[0],

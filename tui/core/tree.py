@@ -232,7 +232,7 @@ class _Builder:
     def root(self) -> Module:
         config = self.config
         prefix = "" if config.head == "none" else f"{config.body}."
-        body = [self.embeddings(f"{prefix}embeddings"), self.encoder(f"{prefix}encoder")]
+        body: list[Node] = [self.embeddings(f"{prefix}embeddings"), self.encoder(f"{prefix}encoder")]
         if config.has_pooler:
             body.append(self.module(f"{prefix}pooler", self.linear(f"{prefix}pooler.dense", "H", "H")))
         children: list[Node] = body if not prefix else [self.module(config.body, *body)]

@@ -118,7 +118,7 @@ def _architecture(path: Path, value: object, notes: list[str]) -> str | None:
         return None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise SourceError(path, "architectures", f"{value!r} must be a list of class names")
-    known = [name for name in value if name in ARCHITECTURES]
+    known: list[str] = [name for name in value if name in ARCHITECTURES]
     if not known:
         if value:
             notes.append(f"architectures {value} names no class bert-tui counts: counted as BertModel")

@@ -174,9 +174,9 @@ class ParamTreeView(Tree[str]):
         self._add_rows(tree_node, rows[len(current):], set())
         for child, row in zip(current, rows):
             if row.is_module and (child.is_expanded or child.children):
-                module = self.node_for(row.key)
-                if isinstance(module, Module):
-                    self._reconcile(child, module)
+                child_module = self.node_for(row.key)
+                if isinstance(child_module, Module):
+                    self._reconcile(child, child_module)
 
     def _add_rows(self, tree_node: TreeNode[str], rows: Iterable[Row], expanded: set[str]) -> None:
         for row in rows:
