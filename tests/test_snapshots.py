@@ -58,3 +58,11 @@ class TestExplain:
     def test_pinned_diff(self, snap_compare: Snap) -> None:
         """bert-base pinned, then edited to bert-large's sizes: deltas in the summary, totals and tree."""
         assert snap(snap_compare, Scenario("pinned", "bert-base-uncased", WIDE, PINNED_KEYS))
+
+
+class TestTerminals:
+    def test_no_color(self, snap_compare: Snap, monkeypatch: pytest.MonkeyPatch) -> None:
+        """NO_COLOR=1 (Textual's monochrome filter) at 80×24 with an empty field: the total, the message and
+        the stale mark read without colour."""
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert snap(snap_compare, Scenario("no-color", "bert-base-uncased", NARROW, ("tab", "ctrl+u")))
