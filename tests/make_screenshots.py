@@ -23,7 +23,7 @@ async def shoot(scenario: Scenario) -> Path:
         await scenario.run_before()(pilot)
         path = OUT / f"{scenario.name}.svg"
         tmp = path.with_suffix(".svg.tmp")
-        tmp.write_text(app.export_screenshot(title=f"bert-tui · {scenario.about}"), encoding="utf-8")
+        tmp.write_text(app.export_screenshot(title=f"bert-tui · {scenario.about}", simplify=True), encoding="utf-8")
         os.replace(tmp, path)
         return path
 
