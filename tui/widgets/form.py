@@ -165,20 +165,14 @@ class ConfigForm(VerticalScroll):
         self._mark_edited()
         self.refresh_state()
 
-    @on(Select.Changed, "#model_type")
-    def _type_changed(self, event: Select.Changed) -> None:
-        event.stop()
-        if not self._loaded:
-            return
-        self._mark_edited()
-        self.refresh_state()
-
     @on(Select.Changed, "#head")
-    def _head_changed(self, event: Select.Changed) -> None:
+    @on(Select.Changed, "#model_type")
+    def _class_changed(self, event: Select.Changed) -> None:
         event.stop()
         if not self._loaded:
             return
-        self._sync_pooler(str(event.value))
+        if event.select.id == "head":
+            self._sync_pooler(str(event.value))
         self._mark_edited()
         self.refresh_state()
 
