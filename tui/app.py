@@ -285,7 +285,7 @@ class BertTuiApp(App[None]):
         from .commands import SafeCommandPalette
 
         provider = SimpleProvider(self.screen, list(commands))  # an instance, as Textual's own search_commands passes
-        return self.push_screen(SafeCommandPalette(providers=[provider], placeholder=placeholder))  # type: ignore[list-item]
+        return self.push_screen(SafeCommandPalette(providers=[provider], placeholder=placeholder))
 
     def action_help(self) -> None:
         from .screens import HelpScreen

@@ -1,4 +1,4 @@
-"""The command palette: every preset as a command, and Textual's palette with a guard on its page keys.
+"""The command palette: every preset as a command, and Textual's palette with guards against its crashes.
 
 Imported when the palette first opens, not at start-up.
 """
@@ -6,9 +6,13 @@ Imported when the palette first opens, not at start-up.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
+from textual import on
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.widgets import Input
 
 from .app import BertTuiApp
 from .screens import DismissOnce
@@ -36,13 +40,33 @@ class PresetCommands(Provider):
 
 
 class SafeCommandPalette(DismissOnce, CommandPalette):
-    """Textual's palette, with page keys that wait until its list has a size: in Textual 8.2.8 PageDown on a
-    list that has options but is not laid out yet raises KeyError (OptionList._move_page) and ends the app."""
+    """Textual 8.2.8's palette with three guards, each against a way it ended the app:
+
+    * it closes once (DismissOnce: a second Enter closed the screen below it);
+    * page keys wait until its list has a size (PageDown before layout: KeyError in OptionList._move_page);
+    * typing that arrives after it closed starts no search: Enter's action runs when the key has bubbled up,
+      so in "a, Enter, r" from one read the `r` reaches the input first; its search then ran after the close
+      and found no list (NoMatches in the search worker).
+    """
 
     BINDINGS = [
         Binding("pagedown", "page(1)", "Next page", show=False),
         Binding("pageup", "page(-1)", "Previous page", show=False),
     ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._palette_closed = False  # not `_closing`: Textual's message pump uses that name (it stops the pump)
+
+    def dismiss(self, result: object = None) -> AwaitComplete:
+        self._palette_closed = True
+        return super().dismiss(result)
+
+    @on(Input.Changed)
+    def _no_search_after_close(self, event: Input.Changed) -> None:
+        if self._palette_closed:
+            event.stop()
+            event.prevent_default()  # the palette's own handler (a search) does not run
 
     def action_page(self, direction: int) -> None:
         command_list = self.query_one(CommandList)
