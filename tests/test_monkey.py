@@ -29,9 +29,10 @@ KEYS = (
     + ["up", "down", "left", "right", "pageup", "pagedown"] * 3
     + ["f1", "f2", "f3", "f4"]
 )
-# The palette is stormed at typing pace (Pilot waits for idle after each key): keys that reach Textual
-# 8.2.8's CommandPalette faster than it closes can start a search after it closed (NoMatches in its worker),
-# an upstream race that bursts hit and people typing do not.
+# The palette is stormed at typing pace (Pilot waits for idle after each key). Bursts into Textual 8.2.8's
+# palette found three crashes (a search after close, a double close, page keys before layout), all guarded
+# in tui/commands.py and tui/app.py, and checked by storms outside this suite; bursts depend on timing, and
+# the default run stays deterministic.
 PALETTE_KEYS = [*"bert-lagecd0123", "ctrl+p", "ctrl+p", "enter", "escape", "down", "up", "pagedown", "pageup",
                 "backspace", "tab", "f1", "f3"]
 CHARACTERS = {"space": " ", "tab": "\t", "enter": "\r", "escape": "\x1b", "backspace": "\x7f",
