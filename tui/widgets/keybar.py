@@ -7,7 +7,10 @@ of text instead, reading the same public `Screen.active_bindings` the Footer rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from textual.app import ComposeResult
+from textual.binding import ActiveBinding
 from textual.containers import Horizontal
 from textual.markup import escape
 from textual.screen import Screen
@@ -32,7 +35,7 @@ class KeyBar(Horizontal):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._shown = ""
+        self._shown = ("", "")  # (keys, palette key) as last written
 
     def compose(self) -> ComposeResult:
         yield Static("", id="keys")
@@ -48,19 +51,24 @@ class KeyBar(Horizontal):
     def _bindings_changed(self, screen: Screen[object]) -> None:
         if screen is not self.screen:
             return
-        shown = self.describe(screen)
-        if shown != self._shown:  # most focus moves change nothing here: no repaint then
-            self._shown = shown
-            self.query_one("#keys", Static).update(shown)
-        palette = screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
-        text = f"[{KEY}]{escape(self.app.get_key_display(palette.binding))}[/] palette" if palette else ""
-        self.query_one("#palette-key", Static).update(text)
+        bindings = screen.active_bindings
+        palette = bindings.get(self.app.COMMAND_PALETTE_BINDING)
+        shown = (self.describe(bindings),
+                 f"[{KEY}]{escape(self.app.get_key_display(palette.binding))}[/] palette" if palette else "")
+        if shown == self._shown:  # most focus moves change nothing here: no repaint then
+            return
+        keys, palette_key = shown
+        if keys != self._shown[0]:
+            self.query_one("#keys", Static).update(keys)
+        if palette_key != self._shown[1]:
+            self.query_one("#palette-key", Static).update(palette_key)
+        self._shown = shown
 
-    def describe(self, screen: Screen[object]) -> str:
+    def describe(self, bindings: Mapping[str, ActiveBinding]) -> str:
         """Markup for the shown bindings, one per action (the first key bound to it), disabled ones dim."""
         seen: set[str] = set()
         parts = []
-        for _node, binding, enabled, _tooltip in screen.active_bindings.values():
+        for _node, binding, enabled, _tooltip in bindings.values():
             if not binding.show or binding.action in seen or binding.key == self.app.COMMAND_PALETTE_BINDING:
                 continue
             seen.add(binding.action)
