@@ -115,7 +115,7 @@ def test_preset_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
         (["--preset", "bert-huge"], "unknown preset 'bert-huge'; known presets: bert-base-cased"),
         (["--head", "lm"], "argument --head: invalid choice: 'lm'"),
         (["--head", "sequence-classification", "--no-pooler"], "--pooler False: BertForSequenceClassification always builds"),
-        (["--preset-file", "/no/such/file.yaml"], "/no/such/file.yaml: cannot be read"),
+        (["--preset-file", "/no/such/file.yaml"], "/no/such/file.yaml: does not exist"),
         (["--format", "xml"], "argument --format: invalid choice"),
         (["--preset", "a", "--preset-file", "b"], "not allowed with argument"),
     ],
@@ -156,7 +156,7 @@ def test_help_explains_flags_in_hf_terms(capsys: pytest.CaptureFixture[str]) -> 
     [
         (["--preset", "bert-huge"], "unknown preset 'bert-huge'; known presets: bert-base-cased"),
         (["--num-attention-heads", "7"], "--hidden-size 768: must be a multiple of num_attention_heads (7)"),
-        (["--preset-file", "/no/such.yaml"], "/no/such.yaml: cannot be read"),
+        (["--preset-file", "/no/such.yaml"], "/no/such.yaml: does not exist"),
         (["counts"], "unrecognized arguments: counts"),
     ],
 )

@@ -26,6 +26,7 @@ from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 from .core import BertConfig, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
 from .core.units import short_count
+from .plain import printable
 from .presets import Catalog, load_catalog
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from textual.actions import ActionParseResult
     from textual.command import CommandListItem, Provider
     from textual.dom import DOMNode
+    from textual.notifications import SeverityLevel
     from textual.widget import AwaitMount
 
     from .screens import Opened
@@ -91,6 +93,12 @@ class BertTuiApp(App[None]):
         self.stored: list[tuple[str, tuple[int, ...]]] | None = None  # an opened checkpoint's tensors
         self._pane = "form"  # the tab shown below 100 columns
         self.comparison: Comparison | None = None
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Notifications here carry data (paths, preset names, notes from files): shown as written, never
+        read as markup, whatever the caller passes."""
+        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout, markup=False)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
@@ -152,7 +160,7 @@ class BertTuiApp(App[None]):
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""
         pinned = f"   Δ {total - self.baseline.total:+,} vs pinned" if self.baseline is not None else ""
-        head = f"{self.model.config.hf_class} · {self._source_title}   "
+        head = f"{self.model.config.hf_class} · {printable(self._source_title)}   "
         summary.update(Text.assemble(head, (f"{total:,}", "bold"), f" ({short_count(total)}){pinned}{mark}"))
         summary.set_class(self.stale, "-stale")
 

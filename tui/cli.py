@@ -10,6 +10,7 @@ Bad input exits 2 with one line on stderr naming the field, the value and what i
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import os
@@ -35,6 +36,7 @@ from .formats import (
     to_markdown,
     to_table,
 )
+from .plain import plain, printable
 from .presets import DEFAULT_PRESET, Catalog, load_catalog
 from .sources import LOAD_ERRORS, CheckpointReport, Source, check_checkpoint, load_source, source_beside
 
@@ -54,14 +56,6 @@ OVERRIDE_HELP = {
 HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
 
 
-_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(32), 127]}
-
-
-def one_line(text: str) -> str:
-    """`text` with control characters escaped, so that an error stays one line whatever the user typed."""
-    return text.translate(_CONTROLS)
-
-
 class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit code 2."""
 
@@ -70,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
 
 def flag(field: str) -> str:
@@ -244,7 +238,7 @@ def run_count(argv: Sequence[str]) -> int:
     selection = resolve(args)
     tree = build_tree(selection.config)
     for note in selection.notes:
-        print(f"bert-tui: note: {one_line(note)}", file=sys.stderr)
+        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
     ckpt = selection.checkpoint
     if args.format == "json":
         text = to_json(tree)
@@ -334,7 +328,7 @@ def run_presets(argv: Sequence[str]) -> int:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         sizes = row["config"]
-        name = row["name"] + ("" if row["builtin"] else " (user)")
+        name = plain(row["name"] + ("" if row["builtin"] else " (user)"))
         cells = (sizes["vocab_size"], sizes["hidden_size"], sizes["num_hidden_layers"], sizes["num_attention_heads"])
         table.add_row(name, *(str(n) for n in cells), f"{row['total']:,}")
     Console().print(table)
@@ -362,14 +356,14 @@ def run_explorer(argv: Sequence[str]) -> int:
     # The interpreter's last garbage collection walks every widget and cost ~0.17 s between quitting and the
     # shell prompt; nothing is left to finalise here (files are written and closed by then).
     gc.freeze()
-    return 0
+    return app.return_code or 0  # 1 after a crash (Textual has restored the terminal and printed it)
 
 
 def _catalog() -> Catalog:
     """Every preset; a broken preset file is a warning (the others still load), not a failure."""
     catalog = load_catalog()
     for error in catalog.errors:
-        print(f"bert-tui: warning: skipped preset file {one_line(str(error))}", file=sys.stderr)
+        print(f"bert-tui: warning: skipped preset file {printable(str(error))}", file=sys.stderr)
     return catalog
 
 
@@ -377,14 +371,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     runners = {"count": run_count, "presets": run_presets, "audit": run_audit, "diff": run_diff, "verify": run_verify}
     command = argv[0] if argv and argv[0] in runners else None
+    prog = f"bert-tui {command}" if command else "bert-tui"
+    _tolerant_output()
     try:
-        return runners[command](argv[1:]) if command else run_explorer(argv)
+        code = runners[command](argv[1:]) if command else run_explorer(argv)
+        sys.stdout.flush()
+        return code
     except UsageError as error:
-        prog = f"bert-tui {command}" if command else "bert-tui"
-        print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr)
+        print(f"{prog}: error: {printable(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `bert-tui count | head`: the reader left; not an error of ours
-        sys.stderr.close()
+        _silence_stdout()
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as error:
+        if error.errno not in OUTPUT_ERRNOS:
+            return _internal_error(prog, error)
+        _silence_stdout()  # else the interpreter's last flush fails again, with a traceback
+        print(f"{prog}: error: cannot write the output: {printable(error.strerror or str(error))}", file=sys.stderr)
+        return EXIT_OUTPUT
+    except Exception as error:  # the last line of defence: one line, never a traceback on a user's terminal
+        return _internal_error(prog, error)
+
+
+OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EBADF, errno.EPIPE, errno.EDQUOT}
+EXIT_OUTPUT = 1
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of bert-tui's, not bad input
+
+
+def _internal_error(prog: str, error: BaseException) -> int:
+    if os.environ.get("BERT_TUI_DEBUG"):
+        import traceback
+
+        traceback.print_exception(error)
+    print(f"{prog}: internal error: {error.__class__.__name__}: {printable(str(error))[:300]} "
+          "(a bug in bert-tui: please report it with the command line; BERT_TUI_DEBUG=1 shows the traceback)",
+          file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _tolerant_output() -> None:
+    """Text that stdout's encoding cannot hold (PYTHONIOENCODING=ascii, a C locale) is written escaped."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass  # a stream that cannot change: its own errors setting stays
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that nothing is flushed at exit to a pipe that is gone or a full disk."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -12,9 +12,11 @@ from textual import on
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 from textual.widgets import Input
 
 from .app import BertTuiApp
+from .plain import printable
 from .screens import DismissOnce
 
 
@@ -25,7 +27,7 @@ class PresetCommands(Provider):
         app = self.app
         assert isinstance(app, BertTuiApp)
         for preset in app.catalog.presets.values():
-            yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=preset.title)
+            yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=escape(printable(preset.title)))
 
     async def search(self, query: str) -> Hits:
         app = self.app
@@ -36,7 +38,7 @@ class PresetCommands(Provider):
             score = matcher.match(title)
             if score > 0:
                 exact = 1.0 if preset.name == query.strip() else 0.0  # 'bert-large-uncased' before '...-cased'
-                yield Hit(score + exact, matcher.highlight(title), partial(app.open_preset, preset.name), help=preset.title)
+                yield Hit(score + exact, matcher.highlight(title), partial(app.open_preset, preset.name), help=escape(printable(preset.title)))
 
 
 class SafeCommandPalette(DismissOnce, CommandPalette):

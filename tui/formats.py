@@ -26,6 +26,7 @@ from .core import (
 )
 from .core.audit import PART_NODES, Audit, Explanation, describe
 from .core.units import short_bytes, short_count
+from .plain import printable
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -64,7 +65,7 @@ def to_csv(tree: ParamTree) -> str:
 def to_markdown(tree: ParamTree, title: str) -> str:
     total = tree.total
     lines = [
-        f"# {tree.config.hf_class}: {title}",
+        f"# {tree.config.hf_class}: {printable(title)}",
         "",
         f"**Total: {total:,}** ({short_count(total)}) = `{closed_form_symbols(tree.config)}`",
         "",
@@ -91,7 +92,7 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
     from rich.text import Text
 
     total = tree.total
-    table = Table(title=f"{tree.config.hf_class} · {title}", title_justify="left", expand=False)
+    table = Table(title=Text(f"{tree.config.hf_class} · {printable(title)}"), title_justify="left", expand=False)
     table.add_column("parameter", overflow="fold", ratio=1)
     table.add_column("shape", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
@@ -99,7 +100,7 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
         table.add_row(Text(section, style="bold cyan"), "", "", end_section=False)
         for label, p in rows:
             count = Text("tied", style="dim") if p.tied_to else Text(f"{p.count:,}")
-            table.add_row(f"  {label}", str(list(p.shape)), count)
+            table.add_row(Text(f"  {label}"), str(list(p.shape)), count)
     table.add_section()
     table.add_row(Text("total", style="bold"), Text(short_count(total)), Text(f"{total:,}", style="bold"))
     table.caption = f"= {closed_form_symbols(tree.config)}"
@@ -160,7 +161,7 @@ def audit_text(result: Audit, config: BertConfig, title: str, shown: int = 5) ->
     what = "one encoder layer" if result.scope == "layer" else config.hf_class
     claim = result.claim
     precision = "" if claim.figures is None else f" (as written: {claim.figures} significant figures)"
-    lines = [f"Claim {claim.text}{precision} for {what} of {title}.",
+    lines = [f"Claim {printable(claim.text)}{precision} for {what} of {printable(title)}.",
              f"Exact count: {result.exact:,} (the claim is {claim.value - result.exact:+,} from it)."]
     if not result.matches:
         lines.append("No combination of the known conventions reproduces it.")
@@ -202,7 +203,7 @@ def audit_data(result: Audit, config: BertConfig) -> dict[str, object]:
 
 
 def diff_text(result: Diff, title_a: str, title_b: str) -> str:
-    lines = [f"A: {title_a}  {result.total_a:,}", f"B: {title_b}  {result.total_b:,}",
+    lines = [f"A: {printable(title_a)}  {result.total_a:,}", f"B: {printable(title_b)}  {result.total_b:,}",
              f"B − A: {result.delta:+,} ({_ratio(result.total_b, result.total_a)})", "", "group           A               B               B − A"]
     for group, (a, b) in result.groups.items():
         lines.append(f"{group:<12} {a:>15,} {b:>15,} {b - a:>+18,}")
@@ -232,28 +233,35 @@ def _ratio(b: int, a: int) -> str:
 
 
 def checkpoint_text(checkpoint: Checkpoint, comparison: Comparison) -> str:
-    """What the file holds, and how it compares with the config."""
+    """What the file holds, and how it compares with the config. Names from the file are made printable:
+    a tensor name holding escape sequences or newlines must not reach the terminal as it is."""
     files = f"{len(checkpoint.files)} file{'s' if len(checkpoint.files) > 1 else ''}"
     dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in checkpoint.dtypes().items())
-    lines = [f"checkpoint {checkpoint.path}: {files}, {short_bytes(checkpoint.bytes_on_disk)} on disk",
+    lines = [f"checkpoint {printable(checkpoint.path)}: {files}, {short_bytes(checkpoint.bytes_on_disk)} on disk",
              f"  {len(checkpoint.tensors)} tensors holding {comparison.held:,} parameters ({dtypes})"]
+    if checkpoint.duplicates:
+        lines.append(f"  stored in more than one shard, counted once: {_names(checkpoint.duplicates)}")
     if comparison.tied_stored:
-        lines.append(f"  tied tensors stored anyway, counted once: {', '.join(comparison.tied_stored)}")
+        lines.append(f"  tied tensors stored anyway, counted once: {_names(comparison.tied_stored)}")
     if comparison.legacy_names:
         lines.append(f"  {comparison.legacy_names} legacy LayerNorm names (gamma/beta) read as weight/bias")
     if comparison.clean and comparison.held == comparison.expected:
         lines.append(f"  matches the config: every tensor present with its shape ({comparison.expected:,})")
         return "\n".join(lines) + "\n"
     lines.append(f"  differs from the config, which predicts {comparison.expected:,} ({comparison.held - comparison.expected:+,}):")
-    lines += [f"    missing     {name}" for name in comparison.missing]
-    lines += [f"    unexpected  {name} {list(shape)}" for name, shape in comparison.unexpected]
-    lines += [f"    shape       {name}: config {list(a)}, file {list(b)}" for name, a, b in comparison.mismatched]
+    lines += [f"    missing     {printable(name)}" for name in comparison.missing]
+    lines += [f"    unexpected  {printable(name)} {list(shape)}" for name, shape in comparison.unexpected]
+    lines += [f"    shape       {printable(name)}: config {list(a)}, file {list(b)}" for name, a, b in comparison.mismatched]
     return "\n".join(lines) + "\n"
+
+
+def _names(names: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(printable(name) for name in names)
 
 
 def checkpoint_data(checkpoint: Checkpoint, comparison: Comparison) -> dict[str, object]:
     return {
-        "path": str(checkpoint.path), "files": [str(f) for f in checkpoint.files],
+        "path": checkpoint.path, "files": list(checkpoint.files), "duplicates": list(checkpoint.duplicates),
         "bytes_on_disk": checkpoint.bytes_on_disk, "tensors": len(checkpoint.tensors), "held": comparison.held,
         "dtypes": checkpoint.dtypes(), "expected": comparison.expected, "clean": comparison.clean,
         "missing": list(comparison.missing), "unexpected": [[n, list(s)] for n, s in comparison.unexpected],

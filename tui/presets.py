@@ -21,15 +21,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .core import BertConfig, ConfigError
 from .core.audit import SCOPES, ClaimError, parse_claim
-from .io.files import read_text_bounded, write_atomic
+from .io.files import ReadError, os_problem, probe, parse_yaml, read_text, write_atomic
 
 DEFAULT_PRESET = "bert-base-uncased"
 MAX_PRESET_BYTES = 64 * 1024
 _PACKAGE_DIR = Path(__file__).resolve().parent
+PRESET_KEYS = ("name", "title", "source", "config", "expected_total", "claims")
+HF_CONFIG_HINTS = ("model_type", "architectures", "hidden_size", "vocab_size", "num_hidden_layers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,8 @@ def save_user_preset(name: str, config: BertConfig, title: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"name": name, "title": title, "source": "saved from the bert-tui explorer",
             "config": {field.name: getattr(config, field.name) for field in fields(BertConfig)}}
+    import yaml
+
     write_atomic(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return path
 
@@ -127,30 +129,45 @@ def user_dir() -> Path:
 
 
 def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
-    """Built-in presets, then the user's, then any `extra_dirs`."""
+    """Built-in presets, then the user's, then any `extra_dirs`; a later file of the same name shadows."""
     presets: dict[str, Preset] = {}
     errors: list[PresetError] = []
     for folder, builtin in ((builtin_dir(), True), (user_dir(), False), *((d, False) for d in extra_dirs)):
-        paths = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
-        for path in paths:
-            try:
-                preset = load_preset(path, builtin=builtin)
-            except PresetError as error:
-                errors.append(error)
-            else:
-                presets[preset.name] = preset
+        _load_folder(folder, builtin, presets, errors)
     return Catalog(presets, tuple(errors))
 
 
-def find_preset(name: str) -> Preset:
-    """The preset called `name`, reading only its own file when it is named `NAME.yaml` (the fast path of the
-    CLI); otherwise the whole catalog. A user preset shadows a built-in one of the same name."""
-    for folder, builtin in ((user_dir(), False), (builtin_dir(), True)):
-        path = folder / f"{name}.yaml"
-        if path.is_file():
+def _load_folder(folder: Path, builtin: bool, presets: dict[str, Preset], errors: list[PresetError]) -> None:
+    """Every preset file in `folder` into `presets`; a file (or the folder) that cannot be read into `errors`."""
+    try:
+        paths = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+    except (OSError, ValueError) as error:
+        errors.append(PresetError(folder, None, f"presets folder {os_problem(error)}"))
+        return
+    for path in paths:
+        try:
             preset = load_preset(path, builtin=builtin)
-            if preset.name == name:
-                return preset
+        except PresetError as error:
+            errors.append(error)
+        else:
+            presets[preset.name] = preset
+
+
+def find_preset(name: str) -> Preset:
+    """The preset called `name`, exactly as `load_catalog().get(name)` finds it (a user preset shadows a
+    built-in one of the same name, whatever its file is called), reading no other built-in file when the
+    built-in one is named `NAME.yaml` (the CLI's fast path)."""
+    if not name.strip():
+        raise UnknownPresetError(name, load_catalog().presets)
+    user: dict[str, Preset] = {}
+    _load_folder(user_dir(), False, user, [])
+    if name in user:
+        return user[name]
+    path = builtin_dir() / f"{name}.yaml"
+    if "/" not in name and "\x00" not in name and probe(path, Path.is_file):
+        preset = load_preset(path, builtin=True)
+        if preset.name == name:
+            return preset
     return load_catalog().get(name)
 
 
@@ -159,7 +176,15 @@ def load_preset(path: Path, *, builtin: bool = False) -> Preset:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise PresetError(path, None, "must be a mapping with name, config and expected_total")
-    name = _text(path, data, "name", default=path.stem)
+    unknown_keys = [key for key in data if key not in PRESET_KEYS]
+    if unknown_keys:
+        if any(key in data for key in HF_CONFIG_HINTS):
+            raise PresetError(path, None, "is a Hugging Face config.json, not a preset: open it with --config")
+        raise PresetError(path, unknown_keys[0], f"unknown key; a preset has: {', '.join(PRESET_KEYS)}")
+    try:  # a name is what --preset takes and what the file is saved as: a plain identifier, never markup
+        name = check_preset_name(_text(path, data, "name", default=path.stem))
+    except ValueError as problem:
+        raise PresetError(path, "name", str(problem)) from None
     config_data = data.get("config", {})
     if not isinstance(config_data, dict):
         raise PresetError(path, "config", "must be a mapping of HF config keys")
@@ -200,16 +225,11 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
 
 
 def read_yaml(path: Path) -> Any:
-    """`yaml.safe_load` of a file of bounded size; every failure becomes a `PresetError` naming the file."""
+    """A preset file through the bounded reader and safe YAML; every failure is a `PresetError` naming the file."""
     try:
-        text = read_text_bounded(path, MAX_PRESET_BYTES, "a preset file")
-    except ValueError as problem:
+        return parse_yaml(read_text(path, MAX_PRESET_BYTES, "a preset file"))
+    except ReadError as problem:
         raise PresetError(path, None, str(problem)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        reason = " ".join(str(error).split())
-        raise PresetError(path, None, f"is not valid YAML for a preset (safe YAML only): {reason}") from None
 
 
 def _text(path: Path, data: dict[str, Any], key: str, default: str) -> str:

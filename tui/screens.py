@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from rich.table import Table
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,7 +18,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 from .core import BertConfig, ParamTree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .formats import audit_text, to_csv, to_json, to_markdown
-from .io.files import check_writable_target, write_atomic
+from .io.files import ReadError, check_writable_target, probe, user_path, write_atomic
+from .plain import plain
 from .io.safetensors import Checkpoint
 from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
 from .sources import LOAD_ERRORS, Source, open_path
@@ -84,13 +86,13 @@ class AuditScreen(Dialog[None]):
     def compose(self) -> ComposeResult:
         first = self._claims[0] if self._claims else ("", "model", "")
         with Vertical(id="audit-box", classes="dialog"):
-            yield Label(f"Audit a claimed count for {self._source_title} ({self._config.hf_class})", classes="dialog-title")
+            yield Label(plain(f"Audit a claimed count for {self._source_title} ({self._config.hf_class})"), classes="dialog-title")
             with Horizontal(id="audit-inputs"):
                 yield Input(first[0], placeholder="186,828,288 or 110M", id="claim", compact=True)
                 yield Select([(scope, scope) for scope in SCOPES], value=first[1], allow_blank=False, id="scope", compact=True)
             if self._claims:
                 published = "; ".join(f"{value} ({scope}): {source}" for value, scope, source in self._claims)
-                yield Static(f"published: {published}", id="claims", classes="dim")
+                yield Static(plain(f"published: {published}"), id="claims", classes="dim")
             with VerticalScroll(id="audit-result"):
                 yield Static("", id="explanations")
             yield Static("Escape closes; the claim is explained at every keystroke.", classes="dim")
@@ -110,10 +112,10 @@ class AuditScreen(Dialog[None]):
         try:
             claim = parse_claim(text)
         except ClaimError as error:
-            out.update(f"⚠ {error}")
+            out.update(plain(f"⚠ {error}"))
             return
         result = audit(claim, self._config, str(scope))
-        out.update(audit_text(result, self._config, self._source_title))
+        out.update(Text(audit_text(result, self._config, self._source_title)))
 
 
 class ConfirmScreen(Dialog[bool]):
@@ -128,7 +130,7 @@ class ConfirmScreen(Dialog[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box", classes="dialog"):
-            yield Static(self._question)
+            yield Static(plain(self._question))
             with Horizontal(id="confirm-buttons"):
                 yield Button("No", id="no", variant="primary")
                 yield Button("Yes, overwrite", id="yes", variant="error")
@@ -173,11 +175,11 @@ class ExportScreen(Dialog[Path | None]):
         try:
             path = check_writable_target(event.value)
         except ValueError as problem:
-            error.update(f"⚠ {problem}")
+            error.update(plain(f"⚠ {problem}"))
             return
         kind = EXPORTERS.get(path.suffix.lower())
         if kind is None:
-            error.update(f"⚠ {path.name}: end the name with .json, .csv or .md")
+            error.update(plain(f"⚠ {path.name}: end the name with .json, .csv or .md"))
             return
         if path.exists():
             self.app.push_screen(ConfirmScreen(f"{path} exists. Overwrite it?"), lambda yes: self._write(path, kind) if yes else None)
@@ -188,7 +190,7 @@ class ExportScreen(Dialog[Path | None]):
         try:
             write_atomic(path, render_export(self._model, self._source_title, kind))
         except OSError as problem:
-            self.query_one("#export-error", Static).update(f"⚠ {path}: {problem.strerror or problem}")
+            self.query_one("#export-error", Static).update(plain(f"⚠ {path}: {problem.strerror or problem}"))
             return
         self.dismiss(path)
 
@@ -211,11 +213,10 @@ class OpenScreen(Dialog[Opened | None]):
 
     @on(Input.Submitted, "#open-path")
     def _submitted(self, event: Input.Submitted) -> None:
-        path = Path(event.value.strip()).expanduser()
         try:
-            self.dismiss(open_path(path))
-        except LOAD_ERRORS as error:
-            self.query_one("#open-error", Static).update(f"⚠ {error}")
+            self.dismiss(open_path(user_path(event.value)))
+        except (*LOAD_ERRORS, ReadError) as error:
+            self.query_one("#open-error", Static).update(plain(f"⚠ {error}"))
 
 
 class SavePresetScreen(Dialog[str | None]):
@@ -233,7 +234,7 @@ class SavePresetScreen(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="save-box", classes="dialog"):
-            yield Label(f"Save as a user preset (in {user_dir()})", classes="dialog-title")
+            yield Label(plain(f"Save as a user preset (in {user_dir()})"), classes="dialog-title")
             yield Input(self._suggestion, id="preset-name", compact=True)
             yield Static("", id="save-error", classes="error")
             yield Static("Enter saves; Escape cancels. Letters, digits, '.', '_' and '-'.", classes="dim")
@@ -243,11 +244,12 @@ class SavePresetScreen(Dialog[str | None]):
         try:
             name = check_preset_name(event.value)
         except ValueError as problem:
-            self.query_one("#save-error", Static).update(f"⚠ {problem}")
+            self.query_one("#save-error", Static).update(plain(f"⚠ {problem}"))
             return
         path = user_preset_path(name)
-        if path.exists() or name in self._builtin:
-            what = f"{path} exists. Overwrite it?" if path.exists() else f"{name} is a built-in preset. Shadow it with yours?"
+        exists = probe(path, Path.exists)
+        if exists or name in self._builtin:
+            what = f"{path} exists. Overwrite it?" if exists else f"{name} is a built-in preset. Shadow it with yours?"
             self.app.push_screen(ConfirmScreen(what), lambda yes: self._save(name) if yes else None)
         else:
             self._save(name)
@@ -256,6 +258,6 @@ class SavePresetScreen(Dialog[str | None]):
         try:
             save_user_preset(name, self._config, name)
         except OSError as problem:
-            self.query_one("#save-error", Static).update(f"⚠ {problem.strerror or problem}")
+            self.query_one("#save-error", Static).update(plain(f"⚠ {problem.strerror or problem}"))
             return
         self.dismiss(name)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .core import BertConfig, ConfigError, build_tree
+from .io.files import probe
 from .io.hf_config import SourceError, load_hf_config
 from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
@@ -42,7 +43,7 @@ def load_source(source: str | Path, kind: str = "either") -> Source:
     """A preset by name ('name'), a preset file ('file'), a config.json / folder / preset YAML ('config'),
     or ('either') whichever of these `source` names: an existing path, else a preset name."""
     path = Path(source)
-    if kind == "config" or (kind == "either" and path.exists()):
+    if kind == "config" or (kind == "either" and probe(path, Path.exists)):
         if path.suffix not in (".yaml", ".yml"):
             hf = load_hf_config(path)
             return Source(str(path), hf.config, hf.notes)
@@ -56,8 +57,8 @@ def source_beside(checkpoint: Path) -> Source:
     from .core.compare import infer_config
     from .io.safetensors import load_checkpoint
 
-    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
-    if (folder / "config.json").is_file():
+    folder = checkpoint if probe(checkpoint, Path.is_dir) else checkpoint.parent
+    if probe(folder / "config.json", Path.exists):
         return load_source(folder / "config.json", "config")
     stored = load_checkpoint(checkpoint)
     try:
@@ -79,8 +80,8 @@ def check_checkpoint(path: Path, config: BertConfig) -> CheckpointReport:
 
 def is_checkpoint(path: Path) -> bool:
     """Whether `path` names weights (a .safetensors file, an index, or a folder holding weights)."""
-    if path.is_dir():
-        return (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file()
+    if probe(path, Path.is_dir):
+        return probe(path / "model.safetensors", Path.exists) or probe(path / "model.safetensors.index.json", Path.exists)
     return path.suffix == ".safetensors" or path.name.endswith(".safetensors.index.json")
 
 

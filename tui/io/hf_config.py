@@ -7,12 +7,11 @@ naming the file and the key.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import read_text_bounded
+from .files import ReadError, os_problem, parse_json, read_bytes
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -51,24 +50,23 @@ class HFConfig:
 
 def config_path(path: Path) -> Path:
     """`path` itself, or `path/config.json` for a model folder."""
-    if path.is_dir():
-        inner = path / "config.json"
-        if not inner.is_file():
-            raise SourceError(path, None, "is a folder without config.json")
-        return inner
+    try:
+        if path.is_dir():
+            inner = path / "config.json"
+            if not inner.exists():
+                raise SourceError(path, None, "is a folder without config.json")
+            return inner
+    except (OSError, ValueError) as error:
+        raise SourceError(path, None, os_problem(error)) from None
     return path
 
 
 def read_json(path: Path, limit: int = MAX_CONFIG_BYTES) -> Any:
-    """A bounded-size JSON file; every failure names the file."""
+    """A JSON file through the bounded reader; every failure names the file."""
     try:
-        text = read_text_bounded(path, limit, "a config")
-    except ValueError as problem:
+        return parse_json(read_bytes(path, limit, "a config"))
+    except ReadError as problem:
         raise SourceError(path, None, str(problem)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise SourceError(path, None, f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
 
 
 def load_hf_config(path: Path) -> HFConfig:

@@ -18,6 +18,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
 from ..core.units import short_count
+from ..plain import plain
 
 FIELD_LABELS = {
     "vocab_size": "vocab",
@@ -104,7 +105,7 @@ class ConfigForm(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Label("preset", classes="field-label")
-        yield Select([(name, name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
+        yield Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
         for field in INPUT_FIELDS:
             with Horizontal(classes="field", id=f"row-{field}"):
                 yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
@@ -143,7 +144,7 @@ class ConfigForm(VerticalScroll):
         if name not in self._preset_names:
             self._preset_names.append(name)
             with self.prevent(Select.Changed):
-                self.query_one("#preset", Select).set_options([(n, n) for n in self._preset_names])
+                self.query_one("#preset", Select).set_options([(plain(n), n) for n in self._preset_names])
 
     def select_preset(self, name: str) -> None:
         """Show `name` in the selector without reloading the fields (they hold that preset already)."""

@@ -1,0 +1,33 @@
+"""The one way out for untrusted text: paths, preset names and titles, tensor names, claims, error messages.
+
+Anything that came from a file, a path or the user is passed through `printable` before it reaches a
+terminal (escape sequences and newlines could recolour it, write to the clipboard or forge a line), and
+through `plain` before it reaches Rich or Textual, which would otherwise read `[b]` or `[/]` as markup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every non-printable character (controls, escapes, newlines, bidi overrides) written as
+    `\\xNN` / `\\uNNNN`, so that it stays one visible line whatever it holds."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def plain(text: str, style: str = "") -> Text:
+    """A Rich `Text` of `text` made printable: shown as written, never parsed as markup."""
+    from rich.text import Text
+
+    return Text(printable(text), style=style)
