@@ -203,7 +203,7 @@ def resolve(args: argparse.Namespace) -> Selection:
         elif checkpoint_path is not None:
             source = source_beside(checkpoint_path)
         else:
-            source = load_source(args.preset or DEFAULT_PRESET, "name")
+            source = load_source(DEFAULT_PRESET if args.preset is None else args.preset, "name")
         selection = apply_overrides(args, source)
         if checkpoint_path is None:
             return selection

@@ -182,7 +182,8 @@ def parse_int(field: str, value: object) -> int:
         _bad(field, value, "must be a whole number")
     if isinstance(value, str):
         text = value.strip()
-        if not text.lstrip("+-").replace("_", "").isdigit() or len(text) > 40:
+        digits = text.lstrip("+-").replace("_", "")
+        if not (digits.isascii() and digits.isdigit()) or len(text) > 40:  # '²' is a digit int() refuses
             _bad(field, value, "must be a whole number")
         value = int(text)
     assert isinstance(value, int)
