@@ -32,7 +32,7 @@ class Scenario:
         return make_app(catalog, catalog.get(self.preset).config, title=self.preset, preset=self.preset)
 
     def run_before(self) -> Callable[[Pilot[Any]], Awaitable[None]]:
-        """Stop the cursor blinking, press the keys, drop the toasts, let the screen settle.
+        """Stop the cursor blinking, press the keys, drop the toasts, let animations end and the screen settle.
 
         Toasts time out after a few seconds: whether one is still on screen depends on how fast the keys
         went through (a loaded CI machine is slower), so they are cleared to keep the pictures deterministic.
@@ -44,6 +44,7 @@ class Scenario:
             if self.keys:
                 await pilot.press(*self.keys)
             pilot.app.clear_notifications()
+            await pilot.wait_for_scheduled_animations()  # the tabs' underline slides in: a loaded machine caught it mid-way
             await pilot.pause()
 
         return run_before

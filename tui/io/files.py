@@ -178,13 +178,13 @@ def _bounded_loader() -> type:
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", event.start_mark)
             self._depth += 1
             try:
                 if self._depth > MAX_DEPTH:
                     raise yaml.composer.ComposerError(None, None, f"nests deeper than {MAX_DEPTH} levels",
-                                                      self.peek_event().start_mark)
+                                                      self.peek_event().start_mark)  # type: ignore[no-untyped-call]
                 return super().compose_node(parent, index)
             finally:
                 self._depth -= 1

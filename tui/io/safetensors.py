@@ -90,7 +90,7 @@ def header_length(head: bytes, file_size: int, where: str | Path) -> int:
     """The header length a file's first 8 bytes declare, refused when it cannot fit the file."""
     if len(head) < 8:
         raise SourceError(where, None, f"is {file_size} bytes: too short for a safetensors file")
-    (length,) = struct.unpack("<Q", head[:8])
+    length: int = struct.unpack("<Q", head[:8])[0]
     if length > MAX_HEADER_BYTES or length > file_size - 8:
         raise SourceError(where, None, f"header claims {length:,} bytes but the file has {file_size - 8:,} after "
                           f"its length field (limit {MAX_HEADER_BYTES:,}): not a safetensors file, or truncated")
