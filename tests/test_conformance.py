@@ -43,12 +43,16 @@ def test_totals_class_and_ties_match_transformers(case: dict[str, Any]) -> None:
 def test_fixtures_cover_every_preset_and_head() -> None:
     ids = {case["id"] for case in CASES}
     heads = {"none", "none-no-pooler", "mlm", "pretraining", "sequence-classification", "token-classification",
-             "question-answering", "multiple-choice", "next-sentence"}
+             "question-answering", "multiple-choice", "next-sentence", "causal-lm"}
     for name, preset in load_catalog().presets.items():
         expected = heads if preset.config.model_type == "bert" else heads - {"pretraining", "next-sentence"}
         assert {f"{name}/{head}" for head in expected} <= ids, name
     assert sum(case["id"].startswith("random-") for case in CASES) >= 80
     assert {case["config"]["model_type"] for case in CASES} == {"bert", "roberta", "xlm-roberta", "camembert"}
+    untied = {(case["config"]["model_type"], case["config"]["head"]) for case in CASES
+              if case["config"].get("tie_word_embeddings") is False}
+    assert untied == {(m, h) for m in ("bert", "roberta", "xlm-roberta", "camembert") for h in ("mlm", "causal-lm")} | {
+        ("bert", "pretraining")}
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))

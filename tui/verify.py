@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core import BertConfig, build_tree
+from .core import MODEL_TYPES, BertConfig, build_tree
 
 INSTALL_HINT = "needs the verify extra (torch, transformers): pip install 'bert-tui[verify]'"
 
@@ -47,8 +47,9 @@ def hf_parameters(config: BertConfig) -> tuple[str, list[tuple[str, tuple[int, .
         import transformers
     except ImportError as error:
         raise ExtraMissing(f"{INSTALL_HINT} ({error})") from None
-    family = config.hf_class.split("Model")[0].split("For")[0]  # Bert, Roberta, XLMRoberta, Camembert
-    hf_config = getattr(transformers, f"{family}Config")(**config.sizes(), num_labels=config.num_labels)
+    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, XLMRoberta, Camembert
+    hf_config = getattr(transformers, f"{family}Config")(**config.sizes(), num_labels=config.num_labels,
+                                                          tie_word_embeddings=config.tie_word_embeddings)
     cls = getattr(transformers, config.hf_class)
     with torch.device("meta"):
         model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import combinations
 
-from .config import BertConfig
+from .config import LM_HEADS, BertConfig
 
 SCOPES = ("model", "layer")
 
@@ -152,10 +152,10 @@ def hand_count(config: BertConfig, conventions: Iterable[str] = (), scope: str =
 
 def _head(c: BertConfig, on: set[str], b: int, ln: int) -> int:
     h, v, n = c.hidden_size, c.vocab_size, c.num_labels
-    mlm = c.head in ("mlm", "pretraining") or "pretraining-heads" in on
+    mlm = c.head in LM_HEADS or "pretraining-heads" in on
     nsp = c.head in ("pretraining", "next-sentence") or "pretraining-heads" in on
     count = (h * h + b * h + ln * 2 * h + b * v) if mlm else 0  # transform, its LayerNorm, the output bias
-    count += (v * h + b * v) if mlm and "tied-twice" in on else 0
+    count += (v * h + b * v) if mlm and ("tied-twice" in on or not c.tie_word_embeddings) else 0
     count += (2 * h + b * 2) if nsp else 0
     if c.head == "sequence-classification" and c.model_type != "bert":
         count += h * h + b * h  # RoBERTa's classifier has a dense layer before out_proj
@@ -190,8 +190,8 @@ def _coherent(combo: tuple[str, ...], config: BertConfig) -> bool:
         return False
     if "no-biases" in on and "qkv-bias-per-head" in on:
         return False
-    has_mlm = config.head in ("mlm", "pretraining") or "pretraining-heads" in on
-    return "tied-twice" not in on or has_mlm
+    has_mlm = config.head in LM_HEADS or "pretraining-heads" in on
+    return "tied-twice" not in on or (has_mlm and config.tie_word_embeddings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,12 +65,16 @@ MODEL_TYPES: dict[str, tuple[str, str]] = {
     "camembert": ("Camembert", "roberta"),
 }
 BERT_ONLY_HEADS = ("pretraining", "next-sentence")  # RoBERTa-style models have no NSP head
+LM_HEADS = ("mlm", "pretraining", "causal-lm")  # the heads with a vocabulary decoder (tied unless untied)
+# RoBERTa-style class names that are not BERT's with the prefix swapped.
+OWN_CLASS_NAMES = {"causal-lm": "ForCausalLM"}
 
 HEADS: dict[str, HeadSpec] = {
     spec.name: spec
     for spec in (
         HeadSpec("none", "BertModel", None, False),
         HeadSpec("mlm", "BertForMaskedLM", False, False),
+        HeadSpec("causal-lm", "BertLMHeadModel", False, False),
         HeadSpec("pretraining", "BertForPreTraining", True, False),
         HeadSpec("sequence-classification", "BertForSequenceClassification", True, True),
         HeadSpec("token-classification", "BertForTokenClassification", False, True),
@@ -96,6 +100,7 @@ class BertConfig:
     pooler: bool = True
     num_labels: int = 2
     model_type: str = "bert"
+    tie_word_embeddings: bool = True  # HF's key: False gives the LM decoder a weight and bias of its own
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
@@ -112,8 +117,9 @@ class BertConfig:
         if self.model_type != "bert" and self.head in BERT_ONLY_HEADS:
             rule = f"{self.model_type} has no {self.head} class (no NSP head); only bert has"
             raise ConfigError("head", self.head, rule)
-        if not isinstance(self.pooler, bool):
-            raise ConfigError("pooler", self.pooler, "must be true or false")
+        for flag in ("pooler", "tie_word_embeddings"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, getattr(self, flag), "must be true or false")
         if not self.pooler and self.fixed_pooler:
             rule = f"{self.hf_class} always builds the pooler; the pooler can be dropped only with head 'none'"
             raise ConfigError("pooler", self.pooler, rule)
@@ -125,7 +131,10 @@ class BertConfig:
     @property
     def hf_class(self) -> str:
         """The transformers class counted: BertForMaskedLM, RobertaModel, XLMRobertaForTokenClassification..."""
-        return HEADS[self.head].hf_class.replace("Bert", MODEL_TYPES[self.model_type][0], 1)
+        prefix = MODEL_TYPES[self.model_type][0]
+        if self.model_type != "bert" and self.head in OWN_CLASS_NAMES:
+            return prefix + OWN_CLASS_NAMES[self.head]
+        return HEADS[self.head].hf_class.replace("Bert", prefix, 1)
 
     @property
     def body(self) -> str:
@@ -169,7 +178,7 @@ class BertConfig:
                 continue
             if key in ("head", "model_type"):
                 changes[key] = str(value) if isinstance(value, str) else _bad(key, value, f"must be a {key} name")
-            elif key == "pooler":
+            elif key in ("pooler", "tie_word_embeddings"):
                 changes[key] = value if isinstance(value, bool) else _bad(key, value, "must be true or false")
             else:
                 changes[key] = parse_int(key, value)

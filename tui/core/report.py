@@ -12,7 +12,8 @@ from .tree import ParamTree
 def config_dict(config: BertConfig) -> dict[str, Any]:
     """HF's keys plus head, pooler (as built) and num_labels."""
     data: dict[str, Any] = {name: getattr(config, name) for name in SIZE_FIELDS}
-    data.update(head=config.head, pooler=config.has_pooler, num_labels=config.num_labels, model_type=config.model_type)
+    data.update(head=config.head, pooler=config.has_pooler, num_labels=config.num_labels, model_type=config.model_type,
+                tie_word_embeddings=config.tie_word_embeddings)
     return data
 
 

@@ -35,9 +35,12 @@ def closed_form(config: BertConfig) -> list[Term]:
     if c.has_pooler:
         terms.append(Term("pooler", "H² + H", h * h + h))
     mlm = Term("head", "H² + 3H + V", h * h + 3 * h + v)  # transform dense + LayerNorm + output bias (decoder tied)
+    if not c.tie_word_embeddings:  # the decoder's own weight and bias
+        mlm = Term("head", "H² + 3H + V + V·H + V", mlm.value + v * h + v)
     head_terms = {
         "mlm": mlm,
-        "pretraining": Term("head", "H² + 3H + V + 2H + 2", mlm.value + 2 * h + 2),
+        "causal-lm": mlm,
+        "pretraining": Term("head", f"{mlm.symbols} + 2H + 2", mlm.value + 2 * h + 2),
         "next-sentence": Term("head", "2H + 2", 2 * h + 2),
         "multiple-choice": Term("head", "H + 1", h + 1),
         "sequence-classification": Term("head", "N·H + N", n * h + n) if c.model_type == "bert"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
 
-from .config import BertConfig
+from .config import LM_HEADS, BertConfig
 
 Kind = Literal["weight", "bias", "embedding", "norm"]
 GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")
@@ -228,6 +228,8 @@ class _Builder:
         self.values = config.symbol_values()
         # XLM-RoBERTa and CamemBERT register their head before the body (their generated classes do).
         self._head_first = config.model_type in ("xlm-roberta", "camembert")
+        # The LM decoder shares the word embeddings (weight) and the head's own bias unless the config unties them.
+        self._tied_decoder = config.head in LM_HEADS and config.tie_word_embeddings
 
     def root(self) -> Module:
         config = self.config
@@ -261,7 +263,7 @@ class _Builder:
             return self.module(f"{name}.{attr}", self.param(f"{name}.{attr}.weight", (rows, "H"), "embedding"))
 
         word, position, token_type = table("word_embeddings", "V"), table("position_embeddings", "P"), table("token_type_embeddings", "T")
-        if self._head_first and self.config.head == "mlm":  # lm_head.decoder is registered first: it owns the tensor
+        if self._head_first and self._tied_decoder:  # lm_head.decoder is registered first: it owns the tensor
             word = self.module(f"{name}.word_embeddings", self.param(f"{name}.word_embeddings.weight", ("V", "H"),
                                                                       "embedding", tied_to="lm_head.decoder.weight"))
         if self.config.model_type == "bert":
@@ -289,7 +291,7 @@ class _Builder:
         """The modules a head class adds after `bert`, in registration order."""
         if head == "none":
             return []
-        if head in ("mlm", "pretraining"):
+        if head in LM_HEADS:
             cls = [self.lm_predictions("cls.predictions")]
             if head == "pretraining":
                 cls.append(self.linear("cls.seq_relationship", "2", "H"))
@@ -304,14 +306,9 @@ class _Builder:
         """The head modules of the RoBERTa-style classes (no NSP; a two-layer classifier)."""
         if head == "none":
             return []
-        if head == "mlm":
+        if head in LM_HEADS:
             name = "lm_head"
-            decoder = self.module(
-                f"{name}.decoder",
-                self.param(f"{name}.decoder.weight", ("V", "H"), "weight",
-                           tied_to=None if self._head_first else "roberta.embeddings.word_embeddings.weight"),
-                self.param(f"{name}.decoder.bias", ("V",), "bias", tied_to=f"{name}.bias"),
-            )
+            decoder = self.decoder(f"{name}.decoder", "roberta.embeddings.word_embeddings.weight", f"{name}.bias")
             return [self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.linear(f"{name}.dense", "H", "H"),
                                 self.layer_norm(f"{name}.layer_norm"), decoder)]
         if head == "sequence-classification":
@@ -321,9 +318,13 @@ class _Builder:
     def lm_predictions(self, name: str) -> Module:
         """BertLMPredictionHead: its own `bias` (registered first), the transform, and the decoder tied to both."""
         transform = (self.linear(f"{name}.transform.dense", "H", "H"), self.layer_norm(f"{name}.transform.LayerNorm"))
-        decoder = self.module(
-            f"{name}.decoder",
-            self.param(f"{name}.decoder.weight", ("V", "H"), "weight", tied_to="bert.embeddings.word_embeddings.weight"),
-            self.param(f"{name}.decoder.bias", ("V",), "bias", tied_to=f"{name}.bias"),
-        )
+        decoder = self.decoder(f"{name}.decoder", "bert.embeddings.word_embeddings.weight", f"{name}.bias")
         return self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.module(f"{name}.transform", *transform), decoder)
+
+    def decoder(self, name: str, embeddings: str, bias: str) -> Module:
+        """The LM decoder: tied to the word embeddings and the head's bias, or (tie_word_embeddings false) a
+        weight and bias of its own. Where the head is registered first, the decoder owns the shared weight."""
+        tied = self._tied_decoder
+        weight_tie = embeddings if tied and not self._head_first else None
+        return self.module(name, self.param(f"{name}.weight", ("V", "H"), "weight", tied_to=weight_tie),
+                           self.param(f"{name}.bias", ("V",), "bias", tied_to=bias if tied else None))

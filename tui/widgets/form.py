@@ -98,6 +98,7 @@ class ConfigForm(VerticalScroll):
 
     def __init__(self, presets: Iterable[str], *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self._base = BertConfig()  # the config last loaded: what the form has no field for comes from it
         self._preset_names = list(presets)
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
         self._error_field: str | None = None  # the field whose message is shown
@@ -129,6 +130,7 @@ class ConfigForm(VerticalScroll):
 
     def load(self, config: BertConfig, preset: str | None) -> None:
         """Fill every field from `config` (a preset was chosen), then report the result once."""
+        self._base = config
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for field in INPUT_FIELDS:
                 self.query_one(f"#{field}", Input).value = str(getattr(config, field))
@@ -215,7 +217,7 @@ class ConfigForm(VerticalScroll):
         values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
         model_type = self.query_one("#model_type", Select).value
         values["model_type"] = model_type if isinstance(model_type, str) else "bert"
-        return BertConfig.from_mapping(values)
+        return BertConfig.from_mapping(values, base=self._base)  # keys the form has no field for stay as loaded
 
     def refresh_state(self, edited: bool = True) -> None:
         """Validate, show or clear the inline message, and tell the app."""
@@ -245,7 +247,7 @@ class ConfigForm(VerticalScroll):
         if error is None or target is None:
             return
         line = self._error_line(target)
-        line.update(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}")
+        line.update(plain(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}"))
         line.display = True
         if target in INPUT_FIELDS:
             self.query_one(f"#{target}", Input).add_class("-invalid")
