@@ -32,7 +32,7 @@ def test_json_contract_for_bert_base(capsys: pytest.CaptureFixture[str]) -> None
     assert data["config"] == {
         "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2,
-        "head": "none", "pooler": True, "num_labels": 2, "model_type": "bert",
+        "head": "none", "pooler": True, "num_labels": 2, "model_type": "bert", "tie_word_embeddings": True,
     }
     hf_params = next(c["params"] for c in load_hf_cases() if c["id"] == "bert-base-uncased/none")
     assert len(data["parameters"]) == 199
