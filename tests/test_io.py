@@ -153,7 +153,7 @@ def test_bad_config_json_names_file_and_key(tmp_path: Path, text: str, key: str 
     assert result.returncode == 2 and str(path) in result.stderr and "Traceback" not in result.stderr
 
 
-def test_config_json_defaults_labels_and_unknown_architectures(tmp_path: Path) -> None:
+def test_config_json_defaults_labels_and_unknown_architectures_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"num_hidden_layers": 6, "architectures": ["BertForSequenceClassification"],
                                 "id2label": {"0": "a", "1": "b", "2": "c"}, "some_new_key": [1]}), encoding="utf-8")
@@ -161,7 +161,8 @@ def test_config_json_defaults_labels_and_unknown_architectures(tmp_path: Path) -
     assert (hf.config.head, hf.config.num_labels, hf.config.hidden_size) == ("sequence-classification", 3, 768)
     assert any("vocab_size not in the file" in note for note in hf.notes)
     path.write_text(json.dumps({"architectures": ["SomethingElse"]}), encoding="utf-8")
-    assert load_hf_config(path).config.head == "none"
+    with pytest.raises(SourceError, match="'?SomethingElse'? is not a class bert-tui counts; it counts BertForMaskedLM"):
+        load_hf_config(path)
 
 
 def test_folder_without_config_or_weights(tmp_path: Path) -> None:
@@ -206,3 +207,50 @@ def _walk(node):  # type: ignore[no-untyped-def]
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("add_cross_attention", True, "adds a cross-attention block to every layer"),
+        ("position_embedding_type", "relative_key", "the count depends on the version"),
+        ("pruned_heads", {"0": [1]}, "removes the pruned heads' rows"),
+        ("torchscript", True, "clones tied weights"),
+        ("quantization_config", {"load_in_4bit": True}, "quantized model"),
+        ("auto_map", {"AutoModel": "x.Y"}, "its own modeling code"),
+    ],
+)
+def test_keys_that_change_parameters_uncounted_are_refused_by_name(tmp_path: Path, key: str, value: object,
+                                                                    fragment: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({key: value}), encoding="utf-8")
+    with pytest.raises(SourceError, match=fragment) as caught:
+        load_hf_config(path)
+    assert caught.value.key == key
+    result = cli("count", "--config", str(path))
+    assert result.returncode == 2 and f"{key}: " in result.stderr and "is not counted" in result.stderr
+
+
+@pytest.mark.parametrize(("key", "value"), [("add_cross_attention", False), ("position_embedding_type", "absolute"),
+                                            ("position_embedding_type", None), ("pruned_heads", {}),
+                                            ("torchscript", False), ("hidden_dropout_prob", 0.3),
+                                            ("layer_norm_eps", 1e-5), ("is_decoder", True), ("hidden_act", "relu")])
+def test_keys_at_their_counted_value_or_without_effect_are_silent(tmp_path: Path, key: str, value: object) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text()),
+                                key: value}), encoding="utf-8")
+    hf = load_hf_config(path)
+    assert build_tree(hf.config).total == 109_514_298 and hf.notes == ()
+
+
+@pytest.mark.parametrize(("architecture", "case"), [("BertLMHeadModel", "keys/bert/causal-lm/untied/base"),
+                                                    ("BertForMaskedLM", "keys/bert/mlm/untied/base"),
+                                                    ("RobertaForCausalLM", "keys/roberta/causal-lm/untied/base")])
+def test_untied_word_embeddings_and_causal_lm_classes_from_a_config(tmp_path: Path, architecture: str, case: str) -> None:
+    model_type = "roberta" if architecture.startswith("Roberta") else "bert"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": [architecture], "model_type": model_type, "vocab_size": 30522,
+                                "tie_word_embeddings": False, "max_position_embeddings": 512, "type_vocab_size": 2}),
+                    encoding="utf-8")
+    config = load_hf_config(path).config
+    assert config.hf_class == architecture and build_tree(config).total == hf_total(case)

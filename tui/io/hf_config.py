@@ -1,8 +1,10 @@
 """Hugging Face `config.json` files (and model folders holding one), read into a `BertConfig`.
 
-Unknown keys are ignored; missing keys take HF's `BertConfig` defaults; `architectures` picks the head class
-where it names one; `num_labels` comes from `id2label` as HF derives it. Every problem is a `SourceError`
-naming the file and the key.
+Every key that changes which parameters transformers builds, or their shapes, is either honoured (`HONOURED`)
+or refused by name with the reason (`REFUSED`); keys that change no parameter (dropouts, activations,
+`layer_norm_eps`, token ids, ...) are ignored. Missing keys take the config class's defaults (each named in a
+note); `architectures` picks the class, and one bert-tui does not count is refused; `num_labels` comes from
+`id2label` as HF derives it. Every problem is a `SourceError` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import ReadError, os_problem, parse_json, read_bytes
+from ..plain import printable
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -26,6 +29,39 @@ ARCHITECTURES = {
 
 # Where a model type's config class defaults differ from BertConfig's (RobertaConfig sets these).
 HF_DEFAULTS: dict[str, dict[str, int]] = {"roberta": {"vocab_size": 50265}}
+
+# The keys of BertConfig, RobertaConfig, XLMRobertaConfig, CamembertConfig and PretrainedConfig that change the
+# parameters, read from transformers 5.24 (configuration_*.py, modeling_*.py, modeling_utils.py) and 4.x.
+# Each is counted exactly (fixtures and live tests against transformers cover each one), or refused.
+HONOURED: dict[str, str] = {
+    "vocab_size": "V: rows of the word embedding (and of an LM decoder and its bias)",
+    "hidden_size": "H: the width of every projection",
+    "num_hidden_layers": "L: encoder layers",
+    "num_attention_heads": "A: splits H (adds no parameter); H must be a multiple of it",
+    "intermediate_size": "I: the feed-forward width",
+    "max_position_embeddings": "P: rows of the position embedding",
+    "type_vocab_size": "T: rows of the token-type embedding",
+    "id2label": "N: its length is num_labels, as HF derives it",
+    "num_labels": "N: outputs of the classification and QA heads (when id2label is absent)",
+    "model_type": "the family: names (bert. / roberta.), order and heads",
+    "architectures": "the class counted (its first entry)",
+    "tie_word_embeddings": "false: the LM decoder's weight and bias are parameters of their own (V·H + V more)",
+}
+# key: (the value bert-tui counts, why another value is refused)
+REFUSED: dict[str, tuple[object, str]] = {
+    "add_cross_attention": (False, "adds a cross-attention block to every layer (the decoder of an "
+                                   "encoder-decoder model), which bert-tui does not count"),
+    "position_embedding_type": ("absolute", "relative positions add a distance_embedding to every layer in "
+                                            "transformers 4.x and nothing in 5.x: the count depends on the version"),
+    "pruned_heads": ({}, "transformers 4.x removes the pruned heads' rows when it builds the model, 5.x does not: "
+                         "the count depends on the version"),
+    "torchscript": (False, "transformers 4.x clones tied weights instead of sharing them under torchscript"),
+    "quantization_config": (None, "a quantized model stores packed tensors of other shapes; bert-tui counts the "
+                                  "unquantized model only"),
+    "auto_map": (None, "the repository brings its own modeling code (trust_remote_code), which bert-tui cannot count"),
+}
+# Values that mean the same as the counted one (HF writes position_embedding_type null in some configs).
+_SAME_AS_DEFAULT: dict[str, tuple[object, ...]] = {"position_embedding_type": (None,), "pruned_heads": (None,)}
 
 
 class SourceError(ValueError):
@@ -82,6 +118,9 @@ def load_hf_config(path: Path) -> HFConfig:
     for key in SIZE_FIELDS:
         if key in data:
             values[key] = _integer(path, key, data[key])
+    _refuse_unmodelled(path, data)
+    if "tie_word_embeddings" in data:
+        values["tie_word_embeddings"] = data["tie_word_embeddings"]
     for key, value in HF_DEFAULTS.get(model_type, {}).items():
         values.setdefault(key, value)
     notes = [f"{key} not in the file: HF's default {values.get(key, getattr(BertConfig(), key))}"
@@ -93,7 +132,7 @@ def load_hf_config(path: Path) -> HFConfig:
         values["num_labels"] = len(labels)
     elif "num_labels" in data:
         values["num_labels"] = _integer(path, "num_labels", data["num_labels"])
-    architecture = _architecture(path, data.get("architectures"), notes)
+    architecture = _architecture(path, data.get("architectures"))
     if architecture is not None:
         arch_type, values["head"] = ARCHITECTURES[architecture]
         if arch_type != model_type:
@@ -111,14 +150,22 @@ def _integer(path: Path, key: str, value: object) -> int:
     return value
 
 
-def _architecture(path: Path, value: object, notes: list[str]) -> str | None:
+def _refuse_unmodelled(path: Path, data: dict[str, Any]) -> None:
+    """Refuse the first key whose value changes the parameters in a way bert-tui does not count."""
+    for key, (counted, why) in REFUSED.items():
+        if key in data and data[key] != counted and data[key] not in _SAME_AS_DEFAULT.get(key, ()):
+            raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: {why}")
+
+
+def _architecture(path: Path, value: object) -> str | None:
+    """The class `architectures` names first; one that bert-tui does not count is refused by name."""
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise SourceError(path, "architectures", f"{value!r} must be a list of class names")
-    known: list[str] = [name for name in value if name in ARCHITECTURES]
-    if not known:
-        if value:
-            notes.append(f"architectures {value} names no class bert-tui counts: counted as BertModel")
+        raise SourceError(path, "architectures", f"{printable(repr(value))[:80]} must be a list of class names")
+    if not value:
         return None
-    return known[0]
+    if value[0] not in ARCHITECTURES:
+        raise SourceError(path, "architectures", f"{printable(value[0])[:80]} is not a class bert-tui counts; it "
+                          f"counts {', '.join(sorted(ARCHITECTURES))}")
+    return value[0]
