@@ -1,15 +1,62 @@
-"""Shared fixtures: an isolated user presets folder, at collection and for every test."""
+"""Shared fixtures: an isolated user presets folder and Hugging Face cache, a fake Hub on 127.0.0.1, and a guard
+that fails any test reaching for another network address."""
 
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-# Collection reads the catalog too (parametrized tests): it must not see the user's real presets either.
+from .fakehub import FakeHub, Server
+
+# Collection reads the catalog too (parametrized tests): it must not see the user's real presets either. No test
+# sees the user's Hugging Face cache or token, and the Hub's address is a loopback port where nothing listens:
+# a test that forgot the fake Hub fails at once, in this process and in every child it starts.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="bert-tui-tests-")
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="bert-tui-cache-")
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="bert-tui-hf-")
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
+    os.environ.pop(_name, None)
+
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+_blocked: list[str] = []
+_connect = socket.socket.connect
+_getaddrinfo = socket.getaddrinfo
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in LOOPBACK:
+        _blocked.append(f"connect {address}")
+        raise ConnectionRefusedError(f"tests may not reach {address}")
+    _connect(self, address)
+
+
+def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if host not in LOOPBACK and host is not None:
+        _blocked.append(f"resolve {host}")
+        raise socket.gaierror(f"tests may not resolve {host}")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+socket.getaddrinfo = _guarded_getaddrinfo
+
+
+@pytest.fixture(autouse=True)
+def no_network() -> Iterator[None]:
+    """Any attempt to reach beyond the loopback fails the test that made it."""
+    _blocked.clear()
+    yield
+    if _blocked:
+        pytest.fail(f"a test reached for the network: {_blocked}")
+
 
 @pytest.fixture(autouse=True)
 def isolated_user_presets(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -17,3 +64,28 @@ def isolated_user_presets(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     return home / "bert-tui" / "presets"
+
+
+@pytest.fixture
+def fake_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A fake Hub on a random loopback port, an empty Hugging Face cache and header cache, for this test only.
+
+    Children started by the test see it through the environment; this process's huggingface_hub (which reads
+    the environment once, at import) through its constants."""
+    hub = FakeHub()
+    server = Server(hub)
+    home = tmp_path_factory.mktemp("hf-home")
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    try:
+        import huggingface_hub.constants as constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    except ImportError:
+        pass
+    yield hub
+    server.stop()

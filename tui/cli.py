@@ -38,7 +38,16 @@ from .formats import (
 )
 from .plain import plain, printable
 from .presets import DEFAULT_PRESET, Catalog, load_catalog
-from .sources import LOAD_ERRORS, CheckpointReport, Source, check_checkpoint, load_source, source_beside
+from .sources import (
+    LOAD_ERRORS,
+    CheckpointReport,
+    Source,
+    check_checkpoint,
+    compare_checkpoint,
+    load_source,
+    open_model,
+    source_beside,
+)
 
 COMMANDS = ("count", "presets", "audit", "diff", "verify")
 EXIT_USAGE = 2
@@ -71,8 +80,17 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def _add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", nargs="?",
+                        help="a Hugging Face Hub model id (ORG/NAME), a local config.json, model folder or checkpoint "
+                        "(a path that exists wins over an id), or a preset name")
+
+
 def _add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
     group = parser.add_argument_group("source (default: --preset bert-base-uncased)")
+    group.add_argument("--revision", metavar="REV", help="with a Hub id: a branch, tag or commit (default: main)")
+    group.add_argument("--offline", action="store_true",
+                       help="with a Hub id: use only the Hugging Face cache, never the network (as HF_HUB_OFFLINE=1)")
     source = group.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME", help="a preset by name (see `bert-tui presets`)")
     source.add_argument("--preset-file", metavar="PATH", type=Path, help="a preset YAML file")
@@ -114,6 +132,7 @@ def build_parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bert-tui {__version__}")
+    _add_model(parser)
     _add_source(parser)
     _add_overrides(parser)
     return parser
@@ -123,8 +142,12 @@ def build_count_parser() -> _Parser:
     parser = _Parser(
         prog="bert-tui count",
         description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
-        epilog="example: bert-tui count --preset bert-base-uncased --head mlm --format json",
+        epilog="examples:\n  bert-tui count google-bert/bert-base-uncased\n"
+        "  bert-tui count --preset bert-base-uncased --head mlm --format json\n"
+        "  bert-tui count path/to/model --offline",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_model(parser)
     _add_source(parser)
     _add_overrides(parser)
     parser.add_argument("--format", choices=FORMATS, default="table",
@@ -143,6 +166,7 @@ def build_audit_parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("claim", metavar="CLAIMED", help="the published count: 186828288, 186,828,288, 110M or 0.11B")
+    _add_model(parser)
     _add_source(parser, checkpoint=False)
     _add_overrides(parser)
     parser.add_argument("--scope", choices=SCOPES, default="model", help="the whole model (default) or one encoder layer")
@@ -154,11 +178,15 @@ def build_diff_parser() -> _Parser:
     parser = _Parser(
         prog="bert-tui diff",
         description="Compare two configurations: total, per group and per parameter. A and B are preset names, "
-        "preset files, HF config.json files or model folders; overrides apply to B.",
-        epilog="example: bert-tui diff bert-base-uncased bert-large-uncased",
+        "preset files, HF config.json files, model folders or Hub model ids (ORG/NAME); overrides apply to B.",
+        epilog="examples:\n  bert-tui diff bert-base-uncased bert-large-uncased\n"
+        "  bert-tui diff google-bert/bert-base-uncased FacebookAI/roberta-base",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("a", metavar="A", help="a preset name, a preset YAML file, a config.json or a model folder")
+    parser.add_argument("a", metavar="A", help="a preset name, a preset YAML file, a config.json, a model folder or a Hub id")
     parser.add_argument("b", metavar="B", help="the same kinds as A (overrides apply to it)")
+    parser.add_argument("--revision", metavar="REV", help="with Hub ids: the revision of both (default: main)")
+    parser.add_argument("--offline", action="store_true", help="with Hub ids: the Hugging Face cache only")
     _add_overrides(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json")
     return parser
@@ -171,6 +199,7 @@ def build_verify_parser() -> _Parser:
         "compare it with bert-tui parameter by parameter. Needs the verify extra: pip install 'bert-tui[verify]'. "
         "Exit 0 when they agree, 1 when they do not, 3 when torch or transformers is missing.",
     )
+    _add_model(parser)
     _add_source(parser, checkpoint=False)
     _add_overrides(parser)
     return parser
@@ -195,8 +224,16 @@ class Selection:
 def resolve(args: argparse.Namespace) -> Selection:
     """Source, then overrides on top, then the checkpoint (if any) against the result."""
     checkpoint_path: Path | None = getattr(args, "checkpoint", None)
+    model: str | None = getattr(args, "model", None)
+    if model is not None and (args.preset is not None or args.preset_file is not None or args.config is not None):
+        raise UsageError(f"MODEL {model!r} and --preset/--preset-file/--config name two sources: give one")
+    if model is None and args.revision is not None:
+        raise UsageError("--revision goes with a Hub model id (bert-tui count ORG/NAME --revision REV)")
     try:
-        if args.preset_file is not None:
+        stored = None
+        if model is not None:
+            source, stored = open_model(model, revision=args.revision, offline=args.offline, progress=_progress)
+        elif args.preset_file is not None:
             source = load_source(args.preset_file, "file")
         elif args.config is not None:
             source = load_source(args.config, "config")
@@ -205,18 +242,27 @@ def resolve(args: argparse.Namespace) -> Selection:
         else:
             source = load_source(DEFAULT_PRESET if args.preset is None else args.preset, "name")
         selection = apply_overrides(args, source)
-        if checkpoint_path is None:
+        if checkpoint_path is not None:
+            report_ = check_checkpoint(checkpoint_path, selection.config)
+        elif stored is not None:
+            report_ = compare_checkpoint(stored, selection.config)
+        else:
             return selection
-        report_ = check_checkpoint(checkpoint_path, selection.config)
     except LOAD_ERRORS as error:
         raise UsageError(str(error)) from None
     return Selection(selection.config, selection.title, selection.notes, report_)
 
 
-def load(source: str | Path, kind: str = "either") -> Source:
-    """`load_source` with its errors as usage errors (one line, exit 2)."""
+def _progress(message: str) -> None:
+    """What a slow step is doing (a Hub fetch), on stderr, only where a person watches it (a terminal)."""
+    if sys.stderr.isatty():
+        print(f"bert-tui: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def load(source: str, revision: str | None = None, offline: bool = False) -> Source:
+    """A MODEL argument (path, Hub id or preset name) with its errors as usage errors (one line, exit 2)."""
     try:
-        return load_source(source, kind)
+        return open_model(source, revision=revision, offline=offline, progress=_progress)[0]
     except LOAD_ERRORS as error:
         raise UsageError(str(error)) from None
 
@@ -279,8 +325,8 @@ def run_diff(argv: Sequence[str]) -> int:
     args = build_diff_parser().parse_args(argv)
     from .core.diff import diff
 
-    a = load(args.a)
-    b = apply_overrides(args, load(args.b))
+    a = load(args.a, args.revision, args.offline)
+    b = apply_overrides(args, load(args.b, args.revision, args.offline))
     result = diff(build_tree(a.config), build_tree(b.config))
     if args.format == "json":
         sys.stdout.write(json.dumps({"a": a.name, "b": b.title, **diff_data(result)}, indent=2) + "\n")

@@ -1,4 +1,5 @@
-"""Where a config comes from: a preset (by name or file), a HF config.json or model folder, or a checkpoint.
+"""Where a config comes from: a preset (by name or file), a HF config.json or model folder, a checkpoint, or
+a model on the Hugging Face Hub named by its id (`ORG/NAME`; a path that exists always wins over an id).
 
 Shared by the CLI and the explorer; every failure is one of `LOAD_ERRORS`, whose message names the file
 (or the preset) and what is wrong.
@@ -17,6 +18,7 @@ from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
 if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
     from .core.compare import Comparison
+    from .io.hub import Progress
     from .io.safetensors import Checkpoint
 
 LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
@@ -70,12 +72,9 @@ def source_beside(checkpoint: Path) -> Source:
 
 def check_checkpoint(path: Path, config: BertConfig) -> CheckpointReport:
     """Read a checkpoint's headers and compare what it stores with what `config` predicts."""
-    from .core.compare import compare
     from .io.safetensors import load_checkpoint
 
-    checkpoint = load_checkpoint(path)
-    stored = [(t.name, t.shape) for t in checkpoint.tensors]
-    return CheckpointReport(checkpoint, compare(build_tree(config), stored))
+    return compare_checkpoint(load_checkpoint(path), config)
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -92,3 +91,41 @@ def open_path(path: Path) -> tuple[Source, Checkpoint | None]:
     if is_checkpoint(path):
         return source_beside(path), load_checkpoint(path)
     return load_source(path, "config"), None
+
+
+def open_model(text: str, *, revision: str | None = None, offline: bool = False,
+               progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
+    """What a MODEL argument names: an existing path (config, folder, preset YAML or checkpoint), else a Hub id
+    (`ORG/NAME`, with `revision`), else a preset name. The Hub client is imported only for an id."""
+    path = Path(text)
+    if probe(path, Path.exists):
+        return open_path(path)
+    from .io.hub import is_model_id
+
+    if is_model_id(text):
+        return open_hub(text, revision=revision, offline=offline, progress=progress)
+    if revision is not None:
+        raise SourceError(text, None, "--revision goes with a Hub model id (ORG/NAME); this is no id, and no path exists")
+    try:
+        return load_source(text, "name"), None
+    except UnknownPresetError as error:
+        raise SourceError(text, None, "no such path, Hub model id (ORG/NAME) or preset; known presets: "
+                          f"{', '.join(error.known)}") from None
+
+
+def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False,
+             progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
+    """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers."""
+    from .io.hub import open_model as open_hub_model
+
+    model = open_hub_model(repo_id, revision, offline, progress)
+    hf = load_hf_config(model.config_path)
+    fetched = (f"read {model.fetched_bytes:,} header bytes from the Hub, no weights",) if model.fetched_bytes else ()
+    return Source(model.title, hf.config, (*hf.notes, *model.notes, *fetched)), model.checkpoint
+
+
+def compare_checkpoint(checkpoint: Checkpoint, config: BertConfig) -> CheckpointReport:
+    """How a checkpoint read already compares with `config`."""
+    from .core.compare import compare
+
+    return CheckpointReport(checkpoint, compare(build_tree(config), [(t.name, t.shape) for t in checkpoint.tensors]))

@@ -1,0 +1,125 @@
+"""A fake Hugging Face Hub on 127.0.0.1, started by the tests themselves: no test reaches the internet.
+
+It answers what `huggingface_hub` asks for files (`HEAD`/`GET /{org}/{name}/resolve/{revision}/{path}`), with
+`X-Repo-Commit`, `ETag`, `Content-Length`, `Range` (206 and `Content-Range`) and the `X-Error-Code` header the
+client turns into its typed errors, and it counts every body byte it serves, per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+
+@dataclass
+class Repo:
+    files: dict[str, bytes]
+    commit: str
+    revisions: tuple[str, ...] = ("main",)
+    gated: bool = False
+
+
+@dataclass
+class FakeHub:
+    repos: dict[str, Repo] = field(default_factory=dict)
+    served: Counter[str] = field(default_factory=Counter)  # body bytes served per "repo/file"
+    requests: list[str] = field(default_factory=list)  # "METHOD /path [Range]"
+    url: str = ""
+
+    def add(self, repo_id: str, folder: Path | None = None, *, files: dict[str, bytes] | None = None,
+            gated: bool = False, revisions: tuple[str, ...] = ("main",)) -> Repo:
+        content = dict(files or {})
+        if folder is not None:
+            content.update({p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()})
+        commit = hashlib.sha1(repo_id.encode() + b"".join(sorted(content.values()))).hexdigest()
+        repo = Repo(content, commit, revisions, gated)
+        self.repos[repo_id] = repo
+        return repo
+
+    def bytes_served(self, repo_id: str, name: str) -> int:
+        return self.served[f"{repo_id}/{name}"]
+
+
+_RESOLVE = re.compile(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$")
+
+
+def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def _error(self, status: int, code: str) -> None:
+            message = f'{{"error": "{code}"}}'.encode()
+            self.send_response(status)
+            self.send_header("X-Error-Code", code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(message)))
+            self.end_headers()
+            if self.command == "GET":
+                self.wfile.write(message)
+
+        def _answer(self, body: bool) -> None:
+            hub.requests.append(f"{self.command} {self.path} {self.headers.get('Range', '')}".strip())
+            match = _RESOLVE.match(unquote(self.path.split("?")[0]))
+            if not match:
+                return self._error(404, "EntryNotFound")
+            repo_id, revision, name = match.groups()
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                return self._error(401, "RepoNotFound")
+            if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
+                return self._error(401, "GatedRepo")
+            if revision not in repo.revisions and revision != repo.commit:
+                return self._error(404, "RevisionNotFound")
+            if name not in repo.files:
+                return self._error(404, "EntryNotFound")
+            data = repo.files[name]
+            status, part = 200, data
+            wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+            if wanted:
+                first = int(wanted.group(1))
+                last = min(int(wanted.group(2)) if wanted.group(2) else len(data) - 1, len(data) - 1)
+                status, part = 206, data[first:last + 1]
+            self.send_response(status)
+            self.send_header("X-Repo-Commit", repo.commit)
+            self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
+            self.send_header("Content-Length", str(len(part)))
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
+            self.end_headers()
+            if body:
+                self.wfile.write(part)
+                hub.served[f"{repo_id}/{name}"] += len(part)
+
+    return Handler
+
+
+class Server:
+    """The fake Hub in a thread with a random port; `stop()` ends it."""
+
+    def __init__(self, hub: FakeHub) -> None:
+        self.hub = hub
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
+        self._server.daemon_threads = True
+        hub.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

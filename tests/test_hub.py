@@ -1,0 +1,160 @@
+"""Models named by their Hub id, against a fake Hub the tests start on 127.0.0.1 (tests/fakehub.py).
+
+The real CLI runs in a child process (the environment points huggingface_hub at the fake Hub and at an empty
+cache), so these are black-box tests of what a user types.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .fakehub import FakeHub
+from .test_io import CHECKPOINTS, FIXTURES, LIVE
+
+REPO = "tiny-org/bert-pretraining"
+SHARDED = "tiny-org/bert-sharded"
+
+
+def cli(*argv: str, timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False,
+                          timeout=timeout, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert fragment in result.stderr, result.stderr
+
+
+@pytest.fixture
+def hub(fake_hub: FakeHub) -> FakeHub:
+    fake_hub.add(REPO, CHECKPOINTS / "pretraining")
+    fake_hub.add(SHARDED, CHECKPOINTS / "sharded")
+    fake_hub.add("tiny-org/bin-only", files={"config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes(),
+                                             "pytorch_model.bin": b"\0" * 4096})
+    fake_hub.add("tiny-org/gated", CHECKPOINTS / "bertmodel", gated=True)
+    fake_hub.add("google-bert/bert-base-uncased", files={"config.json": (FIXTURES / "hub" / "bert-base-uncased" /
+                                                                         "config.json").read_bytes()})
+    return fake_hub
+
+
+def header_bytes(path: Path) -> int:
+    data = path.read_bytes()
+    return 8 + int.from_bytes(data[:8], "little")
+
+
+def test_count_by_id_compares_the_config_with_the_repositorys_headers(hub: FakeHub) -> None:
+    result = cli("count", REPO, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["model"] == "BertForPreTraining" and data["total"] == LIVE["pretraining"]
+    assert data["checkpoint"]["clean"] and data["checkpoint"]["held"] == LIVE["pretraining"]
+    assert data["checkpoint"]["bytes_on_disk"] == (CHECKPOINTS / "pretraining" / "model.safetensors").stat().st_size
+    # Only the header was transferred: its 8-byte length and its JSON, not one byte of a tensor.
+    assert hub.bytes_served(REPO, "model.safetensors") == header_bytes(CHECKPOINTS / "pretraining" / "model.safetensors")
+    table = cli("count", REPO)
+    assert "matches the config" in table.stdout and f"{REPO}@main" in table.stdout
+
+
+def test_a_sharded_repository_reads_every_shards_header_only(hub: FakeHub) -> None:
+    result = cli("count", SHARDED, "--format", "json")
+    data = json.loads(result.stdout)
+    assert data["checkpoint"]["clean"] and len(data["checkpoint"]["files"]) == 4
+    for shard in sorted((CHECKPOINTS / "sharded").glob("*.safetensors")):
+        assert hub.bytes_served(SHARDED, shard.name) == header_bytes(shard)
+
+
+def test_the_same_model_opens_offline_from_the_cache(hub: FakeHub) -> None:
+    online = json.loads(cli("count", REPO, "--format", "json").stdout)
+    served = sum(hub.served.values())
+    for offline in (["--offline"], []):  # cache first: no request at all once it is there, offline or not
+        again = cli("count", REPO, "--format", "json", *offline)
+        assert again.returncode == 0 and json.loads(again.stdout) == online
+    assert sum(hub.served.values()) == served
+    assert json.loads(cli("count", REPO, "--format", "json", HF_HUB_OFFLINE="1").stdout) == online
+
+
+def test_offline_without_the_model_in_the_cache_says_where_it_looked(hub: FakeHub) -> None:
+    result = cli("count", REPO, "--offline")
+    one_line_error(result, "is not in the Hugging Face cache (")
+    assert os.environ["HF_HOME"] in result.stderr and hub.requests == []
+
+
+def test_a_repository_without_safetensors_is_counted_from_its_config(hub: FakeHub) -> None:
+    result = cli("count", "tiny-org/bin-only", "--format", "json")
+    assert result.returncode == 0 and json.loads(result.stdout)["total"] == LIVE["bertmodel"]
+    assert "holds no safetensors weights" in result.stderr and "checkpoint" not in json.loads(result.stdout)
+    assert hub.bytes_served("tiny-org/bin-only", "pytorch_model.bin") == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["count", "tiny-org/nothing"], "no such repository on the Hub"),
+        (["count", "tiny-org/gated"], "is gated: accept its terms"),
+        (["count", REPO, "--revision", "v9"], "revision 'v9' not found"),
+        (["count", "--revision", "v1"], "--revision goes with a Hub model id"),
+        (["count", REPO, "--preset", "bert-tiny"], "name two sources"),
+    ],
+)
+def test_errors_a_user_can_act_on(hub: FakeHub, argv: list[str], fragment: str) -> None:
+    one_line_error(cli(*argv), fragment)
+
+
+def test_a_gated_repository_opens_with_a_token_that_is_never_printed(hub: FakeHub) -> None:
+    result = cli("count", "tiny-org/gated", "--format", "json", HF_TOKEN="hf_secret_token_123")
+    assert result.returncode == 0 and json.loads(result.stdout)["total"] == LIVE["bertmodel"]
+    assert "hf_secret" not in result.stdout + result.stderr
+
+
+def test_an_unreachable_hub_answers_within_seconds(hub: FakeHub) -> None:
+    result = cli("count", REPO, HF_ENDPOINT="http://127.0.0.1:9", timeout=15)
+    one_line_error(result, "cannot reach the Hub at http://127.0.0.1:9")
+    assert "--offline" in result.stderr
+
+
+def test_a_path_that_exists_wins_over_an_id(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "tiny-org" / "bert-pretraining"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes((CHECKPOINTS / "bertmodel" / "config.json").read_bytes())
+    result = subprocess.run([sys.executable, "-m", "tui", "count", REPO, "--format", "json"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=30, check=False)
+    assert json.loads(result.stdout)["total"] == LIVE["bertmodel"] and hub.requests == []
+
+
+def test_audit_diff_and_verify_take_ids(hub: FakeHub) -> None:
+    audit = cli("audit", "110M", "google-bert/bert-base-uncased")
+    assert audit.returncode == 0 and "BertForMaskedLM" in audit.stdout
+    diff = cli("diff", "google-bert/bert-base-uncased", "bert-base-uncased", "--format", "json")
+    assert diff.returncode == 0 and json.loads(diff.stdout)["total_a"] == 109_514_298
+    pytest.importorskip("transformers", reason="verify needs the [verify] extra")
+    verify = cli("verify", REPO)
+    assert verify.returncode == 0 and "agree:" in verify.stdout
+
+
+def test_fetched_headers_are_checked_like_local_ones(fake_hub: FakeHub) -> None:
+    evil = b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}'
+    fake_hub.add("evil/bad-offsets", files={
+        "config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes(),
+        "model.safetensors": len(evil).to_bytes(8, "little") + evil + b"\0" * 8})
+    one_line_error(cli("count", "evil/bad-offsets"), "fall outside")
+    deep = b"[" * 10_000 + b"]" * 10_000
+    fake_hub.add("evil/deep", files={"config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes(),
+                                     "model.safetensors": len(deep).to_bytes(8, "little") + deep})
+    one_line_error(cli("count", "evil/deep"), "nests deeper than")
+
+
+def test_a_local_count_never_imports_huggingface_hub() -> None:
+    code = ("import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); "
+            "main(['count', '--preset', 'bert-tiny', '--format', 'json']); main(['count', 'bert-tiny']); "
+            f"main(['count', '{CHECKPOINTS / 'legacy'}']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('huggingface_hub', 'httpx', 'requests')), "
+            "file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.strip().splitlines()[-1] == "[]"
