@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,7 @@ class FakeHub:
     served: Counter[str] = field(default_factory=Counter)  # body bytes served per "repo/file"
     requests: list[str] = field(default_factory=list)  # "METHOD /path [Range]"
     url: str = ""
+    delay: float = 0.0  # seconds before each answer: a slow link, for the explorer's cancel test
 
     def add(self, repo_id: str, folder: Path | None = None, *, files: dict[str, bytes] | None = None,
             gated: bool = False, revisions: tuple[str, ...] = ("main",)) -> Repo:
@@ -74,6 +76,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: bool) -> None:
             hub.requests.append(f"{self.command} {self.path} {self.headers.get('Range', '')}".strip())
+            if hub.delay:
+                time.sleep(hub.delay)
             match = _RESOLVE.match(unquote(self.path.split("?")[0]))
             if not match:
                 return self._error(404, "EntryNotFound")

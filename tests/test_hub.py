@@ -150,11 +150,68 @@ def test_fetched_headers_are_checked_like_local_ones(fake_hub: FakeHub) -> None:
     one_line_error(cli("count", "evil/deep"), "nests deeper than")
 
 
-def test_a_local_count_never_imports_huggingface_hub() -> None:
-    code = ("import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); "
-            "main(['count', '--preset', 'bert-tiny', '--format', 'json']); main(['count', 'bert-tiny']); "
-            f"main(['count', '{CHECKPOINTS / 'legacy'}']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('huggingface_hub', 'httpx', 'requests')), "
-            "file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stderr.strip().splitlines()[-1] == "[]"
+# The explorer ------------------------------------------------------------------------------------------------
+
+
+def status(app: object) -> str:
+    return str(app.screen.query_one("#open-error").render())  # type: ignore[attr-defined]
+
+
+async def settle(pilot: object, done: object, seconds: float = 10) -> None:
+    """Let the app run until `done()` holds (a fetch in a worker thread takes real time)."""
+    for _ in range(int(seconds / 0.05)):
+        if done():  # type: ignore[operator]
+            return
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+
+async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repository_stores(hub: FakeHub) -> None:
+    from textual.widgets import Input
+
+    from tui.screens import OpenScreen
+
+    from .test_app import app_for, summary
+
+    app = app_for("bert-tiny")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("o")
+        field = app.screen.query_one(Input)
+        field.value = "tiny-org/nothing"
+        await field.action_submit()
+        await settle(pilot, lambda: "⚠" in status(app))
+        assert isinstance(app.screen, OpenScreen)  # the error stays in the prompt
+        assert "no such repository" in status(app)
+        field.value = SHARDED
+        await field.action_submit()
+        await settle(pilot, lambda: not isinstance(app.screen, OpenScreen))
+        await pilot.pause()
+        assert not isinstance(app.screen, OpenScreen)
+        assert app.model is not None and app.model.total == LIVE["sharded"]
+        assert app.comparison is not None and app.comparison.clean
+        assert f"{SHARDED}@main" in summary(app)
+
+
+async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(hub: FakeHub) -> None:
+    from textual.widgets import Input
+
+    from tui.screens import OpenScreen
+
+    from .test_app import app_for
+
+    hub.delay = 1.0
+    app = app_for("bert-tiny")
+    async with app.run_test(size=(80, 24)) as pilot:
+        before = app.model
+        await pilot.press("o")
+        field = app.screen.query_one(Input)
+        field.value = REPO
+        await field.action_submit()
+        await pilot.pause()
+        shown = status(app)  # "fetching … config.json" or "reading the header of …", with how to cancel
+        assert "tiny-org/bert-pretraining" in shown and "(Escape cancels)" in shown
+        await pilot.press("x", "y", "backspace")  # typing goes on while it fetches
+        assert isinstance(app.screen, OpenScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, OpenScreen)
+        await pilot.pause(4.5)  # the fetch in its thread ends meanwhile; its result must be dropped
+        assert app.model is before and app.stored is None  # the cancelled fetch changed nothing

@@ -34,3 +34,13 @@ def test_count_never_imports_textual(fmt: str) -> None:
     assert "textual" not in loaded
     if fmt != "table":  # only the table needs rich; the machine-readable formats start without it
         assert "rich" not in loaded
+
+
+@pytest.mark.parametrize("argv", [["count", "--preset", "bert-tiny", "--format", "json"], ["count", "bert-tiny"],
+                                  ["count", "tests/fixtures/checkpoints/legacy", "--format", "json"],
+                                  ["diff", "bert-tiny", "bert-mini"], ["presets", "--format", "json"]])
+def test_local_sources_never_import_the_hub_client(argv: list[str]) -> None:
+    """huggingface_hub (and its HTTP library) load only for a Hub id: a local count starts without them."""
+    code = f"import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); main({argv!r})"
+    loaded = top_level(modules_after(code))
+    assert {"huggingface_hub", "httpx", "httpx2", "requests"}.isdisjoint(loaded)

@@ -340,7 +340,7 @@ class BertTuiApp(App[None]):
         yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
         yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
         yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
-        yield SystemCommand("Open a config or checkpoint", "A config.json, model folder or .safetensors (o)", self.action_open)
+        yield SystemCommand("Open a model", "A Hub id (ORG/NAME), config.json, model folder or .safetensors (o)", self.action_open)
         yield SystemCommand("Save as a user preset", "Write the current config to your presets folder (s)", self.action_save_preset)
         yield SystemCommand("Help", "Every key (F1, ? outside inputs)", self.action_help)
 
@@ -356,7 +356,7 @@ class BertTuiApp(App[None]):
             ("a", "audit a claimed count: which conventions reproduce it (outside inputs)"),
             ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
             ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
-            ("o", "open a config.json, model folder or checkpoint; differing tensors are marked ✗"),
+            ("o", "open a Hub id, config.json, folder or checkpoint; differing tensors are marked ✗"),
             ("s", "save the current config as a user preset (asks before overwriting)"),
             ("type digits", "edit a field; the count updates at every key"),
             ("ctrl+q, q", "quit (q outside inputs)"),

@@ -7,13 +7,14 @@ from typing import TypeVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.await_complete import AwaitComplete
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from .core import BertConfig, ParamTree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
@@ -22,7 +23,8 @@ from .io.files import ReadError, check_writable_target, probe, user_path, write_
 from .plain import plain
 from .io.safetensors import Checkpoint
 from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
-from .sources import LOAD_ERRORS, Source, open_path
+from .io.hub import is_model_id
+from .sources import LOAD_ERRORS, Source, open_hub, open_path
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 ResultT = TypeVar("ResultT")
@@ -199,24 +201,55 @@ Opened = tuple[Source, Checkpoint | None]  # what the open prompt returns
 
 
 class OpenScreen(Dialog[Opened | None]):
-    """Ask for a path: a config.json, a model folder, a preset YAML or a checkpoint. Errors stay in the prompt."""
+    """Ask for a path (a config.json, a model folder, a preset YAML or a checkpoint) or a Hub model id. A path is
+    read at once; an id is fetched in a worker thread while the prompt keeps answering keys, its progress shown,
+    Escape cancelling it. Errors stay in the prompt."""
 
     AUTO_FOCUS = "#open-path"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="open-box", classes="dialog"):
-            yield Label("Open a config.json, a model folder, a preset YAML or a .safetensors checkpoint", classes="dialog-title")
-            yield Input(placeholder="path/to/model", id="open-path", compact=True)
+            yield Label("Open a config.json, model folder, preset YAML, .safetensors checkpoint or Hub id (ORG/NAME)",
+                        classes="dialog-title")
+            yield Input(placeholder="path/to/model or org/name", id="open-path", compact=True)
             yield Static("", id="open-error", classes="error")
-            yield Static("Enter opens; Escape cancels. Only headers are read from a checkpoint.", classes="dim")
+            yield Static("Enter opens; Escape cancels. Only config and headers are read, never weights.", classes="dim")
 
     @on(Input.Submitted, "#open-path")
     def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
         try:
-            self.dismiss(open_path(user_path(event.value)))
+            path = user_path(text)
+            if not probe(path, Path.exists) and is_model_id(text):
+                self._status(f"fetching {text}… (Escape cancels)")
+                self._fetch(text)
+                return
+            self.dismiss(open_path(path))
         except (*LOAD_ERRORS, ReadError) as error:
-            self.query_one("#open-error", Static).update(plain(f"⚠ {error}"))
+            self._status(f"⚠ {error}")
+
+    def _status(self, text: str) -> None:
+        self.query_one("#open-error", Static).update(plain(text))
+
+    @work(thread=True, exclusive=True, group="fetch", exit_on_error=False)
+    def _fetch(self, repo_id: str) -> Opened:
+        """The network part, off the event loop; its progress lines come back through call_from_thread."""
+        def progress(message: str) -> None:
+            if not get_current_worker().is_cancelled:
+                self.app.call_from_thread(self._status, f"{message} (Escape cancels)")
+
+        return open_hub(repo_id, progress=progress)
+
+    @on(Worker.StateChanged)
+    def _fetched(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group != "fetch" or worker.is_cancelled or not self.is_attached:
+            return
+        if event.state == WorkerState.SUCCESS and worker.result is not None:
+            self.dismiss(worker.result)
+        elif event.state == WorkerState.ERROR:
+            self._status(f"⚠ {worker.error}")
 
 
 class SavePresetScreen(Dialog[str | None]):

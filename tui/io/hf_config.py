@@ -168,4 +168,4 @@ def _architecture(path: Path, value: object) -> str | None:
     if value[0] not in ARCHITECTURES:
         raise SourceError(path, "architectures", f"{printable(value[0])[:80]} is not a class bert-tui counts; it "
                           f"counts {', '.join(sorted(ARCHITECTURES))}")
-    return value[0]
+    return str(value[0])

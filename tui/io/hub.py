@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..plain import printable
 from .files import ReadError, parse_json, read_bytes, write_atomic
@@ -85,6 +85,7 @@ def _hub() -> Any:
         import huggingface_hub.utils
     except ImportError as error:  # a runtime dependency; a broken install says so in one line
         raise SourceError("huggingface_hub", None, f"cannot be imported ({error}): reinstall bert-tui") from None
+    huggingface_hub.utils.disable_progress_bars()  # its bars would paint over the explorer; progress goes through ours
     return huggingface_hub
 
 
@@ -102,14 +103,13 @@ def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Pr
     return Path(hub.hf_hub_download(repo_id, "config.json", revision=revision, etag_timeout=TIMEOUT))
 
 
-def _head(hub: Any, url: str) -> Any:
-    """HEAD `url` once, without retries (the library's default retries a refused connection for ~20 s)."""
-    import inspect
-
-    kwargs: dict[str, Any] = {"timeout": TIMEOUT}
-    if "retry_on_errors" in inspect.signature(hub.get_hf_file_metadata).parameters:
-        kwargs["retry_on_errors"] = False
-    return hub.get_hf_file_metadata(url, **kwargs)
+def _head(hub: Any, url: str) -> None:
+    """HEAD `url` once, without retries: the library's own metadata call retries a refused connection for ~20 s
+    (huggingface_hub 0.x always, later versions by default). A typed Hub error is raised for a 4xx/5xx answer."""
+    headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
+    response = hub.get_session().head(url, headers=headers, timeout=TIMEOUT)
+    if response.status_code >= 400:
+        hub.utils.hf_raise_for_status(response)
 
 
 def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bool,
@@ -186,7 +186,7 @@ def _range(hub: Any, url: str, first: int, last: int) -> tuple[bytes, int | None
     want = last - first + 1
     headers = {**hub.utils.build_hf_headers(), "Range": f"bytes={first}-{last}", "Accept-Encoding": "identity"}
     session = hub.get_session()
-    if hasattr(session, "stream"):  # httpx (huggingface_hub >= 1.0)
+    if callable(getattr(session, "stream", None)):  # httpx (huggingface_hub >= 1.0); requests has a bool there
         with session.stream("GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=True) as response:
             if response.status_code >= 400:
                 response.read()
@@ -288,7 +288,7 @@ class _HubErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> Literal[False]:
         if error is None or isinstance(error, (SourceError, KeyboardInterrupt)) or not isinstance(error, Exception):
             return False
         raise SourceError(self.repo_id, None, self._line(error)) from None
