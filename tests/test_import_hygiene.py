@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_count_never_imports_textual(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("argv", [["count", "--preset", "bert-tiny", "--format", "json"], ["count", "bert-tiny"],
-                                  ["count", "tests/fixtures/checkpoints/legacy", "--format", "json"],
+                                  ["count", str(Path(__file__).parent / "fixtures" / "checkpoints" / "legacy")],
                                   ["diff", "bert-tiny", "bert-mini"], ["presets", "--format", "json"]])
 def test_local_sources_never_import_the_hub_client(argv: list[str]) -> None:
     """huggingface_hub (and its HTTP library) load only for a Hub id: a local count starts without them."""
