@@ -89,3 +89,12 @@ def fake_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
         pass
     yield hub
     server.stop()
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explorer launched from main() believes it has a terminal (without one it prints the count instead;
+    pytest's own capture replaces sys.stdout during the test, so the check itself is replaced)."""
+    import tui.cli
+
+    monkeypatch.setattr(tui.cli, "terminal", lambda: (True, True))

@@ -157,7 +157,7 @@ def test_help_explains_flags_in_hf_terms(capsys: pytest.CaptureFixture[str]) -> 
         (["--preset", "bert-huge"], "unknown preset 'bert-huge'; known presets: bert-base-cased"),
         (["--num-attention-heads", "7"], "--hidden-size 768: must be a multiple of num_attention_heads (7)"),
         (["--preset-file", "/no/such.yaml"], "/no/such.yaml: does not exist"),
-        (["counts"], "unrecognized arguments: counts"),
+        (["counts"], "unknown command 'counts'; did you mean `bert-tui count`?"),
     ],
 )
 def test_explorer_refuses_bad_input_before_opening(argv: list[str], fragment: str) -> None:
@@ -181,6 +181,7 @@ def test_verify_without_the_extra_says_how_to_install() -> None:
     assert result.returncode == 3 and "pip install 'bert-tui[verify]'" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.usefixtures("terminal")
 @pytest.mark.parametrize(("env", "escdelay", "mouse"), [({"SSH_CONNECTION": "1 2 3 4"}, "250", False), ({}, "100", True),
                                                          ({"SSH_TTY": "/dev/pts/1", "BERT_TUI_MOUSE": "1"}, "250", True)])
 def test_explorer_over_ssh_waits_longer_for_escapes_and_leaves_the_mouse_alone(

@@ -312,6 +312,7 @@ async def test_a_crash_in_the_explorer_exits_non_zero(monkeypatch: pytest.Monkey
     assert app.return_code == 1
 
 
+@pytest.mark.usefixtures("terminal")
 def test_the_cli_returns_the_explorers_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
     import tui.app
 
@@ -320,6 +321,17 @@ def test_the_cli_returns_the_explorers_exit_code(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(tui.app.BertTuiApp, "run", crashed_run)
     assert main(["--preset", "bert-tiny"]) == 1
+
+
+def test_without_a_terminal_the_explorer_prints_the_count_and_exits() -> None:
+    piped = subprocess.run([sys.executable, "-m", "tui", "--preset", "example-40k"], capture_output=True, text=True,
+                           timeout=20, stdin=subprocess.DEVNULL, check=False)
+    assert piped.returncode == 0 and "88,409,856" in piped.stdout and "\x1b[" not in piped.stdout
+    with open(os.devnull, "w") as nowhere:  # output to a terminal but no keyboard: one line, exit 2
+        script = "import sys; sys.stdout.isatty = lambda: True; from tui.cli import main; sys.exit(main([]))"
+        keyless = subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 stdout=nowhere, text=True, timeout=20, check=False)
+    assert keyless.returncode == 2 and "the explorer needs a terminal" in keyless.stderr
 
 
 async def submit(app: object, screen_type: type, typed: str) -> str:

@@ -281,19 +281,23 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
 
 def run_count(argv: Sequence[str]) -> int:
     args = build_count_parser().parse_args(argv)
-    selection = resolve(args)
+    return print_count(resolve(args), args.format)
+
+
+def print_count(selection: Selection, fmt: str) -> int:
+    """What `bert-tui count` prints for `selection` in format `fmt`."""
     tree = build_tree(selection.config)
     for note in selection.notes:
         print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
     ckpt = selection.checkpoint
-    if args.format == "json":
+    if fmt == "json":
         text = to_json(tree)
         if ckpt is not None:
             data = json.loads(text)
             data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
             text = json.dumps(data, indent=2) + "\n"
         sys.stdout.write(text)
-    elif args.format == "table":
+    elif fmt == "table":
         from rich.console import Console
 
         if ckpt is not None:
@@ -302,7 +306,7 @@ def run_count(argv: Sequence[str]) -> int:
     else:
         if ckpt is not None:
             print(f"bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
-        sys.stdout.write(to_csv(tree) if args.format == "csv" else to_markdown(tree, selection.title))
+        sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
     return 0
 
 
@@ -381,10 +385,33 @@ def run_presets(argv: Sequence[str]) -> int:
     return 0
 
 
+def _no_mistyped_command(model: str | None) -> None:
+    """`bert-tui counts` is a command mistyped more likely than a model: say so before looking for a model."""
+    import difflib
+
+    if model is None or "/" in model or "." in model:
+        return
+    close = difflib.get_close_matches(model, COMMANDS, n=1, cutoff=0.75)
+    if close and not Path(model).exists():
+        raise UsageError(f"unknown command {model!r}; did you mean `bert-tui {close[0]}`? (commands: {', '.join(COMMANDS)})")
+
+
+def terminal() -> tuple[bool, bool]:
+    """Whether standard input and standard output are a terminal."""
+    return sys.stdin.isatty(), sys.stdout.isatty()
+
+
 def run_explorer(argv: Sequence[str]) -> int:
     """Open the explorer on the selected configuration (Textual is imported only here)."""
     args = build_parser().parse_args(argv)
+    _no_mistyped_command(args.model)
     selection = resolve(args)
+    keyboard, screen = terminal()
+    if not screen:  # a pipe, a file, cron, CI: the explorer would paint escape codes into it
+        return print_count(selection, "table")
+    if not keyboard:
+        raise UsageError("the explorer needs a terminal to read keys from (standard input is not one); "
+                         "`bert-tui count` prints the same count without one")
     catalog = _catalog()
     over_ssh = bool(os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_TTY"))
     # Textual reads ESCDELAY (ms) at import: over a slow link an arrow key's escape sequence can arrive in
