@@ -67,10 +67,10 @@ class PresetError(ValueError):
 class UnknownPresetError(LookupError):
     """A preset name that no file defines; the message lists the known names."""
 
-    def __init__(self, name: str, known: Iterable[str]) -> None:
+    def __init__(self, name: str, known: Iterable[str], also: str = "") -> None:
         self.name = name
         self.known = tuple(known)
-        super().__init__(f"unknown preset {name!r}; known presets: {', '.join(self.known)}")
+        super().__init__(f"unknown preset {name!r}{also}; known presets: {', '.join(self.known)}")
 
 
 @dataclass(frozen=True, slots=True)

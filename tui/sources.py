@@ -109,8 +109,7 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
     try:
         return load_source(text, "name"), None
     except UnknownPresetError as error:
-        raise SourceError(text, None, "no such path, Hub model id (ORG/NAME) or preset; known presets: "
-                          f"{', '.join(error.known)}") from None
+        raise UnknownPresetError(text, error.known, ", and no such path or Hub model id (ORG/NAME)") from None
 
 
 def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False,
