@@ -215,3 +215,44 @@ async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(h
         assert not isinstance(app.screen, OpenScreen)
         await pilot.pause(4.5)  # the fetch in its thread ends meanwhile; its result must be dropped
         assert app.model is before and app.stored is None  # the cancelled fetch changed nothing
+
+
+def test_a_model_type_bert_tui_does_not_count_is_refused_by_name(fake_hub: FakeHub) -> None:
+    fake_hub.add("google/electra-small-discriminator", files={"config.json": b'{"model_type": "electra"}'})
+    one_line_error(cli("count", "google/electra-small-discriminator"),
+                   "model_type: 'electra' is not supported; bert-tui counts: bert, roberta, xlm-roberta, camembert")
+
+
+def test_offline_from_a_cache_filled_as_transformers_fills_it(fake_hub: FakeHub) -> None:
+    """The Hub's cache layout by hand (refs/main, snapshots/COMMIT/* as links into blobs/): config and the
+    downloaded checkpoint are read from it, with no server and no header cache."""
+    commit = "1234567890abcdef1234567890abcdef12345678"
+    repo = Path(os.environ["HF_HOME"]) / "hub" / "models--cached-org--bert-sharded"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit, encoding="utf-8")
+    (repo / "blobs").mkdir()
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for number, file in enumerate(sorted((CHECKPOINTS / "sharded").iterdir())):
+        (repo / "blobs" / f"blob{number}").write_bytes(file.read_bytes())
+        (snapshot / file.name).symlink_to(Path("..") / ".." / "blobs" / f"blob{number}")
+    result = cli("count", "cached-org/bert-sharded", "--offline", "--format", "json", HF_ENDPOINT="http://127.0.0.1:9")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["total"] == LIVE["sharded"] and data["checkpoint"]["clean"] and len(data["checkpoint"]["files"]) == 4
+    assert fake_hub.requests == []
+
+
+@pytest.mark.usefixtures("terminal")
+def test_the_explorer_opens_on_an_id_from_the_command_line(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui.app import BertTuiApp
+    from tui.cli import main
+
+    seen: dict[str, object] = {}
+
+    def run(self: BertTuiApp, **kwargs: object) -> None:
+        seen.update(title=self._source_title, stored=self.stored)
+
+    monkeypatch.setattr(BertTuiApp, "run", run)
+    assert main([REPO]) == 0
+    assert str(seen["title"]).startswith(f"{REPO}@main (") and len(seen["stored"]) == 46  # type: ignore[arg-type]

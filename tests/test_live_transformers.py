@@ -79,3 +79,14 @@ def test_checkpoint_folders_count_as_the_live_models() -> None:
         stored = [(t.name, t.shape) for t in load_checkpoint(folder / name).tensors]
         result = compare(build_tree(config), stored)
         assert result.clean and result.held == live[name] == hf_params(config)[1]
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "xlm-roberta", "camembert"])
+@pytest.mark.parametrize("head", ["mlm", "causal-lm"])
+def test_untied_decoders_live(model_type: str, head: str) -> None:
+    """tie_word_embeddings false: the decoder's weight and bias are parameters of their own, in every family."""
+    config = BertConfig(vocab_size=97, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                        head=head, model_type=model_type, tie_word_embeddings=False)
+    tree = build_tree(config)
+    params, total = hf_params(config)
+    assert [(p.name, p.shape) for p in tree.unique_params()] == params and tree.total == total
