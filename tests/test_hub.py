@@ -256,3 +256,18 @@ def test_the_explorer_opens_on_an_id_from_the_command_line(hub: FakeHub, monkeyp
     monkeypatch.setattr(BertTuiApp, "run", run)
     assert main([REPO]) == 0
     assert str(seen["title"]).startswith(f"{REPO}@main (") and len(seen["stored"]) == 46  # type: ignore[arg-type]
+
+
+def test_a_download_cut_short_in_the_cache_fetches_the_missing_headers(fake_hub: FakeHub) -> None:
+    """The cache holds the index but not every shard (an interrupted download): headers come from the Hub."""
+    commit = fake_hub.add(SHARDED, CHECKPOINTS / "sharded").commit
+    snapshot = Path(os.environ["HF_HOME"]) / "hub" / "models--tiny-org--bert-sharded" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text(commit, encoding="utf-8")
+    for name in ("config.json", "model.safetensors.index.json", "model-00001-of-00004.safetensors"):
+        (snapshot / name).write_bytes((CHECKPOINTS / "sharded" / name).read_bytes())
+    data = json.loads(cli("count", SHARDED, "--format", "json").stdout)
+    assert data["checkpoint"]["clean"] and len(data["checkpoint"]["files"]) == 4
+    assert fake_hub.bytes_served(SHARDED, "model-00002-of-00004.safetensors") == header_bytes(
+        CHECKPOINTS / "sharded" / "model-00002-of-00004.safetensors")

@@ -117,7 +117,10 @@ def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bo
     """What the repository stores: from a checkpoint in the cache, from kept headers, or fetched."""
     for name in (SINGLE, INDEX):
         if (snapshot / name).exists():  # downloaded already (by transformers, say): read its headers locally
-            return load_checkpoint(snapshot / name), (), 0
+            try:
+                return load_checkpoint(snapshot / name), (), 0
+            except SourceError:
+                break  # a download cut short (an index without all its shards): the headers come from elsewhere
     kept = _read_kept(repo_id, commit)
     if kept is not None:
         return kept, (), 0
