@@ -85,7 +85,7 @@ def _hub() -> Any:
         import huggingface_hub.utils
     except ImportError as error:  # a runtime dependency; a broken install says so in one line
         raise SourceError("huggingface_hub", None, f"cannot be imported ({error}): reinstall bert-tui") from None
-    huggingface_hub.utils.disable_progress_bars()  # its bars would paint over the explorer; progress goes through ours
+    huggingface_hub.utils.disable_progress_bars()  # type: ignore[attr-defined]  # its bars would paint over the explorer; progress goes through ours
     return huggingface_hub
 
 

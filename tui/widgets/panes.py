@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..core.compare import Comparison
+from ..plain import plain
 from ..core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
 from ..core.units import short_bytes, short_count
 
@@ -37,7 +38,7 @@ class TotalsPane(Static):
             parts.append(self._render_checkpoint(comparison))
         if claims:
             parts.append(Text("\npublished (a audits)", style="bold"))
-            parts += [Text(f"{value} ({scope}): {source}", style="dim") for value, scope, source in claims]
+            parts += [plain(f"{value} ({scope}): {source}", style="dim") for value, scope, source in claims]
         self.update(Group(*parts))
 
     @staticmethod
