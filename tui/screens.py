@@ -210,7 +210,7 @@ class OpenScreen(Dialog[Opened | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="open-box", classes="dialog"):
-            yield Label("Open a config.json, model folder, preset YAML, .safetensors checkpoint or Hub id (ORG/NAME)",
+            yield Label("Open a Hub id (ORG/NAME), config.json, folder or checkpoint",
                         classes="dialog-title")
             yield Input(placeholder="path/to/model or org/name", id="open-path", compact=True)
             yield Static("", id="open-error", classes="error")
