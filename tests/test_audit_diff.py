@@ -146,3 +146,24 @@ def test_cli_diff(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and data["delta"] == 7_087_872 and data["groups"]["encoder"]["delta"] == 7_087_872
     code, _, err = run(capsys, "diff", "bert-base-uncased", "nope")
     assert code == 2 and "unknown preset 'nope'" in err
+
+
+@pytest.mark.parametrize("written", ["110000000", "110,000,000", "110_000_000"])
+def test_a_count_written_in_full_is_read_at_its_significant_figures_when_nothing_gives_it_exactly(
+    capsys: pytest.CaptureFixture[str], written: str
+) -> None:
+    code, out, _ = run(capsys, "audit", written)
+    assert code == 0 and "read at its 2 significant figures" in out
+    assert "1. 109,482,240, rounded to 110,000,000" in out and "the exact count itself, rounded" in out
+    code, out, _ = run(capsys, "audit", written, "--format", "json")
+    data = json.loads(out)
+    assert data["read_at_significant_figures"] is True and data["significant_figures"] == 2
+    assert data["matches"][0]["value"] == hf_total("bert-base-uncased/none")
+
+
+def test_a_full_count_that_a_convention_gives_exactly_stays_exact(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", "186828288", "--preset", "example-40k", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["read_at_significant_figures"] is False and data["significant_figures"] is None
+    code, out, _ = run(capsys, "audit", "123000000", "--format", "json")  # 3 figures: 109M nowhere near
+    assert code == 1 and json.loads(out)["read_at_significant_figures"] is False

@@ -161,6 +161,9 @@ def audit_text(result: Audit, config: BertConfig, title: str, shown: int = 5) ->
     what = "one encoder layer" if result.scope == "layer" else config.hf_class
     claim = result.claim
     precision = "" if claim.figures is None else f" (as written: {claim.figures} significant figures)"
+    if result.reread:
+        precision = (f" (written in full, but no convention gives it exactly: read at its {claim.figures} "
+                     "significant figures, as a rounded figure)")
     lines = [f"Claim {printable(claim.text)}{precision} for {what} of {printable(title)}.",
              f"Exact count: {result.exact:,} (the claim is {claim.value - result.exact:+,} from it)."]
     if not result.matches:
@@ -196,6 +199,7 @@ def audit_data(result: Audit, config: BertConfig) -> dict[str, object]:
 
     return {
         "claim": result.claim.text, "claimed": result.claim.value, "significant_figures": result.claim.figures,
+        "read_at_significant_figures": result.reread,
         "scope": result.scope, "model": config.hf_class, "config": config_dict(config), "exact": result.exact,
         "matches": [explanation(e) for e in result.matches],
         "nearest": explanation(result.nearest) if result.nearest else None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 from .config import LM_HEADS, BertConfig
@@ -215,10 +215,24 @@ class Audit:
     exact: int
     matches: tuple[Explanation, ...]  # fewest assumptions first
     nearest: Explanation | None  # when nothing matches: the closest combination
+    reread: bool = False  # a count written in full that nothing reproduced exactly, read at its significant figures
 
 
 def audit(claim: Claim, config: BertConfig, scope: str = "model", limit: int = 8) -> Audit:
-    """Every combination of applicable conventions that reproduces `claim`, fewest assumptions first."""
+    """Every combination of applicable conventions that reproduces `claim`, fewest assumptions first.
+
+    A count written in full with trailing zeros (110000000, 110,000,000) says nothing of its precision: when
+    no combination gives it exactly, it is read at the precision of its significant digits (2 here), as
+    '110M' is, and the result says so."""
+    result = _audit(claim, config, scope, limit)
+    figures = len(str(claim.value).rstrip("0"))
+    if result.matches or claim.figures is not None or figures == len(str(claim.value)):
+        return result
+    reread = _audit(Claim(claim.text, claim.value, figures), config, scope, limit)
+    return replace(reread, reread=True) if reread.matches else result
+
+
+def _audit(claim: Claim, config: BertConfig, scope: str, limit: int) -> Audit:
     exact_parts = hand_count(config, (), scope)
     exact = sum(exact_parts.values())
     keys = applicable(config, scope)
