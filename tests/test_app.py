@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -255,7 +256,7 @@ async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:
 
 async def test_tree_labels_read_the_current_count() -> None:
     app = app_for()
-    async with app.run_test(size=WIDE) as pilot:
+    async with app.run_test(size=(200, 50)) as pilot:  # room for every column
         tree = app.query_one(ParamTreeView)
         embeddings = tree.root.children[0]
         embeddings.expand()
@@ -264,7 +265,41 @@ async def test_tree_labels_read_the_current_count() -> None:
         assert word.data == "embeddings.word_embeddings.weight"
         assert "23,440,896" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
         await pilot.press("tab", "end", "backspace", "backspace", "backspace", "backspace", "0")  # vocab 30
-        assert "23,040  [30, 768]" in tree.render_label(word, tree.rich_style, tree.rich_style).plain
+        label = tree.render_label(word, tree.rich_style, tree.rich_style).plain
+        assert "23,040" in label and "[30, 768]" in label
+
+
+def _lines(tree: ParamTreeView) -> list[str]:
+    """Every visible line of the tree as text, with its guides, as on screen."""
+    return [strip.text for strip in tree.render_lines(tree.region.reset_offset)]
+
+
+@pytest.mark.parametrize(("size", "share", "shape"), [((200, 50), True, True), ((130, 40), False, True),
+                                                      ((120, 40), False, False), ((80, 24), True, True)])
+async def test_the_tree_reads_like_a_table_and_narrow_panes_drop_share_then_shape(
+    size: tuple[int, int], share: bool, shape: bool
+) -> None:
+    app = app_for("bert-large-uncased")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("f3")
+        tree = app.query_one(ParamTreeView)
+        tree.root.children[1].expand()  # encoder
+        await pilot.pause()
+        tree.root.children[1].children[0].expand()  # layer.0
+        await pilot.pause()
+        tree.root.children[1].children[0].children[0].expand()  # attention
+        await pilot.pause()
+        tree.root.children[1].children[0].children[0].children[0].expand()  # self: query, key, value
+        await pilot.pause()
+        columns = tree.columns()
+        assert (columns.share, bool(columns.shape)) == (share, shape)
+        lines = [line.rstrip() for line in _lines(tree) if any(ch.isdigit() for ch in line)]
+        counts = [re.search(r"[\d,]{3,}(?=\s|$)", line) for line in lines]
+        assert all(counts) and len({m.end() for m in counts if m}) == 1  # the counts end in one column
+        if shape:
+            assert "[1024, 1024]" in "".join(lines) and all("[1024, 102" not in l or "[1024, 1024]" in l for l in lines)
+        if share:
+            assert "90.2%" in "".join(lines)
 
 
 async def test_head_change_keeps_open_nodes_under_bert() -> None:

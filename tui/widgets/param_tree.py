@@ -8,6 +8,10 @@ head) are reconciled child list by child list, and encoder layers are filled in 
 
 Modules that only hold parameters (a Linear, an Embedding, a LayerNorm) are folded into their parent, as
 `query.weight`, `query.bias`, so every leaf is one named tensor.
+
+The tree reads like a table: name, count, the change against a pinned baseline, share and shape each stand
+in a column that lines up across every level shown (`Columns`, measured over the visible lines). Where the
+pane is too narrow, the share gives way first, then the shape, then the change; the count never does.
 """
 
 from __future__ import annotations
@@ -33,6 +37,22 @@ TIED_MARK = "⇄"
 def key_of(name: str) -> str:
     """The stable key of a module or parameter: its HF name without the `bert.` / `roberta.` prefix."""
     return strip_body(name)
+
+
+INDENT = 2  # columns each level of the tree adds (its guide), and the icon or kind mark before a name
+GAP = 2  # between columns
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Where each column starts, for the lines shown: names end at `name`, then the count (right-aligned in
+    `count` characters), the share and the shape, each shown only where the pane has room for it."""
+
+    name: int
+    count: int
+    share: bool
+    shape: int  # 0: not shown
+    delta: int = 0  # the change against a pinned baseline; 0: none pinned, or not shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +124,7 @@ class ParamTreeView(Tree[str]):
         self._by_key: dict[str, Node | None] = {}  # lookups in the current model, filled as lines are painted
         self._counted: ParamTree | None = None
         self._total = 0
-        self._name_widths: dict[int, int] = {}  # per parent node id: its children's widest name (for alignment)
+        self._columns: Columns | None = None  # measured over the visible lines; None: measure again
         self._baseline: ParamTree | None = None
         self._marks: dict[str, str] = {}
 
@@ -127,7 +147,7 @@ class ParamTreeView(Tree[str]):
         previous, self._counted = self._counted, model
         self._total = model.total
         self._by_key = {}
-        self._name_widths.clear()
+        self._columns = None
         if str(self.root.label) != model.root.title:
             self.root.set_label(model.root.title)
         if not self.root.is_expanded:
@@ -140,6 +160,7 @@ class ParamTreeView(Tree[str]):
     def set_baseline(self, baseline: ParamTree | None) -> None:
         """Show each node's change against `baseline` (None: no deltas)."""
         self._baseline = baseline
+        self._columns = None
         self.root.refresh()
         self.refresh()
 
@@ -148,11 +169,12 @@ class ParamTreeView(Tree[str]):
         self._marks = marks
 
     def _delta(self, key: str, item: Node) -> str:
+        """`Δ +1,234` against the pinned baseline ("" when none is pinned)."""
         if self._baseline is None:
             return ""
         before = self._baseline.find(key) or self._baseline.find(f"{self._baseline.config.body}.{key}")
         delta = item.count - (before.count if before is not None else 0)
-        return f"  Δ {delta:+,}" if delta else "  Δ 0"
+        return f"Δ {delta:+,}" if delta else "Δ 0"
 
     def _reconcile(self, tree_node: TreeNode[str], module: Module) -> None:
         """Make `tree_node`'s children match `module`'s rows, keeping every node whose key stays."""
@@ -215,19 +237,27 @@ class ParamTreeView(Tree[str]):
         return found
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
-        self._name_widths.pop(event.node.id, None)
+        self._columns = None
         self._fill(event.node)
         module = self.node_for(event.node.data or "")
         if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
             self._reconcile(event.node, module)
 
+    def on_tree_node_collapsed(self) -> None:
+        self._columns = None
+
+    def on_resize(self) -> None:
+        self._columns = None
+
     def action_expand_all(self) -> None:
         self._fill_all(self.root)
         self.root.expand_all()
+        self._columns = None
 
     def action_collapse_all(self) -> None:
         self.root.collapse_all()
         self.root.expand()
+        self._columns = None
 
     def _fill_all(self, tree_node: TreeNode[str]) -> None:
         self._fill(tree_node)
@@ -236,20 +266,22 @@ class ParamTreeView(Tree[str]):
                 self._fill_all(child)
 
     def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
-        """`name  count  share` for modules, `mark name  count  [shape]` for tensors, from the current model."""
+        """`name  count  share  [shape]` in the table's columns, from the current model."""
         label = super().render_label(node, base_style, style)
         item = self.node_for(node.data or "")
         if item is None:
             return label
-        label.pad_right(self._name_width(node) - len(str(node.label)))
-        mark, count, extra = self._label_parts(node, item)
+        columns = self.columns()
+        label.pad_right(max(0, columns.name - self._name_end(node)))
+        mark, count, share, shape, extra = self._label_parts(node, item, columns)
         muted = self.get_component_rich_style("param-tree--shape", partial=True)
         count_style = self.get_component_rich_style("param-tree--count", partial=True)
         if isinstance(item, Module):
             label.stylize(self.get_component_rich_style("param-tree--module", partial=True))
-            return Text.assemble(label, (count, count_style), (extra, muted))
+            return Text.assemble(label, (count, count_style), (share, muted), (shape + extra, muted))
         kind_style = self.get_component_rich_style(f"param-tree--{'tied' if item.tied_to else item.kind}", partial=True)
-        return Text.assemble((mark, kind_style), label, (count, kind_style if item.tied_to else count_style), (extra, muted))
+        return Text.assemble((mark, kind_style), label, (count, kind_style if item.tied_to else count_style),
+                             (share, muted), (shape + extra, muted))
 
     def get_label_width(self, node: TreeNode[str]) -> int:
         """The label's width without styling it (the tree asks for every line when it rebuilds). Every
@@ -258,25 +290,78 @@ class ParamTreeView(Tree[str]):
         item = self.node_for(_LAYER_0.sub(r"\1.0", key) if _LAYER_0.fullmatch(key) else key)
         if item is None:
             return super().get_label_width(node)
-        icon = 2 if node.allow_expand else 0
-        return icon + self._name_width(node) + sum(len(part) for part in self._label_parts(node, item))
+        columns = self.columns()
+        icon = INDENT if node.allow_expand else 0
+        return icon + max(columns.name - self._name_end(node), 0) + len(str(node.label)) + sum(
+            len(part) for part in self._label_parts(node, item, columns))
 
-    def _label_parts(self, node: TreeNode[str], item: Node) -> tuple[str, str, str]:
-        """(kind mark, count column, share or shape) as plain text."""
-        delta = self._delta(node.data or "", item)
-        if isinstance(item, Module):
-            share = f" {100 * item.count / self._total:5.1f}%" if self._total and node is not self.root else ""
-            return "", f" {item.count:>13,}", share + delta
-        mark = f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} "
-        count = f" {'tied':>13}" if item.tied_to else f" {item.count:>13,}"
-        note = f"  {self._marks[node.data]}" if node.data in self._marks else ""
-        return mark, count, f"  [{', '.join(str(n) for n in item.shape)}]{delta}{note}"
+    def columns(self) -> Columns:
+        """The table's columns for the lines shown now, fitted to the pane (measured once per change)."""
+        if self._columns is None:
+            self._columns = self._measure()
+        return self._columns
 
-    def _name_width(self, node: TreeNode[str]) -> int:
-        """The widest name among `node`'s siblings, so that their counts line up."""
+    def _measure(self) -> Columns:
+        name = shape = delta = 0
+        for node in self._visible(self.root):
+            name = max(name, self._name_end(node))
+            item = self.node_for(node.data or "") if node.data is not None else None
+            if isinstance(item, Param):
+                shape = max(shape, len(_shape_text(item)))
+            if item is not None and self._baseline is not None:
+                delta = max(delta, len(self._delta(node.data or "", item)))
+        count = max(len(f"{self._total:,}"), len("tied"))
+        width = self.scrollable_content_region.width or 10**6  # not laid out yet: everything fits
+        used = name + GAP + count
+        # What gives way, in order: the share, then the shape, then the change; never the count.
+        for share, shown_shape, shown_delta in ((True, shape, delta), (False, shape, delta), (False, 0, delta)):
+            extra = (GAP + shown_delta if shown_delta else 0) + (GAP + SHARE_WIDTH if share else 0) + (
+                GAP + shown_shape if shown_shape else 0)
+            if used + extra <= width:
+                return Columns(name, count, share, shown_shape, shown_delta)
+        return Columns(name, count, False, 0, 0)
+
+    def _visible(self, node: TreeNode[str]) -> Iterable[TreeNode[str]]:
+        """The lines shown: the root and every child of an expanded node, depth first (iteratively: a deep or
+        long tree must not recurse)."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            yield current
+            if current.is_expanded:
+                stack.extend(reversed(current.children))
+
+    def _name_end(self, node: TreeNode[str]) -> int:
+        """Where `node`'s name ends on its line: the guides of its depth, its icon or kind mark, its name."""
+        depth = 0
         parent = node.parent
-        if parent is None:
-            return len(str(node.label))
-        if parent.id not in self._name_widths:
-            self._name_widths[parent.id] = max(len(str(child.label)) for child in parent.children)
-        return self._name_widths[parent.id]
+        while parent is not None:
+            depth += 1
+            parent = parent.parent
+        return INDENT * depth + INDENT + len(str(node.label))
+
+    def _label_parts(self, node: TreeNode[str], item: Node, columns: Columns) -> tuple[str, str, str, str, str]:
+        """(kind mark, count and change, share, shape, notes) as plain text, each padded to its column."""
+        count = f"{'tied':>{columns.count}}" if isinstance(item, Param) and item.tied_to else f"{item.count:>{columns.count},}"
+        count = " " * GAP + count
+        if columns.delta:
+            count += " " * GAP + f"{self._delta(node.data or '', item):>{columns.delta}}"
+        share = ""
+        if columns.share:
+            shown = self._total and node is not self.root
+            share = " " * GAP + (f"{100 * item.count / self._total:>{SHARE_WIDTH - 1}.1f}%" if shown else " " * SHARE_WIDTH)
+        shape = ""
+        if columns.shape:
+            shape = " " * GAP + f"{_shape_text(item) if isinstance(item, Param) else '':<{columns.shape}}"
+        if isinstance(item, Module):
+            return "", count, share, shape, ""
+        mark = f"{TIED_MARK if item.tied_to else KIND_MARKS[item.kind]} "
+        note = f"  {self._marks[node.data]}" if node.data in self._marks else ""
+        return mark, count, share, shape, note
+
+
+SHARE_WIDTH = 6  # " 90.2%"
+
+
+def _shape_text(param: Param) -> str:
+    return f"[{', '.join(str(n) for n in param.shape)}]"
