@@ -29,7 +29,7 @@ from textual.widgets.tree import TreeNode
 from ..core import Module, Node, Param, ParamTree
 from ..core.tree import LayerStack, strip_body
 
-_LAYER_0 = re.compile(r"(encoder\.layer)\.\d+")
+_LAYER_0 = re.compile(r"(encoder\.layer)\.\d+(?=\.|$)")
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
 
@@ -125,6 +125,7 @@ class ParamTreeView(Tree[str]):
         self._counted: ParamTree | None = None
         self._total = 0
         self._columns: Columns | None = None  # measured over the visible lines; None: measure again
+        self._layout: tuple[int, list[str]] | None = None  # visible lines: widest name end, distinct keys measured
         self._baseline: ParamTree | None = None
         self._marks: dict[str, str] = {}
 
@@ -154,6 +155,7 @@ class ParamTreeView(Tree[str]):
             self.root.expand()
         if previous is None or _shape_of(previous) != _shape_of(model):
             self._reconcile(self.root, model.root)
+            self._layout = None
         self.root.refresh()  # every line's path holds the root: its cached strips are painted again
         self.refresh()
 
@@ -237,14 +239,14 @@ class ParamTreeView(Tree[str]):
         return found
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
-        self._columns = None
+        self._columns = self._layout = None
         self._fill(event.node)
         module = self.node_for(event.node.data or "")
         if isinstance(module, Module):  # it may have been loaded under another config: bring it up to date
             self._reconcile(event.node, module)
 
     def on_tree_node_collapsed(self) -> None:
-        self._columns = None
+        self._columns = self._layout = None
 
     def on_resize(self) -> None:
         self._columns = None
@@ -252,12 +254,12 @@ class ParamTreeView(Tree[str]):
     def action_expand_all(self) -> None:
         self._fill_all(self.root)
         self.root.expand_all()
-        self._columns = None
+        self._columns = self._layout = None
 
     def action_collapse_all(self) -> None:
         self.root.collapse_all()
         self.root.expand()
-        self._columns = None
+        self._columns = self._layout = None
 
     def _fill_all(self, tree_node: TreeNode[str]) -> None:
         self._fill(tree_node)
@@ -286,14 +288,30 @@ class ParamTreeView(Tree[str]):
     def get_label_width(self, node: TreeNode[str]) -> int:
         """The label's width without styling it (the tree asks for every line when it rebuilds). Every
         encoder layer has layer 0's count and share, so a layer is measured by layer 0 (not built)."""
-        key = node.data or ""
-        item = self.node_for(_LAYER_0.sub(r"\1.0", key) if _LAYER_0.fullmatch(key) else key)
+        item = self._measured(node)
         if item is None:
             return super().get_label_width(node)
         columns = self.columns()
         icon = INDENT if node.allow_expand else 0
         return icon + max(columns.name - self._name_end(node), 0) + len(str(node.label)) + sum(
             len(part) for part in self._label_parts(node, item, columns))
+
+    def _measured(self, node: TreeNode[str]) -> Node | None:
+        """The core node that measures `node`'s line: an encoder layer, and anything in it, is measured by
+        layer 0 (every layer has its names, shapes and counts), so that 1,000 layer lines build one layer."""
+        return self.node_for(_measure_key(node.data or ""))
+
+    def _visible_layout(self) -> tuple[int, list[str]]:
+        """Where the widest visible name ends, and the distinct keys that measure the visible lines (kept until
+        a node opens or closes, or the structure changes: an edit of a size keeps them)."""
+        if self._layout is None:
+            name, keys = 0, dict[str, None]()
+            for node in self._visible(self.root):
+                name = max(name, self._name_end(node))
+                if node.data is not None:
+                    keys[_measure_key(node.data)] = None
+            self._layout = (name, list(keys))
+        return self._layout
 
     def columns(self) -> Columns:
         """The table's columns for the lines shown now, fitted to the pane (measured once per change)."""
@@ -302,14 +320,14 @@ class ParamTreeView(Tree[str]):
         return self._columns
 
     def _measure(self) -> Columns:
-        name = shape = delta = 0
-        for node in self._visible(self.root):
-            name = max(name, self._name_end(node))
-            item = self.node_for(node.data or "") if node.data is not None else None
+        name, keys = self._visible_layout()
+        shape = delta = 0
+        for key in keys:
+            item = self.node_for(key)
             if isinstance(item, Param):
                 shape = max(shape, len(_shape_text(item)))
-            if item is not None and self._baseline is not None:
-                delta = max(delta, len(self._delta(node.data or "", item)))
+            if item is not None and self._baseline is not None:  # a layer the baseline lacks changes by all it has
+                delta = max(delta, len(self._delta(key, item)), len(f"Δ {item.count:+,}"))
         count = max(len(f"{self._total:,}"), len("tied"))
         width = self.scrollable_content_region.width or 10**6  # not laid out yet: everything fits
         used = name + GAP + count
@@ -361,6 +379,11 @@ class ParamTreeView(Tree[str]):
 
 
 SHARE_WIDTH = 6  # " 90.2%"
+
+
+def _measure_key(key: str) -> str:
+    """`key` with its encoder layer index replaced by 0: layers are identical in names, shapes and counts."""
+    return _LAYER_0.sub(r"\1.0", key, count=1)
 
 
 def _shape_text(param: Param) -> str:
