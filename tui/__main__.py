@@ -1,5 +1,5 @@
 """`python -m tui` runs the `bert-tui` command."""
 
-from tui.cli import main
+from tui.launch import main
 
 raise SystemExit(main())

@@ -18,7 +18,8 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.events import Resize
+from textual import events
+from textual.events import Event, Resize
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import OptionList, Static, Tab, Tabs, Tree
@@ -78,6 +79,10 @@ class BertTuiApp(App[None]):
         Binding("s", "save_preset", "Save", show=False),
         Binding("q", "quit", "Quit", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        # Tab moves the focus as the key arrives, not once it has bubbled back up from the focused widget:
+        # keys that come in one read (a paste, a buffered SSH link) after a Tab reach the next field.
+        Binding("tab", "app.focus_next", "Next field", show=False, priority=True),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False, priority=True),
     ]
 
     config: var[BertConfig | None] = var(None, always_update=True)
@@ -93,6 +98,7 @@ class BertTuiApp(App[None]):
         self.stored: list[tuple[str, tuple[int, ...]]] | None = None  # an opened checkpoint's tensors
         self._pane = "form"  # the tab shown below 100 columns
         self.comparison: Comparison | None = None
+        self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -117,6 +123,23 @@ class BertTuiApp(App[None]):
         config, preset = self._start
         self.query_one(ConfigForm).load(config, preset)
         self._layout(self.size.width)
+        self.call_after_refresh(self._release_keys)  # the keys typed while it started
+
+    async def on_event(self, event: Event) -> None:
+        """Keys typed while the explorer starts (a fast typist, a buffered SSH link) wait until the form is
+        loaded and focused, then are handled in the order they came: before that, Tab found no focus and
+        digits no field, and `Tab End ctrl+u 40000` typed at launch was lost or applied half-way."""
+        if self._waiting_keys is not None and isinstance(event, events.Key) and not event.is_forwarded:
+            self._waiting_keys.append(event)
+            return
+        await super().on_event(event)
+
+    async def _release_keys(self) -> None:
+        """Handle the keys typed while the explorer started, in order (Tab moves the focus at once: it is a
+        priority binding, so the keys after it reach the field it moved to)."""
+        waiting, self._waiting_keys = self._waiting_keys or [], None
+        for event in waiting:
+            await super().on_event(event)
 
     # State: the form's config → the core's tree → the panes.
 

@@ -25,6 +25,7 @@ from .io.safetensors import Checkpoint
 from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
 from .io.hub import is_model_id
 from .sources import LOAD_ERRORS, Source, open_hub, open_path
+from .widgets.form import FieldInput
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 ResultT = TypeVar("ResultT")
@@ -90,7 +91,7 @@ class AuditScreen(Dialog[None]):
         with Vertical(id="audit-box", classes="dialog"):
             yield Label(plain(f"Audit a claimed count for {self._source_title} ({self._config.hf_class})"), classes="dialog-title")
             with Horizontal(id="audit-inputs"):
-                yield Input(first[0], placeholder="186,828,288 or 110M", id="claim", compact=True)
+                yield FieldInput(first[0], placeholder="186,828,288 or 110M", id="claim", compact=True)
                 yield Select([(scope, scope) for scope in SCOPES], value=first[1], allow_blank=False, id="scope", compact=True)
             if self._claims:
                 published = "; ".join(f"{value} ({scope}): {source}" for value, scope, source in self._claims)
@@ -167,7 +168,7 @@ class ExportScreen(Dialog[Path | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="dialog"):
             yield Label("Export the breakdown: .json, .csv or .md", classes="dialog-title")
-            yield Input(self._suggestion, id="path", compact=True)
+            yield FieldInput(self._suggestion, id="path", compact=True)
             yield Static("", id="export-error", classes="error")
             yield Static("Enter writes (asking before it overwrites); Escape cancels.", classes="dim")
 
@@ -212,7 +213,7 @@ class OpenScreen(Dialog[Opened | None]):
         with Vertical(id="open-box", classes="dialog"):
             yield Label("Open a Hub id (ORG/NAME), config.json, folder or checkpoint",
                         classes="dialog-title")
-            yield Input(placeholder="path/to/model or org/name", id="open-path", compact=True)
+            yield FieldInput(placeholder="path/to/model or org/name", id="open-path", compact=True)
             yield Static("", id="open-error", classes="error")
             yield Static("Enter opens; Escape cancels. Only config and headers are read, never weights.", classes="dim")
 
@@ -268,7 +269,7 @@ class SavePresetScreen(Dialog[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="save-box", classes="dialog"):
             yield Label(plain(f"Save as a user preset (in {user_dir()})"), classes="dialog-title")
-            yield Input(self._suggestion, id="preset-name", compact=True)
+            yield FieldInput(self._suggestion, id="preset-name", compact=True)
             yield Static("", id="save-error", classes="error")
             yield Static("Enter saves; Escape cancels. Letters, digits, '.', '_' and '-'.", classes="dim")
 
