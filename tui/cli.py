@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__
+from . import COMMANDS, __version__
 from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .formats import (
@@ -49,7 +49,6 @@ from .sources import (
     source_beside,
 )
 
-COMMANDS = ("count", "presets", "audit", "diff", "verify")
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3  # an optional extra is not installed
 

@@ -13,12 +13,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-COMMANDS = ("count", "presets", "audit", "diff", "verify", "-h", "--help", "--version")
+from . import COMMANDS
+
+NO_EXPLORER = (*COMMANDS, "-h", "--help", "--version")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    saved = _hold_keys() if not (argv and argv[0] in COMMANDS) else None
+    saved = _hold_keys() if not (argv and argv[0] in NO_EXPLORER) else None
     try:
         from .cli import main as cli_main
 
