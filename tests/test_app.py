@@ -383,3 +383,13 @@ async def test_total_stays_visible_and_panes_reachable(size: tuple[int, int]) ->
             assert "88,409,856" in summary(app)
             assert app.query_one("#summary").region.height == 1
         assert app.query_one("#totals").region.width > 0
+
+
+@pytest.mark.parametrize("size", [(100, 30), (119, 30)])
+async def test_below_120_columns_the_panes_are_tabs_and_the_tree_shows_whole_counts(size: tuple[int, int]) -> None:
+    app = app_for("bert-large-uncased")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("f3")
+        tree = app.query_one(ParamTreeView)
+        assert not app.query_one("#form").display and tree.scrollable_content_region.width > 60
+        assert any("335,141,888" in line for line in _lines(tree))

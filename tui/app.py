@@ -2,7 +2,7 @@
 
 State flows one way. The form posts a validated `BertConfig`; the app holds it as its one reactive `config`,
 asks the core for the tree, and hands that tree to the panes. When the form holds something the core refuses,
-the panes keep the last valid count, marked stale. At 100 columns and more the three panes stand side by
+the panes keep the last valid count, marked stale. At 120 columns and more the three panes stand side by
 side; below that they become tabs under a summary line that always shows the total.
 """
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 # The screens (audit, export, open, save, help) and the palette load when first opened: importing them
 # (formats, audit, file I/O) at start-up would delay the first paint for screens most runs never open.
 
-WIDE = 100  # columns from which the panes stand side by side
+WIDE = 120  # columns from which the panes stand side by side (below, the tree would be too narrow for its counts)
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
 CENTER = "#center"  # the tree's pane: the tree with its detail strip
 
@@ -96,7 +96,7 @@ class BertTuiApp(App[None]):
         self.model: ParamTree | None = None
         self.baseline: ParamTree | None = None  # pinned with `b`: deltas show against it until unpinned
         self.stored: list[tuple[str, tuple[int, ...]]] | None = None  # an opened checkpoint's tensors
-        self._pane = "form"  # the tab shown below 100 columns
+        self._pane = "form"  # the tab shown below 120 columns
         self.comparison: Comparison | None = None
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
 
@@ -325,7 +325,7 @@ class BertTuiApp(App[None]):
             self.push_screen(HelpScreen(self._key_rows()))
 
     def action_show_pane(self, pane: str) -> None:
-        """Bring a pane forward (a tab below 100 columns) and focus it."""
+        """Bring a pane forward (a tab below 120 columns) and focus it."""
         self.query_one(Tabs).active = f"tab-{pane}"
         self._focus_pane(pane)
 
@@ -345,7 +345,7 @@ class BertTuiApp(App[None]):
         self._layout(event.size.width)
 
     def _layout(self, width: int) -> None:
-        """Side by side from 100 columns; below, only the active tab's pane. Display is set on the three
+        """Side by side from 120 columns; below, only the active tab's pane. Display is set on the three
         panes directly: a class on the screen would restyle every widget at each tab switch."""
         narrow = width < WIDE
         self.screen.set_class(narrow, "-narrow")
@@ -372,7 +372,7 @@ class BertTuiApp(App[None]):
             ("F1, ?", "this help (? outside inputs)"),
             ("ctrl+p", "command palette: every preset and action"),
             ("Tab, shift+Tab", "next / previous field or pane"),
-            ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 100 columns)"),
+            ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 120 columns)"),
             ("← →", "switch tabs when the tab bar has focus"),
             ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
             ("e / c", "expand / collapse the whole tree (in the tree)"),
