@@ -1,7 +1,8 @@
 """Keys typed while the explorer starts, through a real pseudo-terminal: the command as a user runs it.
 
 `Tab End ctrl+u 40000` is written to the terminal right after launch, long before the first paint; the
-explorer must apply it exactly (vocab 40000), then export what it shows, which the test reads back.
+explorer must apply it exactly (vocab 40000), then export what it shows, which the test reads back. (A pty's
+master and slave share one termios: the test sees when the command has switched line editing off.)
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def wait_for(condition: object, seconds: float) -> None:
 def test_keys_typed_before_the_first_paint_are_applied_in_order(tmp_path: Path) -> None:
     terminal = Terminal(tmp_path)
     try:
-        time.sleep(0.05)  # the interpreter has barely started: nothing is painted yet
+        # The keys go in as soon as the command has turned the terminal's line editing off (its first step;
+        # keys typed before the interpreter gets there are edited by the kernel, which no program can undo),
+        # long before the first paint: the alternate screen is not even open yet.
+        wait_for(lambda: not termios.tcgetattr(terminal.fd)[3] & termios.ICANON, 20)
+        assert b"\x1b[?1049h" not in terminal.output
         terminal.type(KEYS_AT_LAUNCH)
         wait_for(lambda: b"116,761,344" in terminal.output, 20)  # bert-base with V = 40000
         assert b"116,761,344" in terminal.output
