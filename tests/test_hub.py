@@ -91,6 +91,8 @@ def test_a_repository_without_safetensors_is_counted_from_its_config(hub: FakeHu
     assert result.returncode == 0 and json.loads(result.stdout)["total"] == LIVE["bertmodel"]
     assert "holds no safetensors weights" in result.stderr and "checkpoint" not in json.loads(result.stdout)
     assert hub.bytes_served("tiny-org/bin-only", "pytorch_model.bin") == 0
+    offline = cli("count", "tiny-org/bin-only", "--offline", "--format", "json")  # what was learnt is kept
+    assert offline.returncode == 0 and "holds no safetensors weights" in offline.stderr
 
 
 @pytest.mark.parametrize(

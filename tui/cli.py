@@ -304,7 +304,7 @@ def print_count(selection: Selection, fmt: str) -> int:
         Console().print(to_table(tree, selection.title))
     else:
         if ckpt is not None:
-            print(f"bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
+            print("bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
         sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
     return 0
 

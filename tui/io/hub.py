@@ -122,8 +122,8 @@ def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bo
             except SourceError:
                 break  # a download cut short (an index without all its shards): the headers come from elsewhere
     kept = _read_kept(repo_id, commit)
-    if kept is not None:
-        return kept, (), 0
+    if kept is not None:  # fetched before: the headers, or (None,) for a repository without safetensors
+        return (kept[0], (), 0) if kept[0] is not None else (None, _NO_SAFETENSORS, 0)
     if offline:
         return None, (f"no safetensors headers of {repo_id}@{commit[:7]} in the cache (offline): counted from its "
                       "config only",), 0
@@ -249,17 +249,16 @@ def _keep(repo_id: str, commit: str, record: dict[str, Any]) -> None:
         pass  # a cache that cannot be written costs a fetch next time, nothing more
 
 
-def _read_kept(repo_id: str, commit: str) -> Checkpoint | None:
-    """Headers kept from an earlier fetch; a kept "none" means the repository had no safetensors."""
+def _read_kept(repo_id: str, commit: str) -> tuple[Checkpoint | None] | None:
+    """Headers kept from an earlier fetch, as a 1-tuple: `(None,)` when the repository had no safetensors;
+    None when nothing usable is kept."""
     path = _kept_path(repo_id, commit)
     if not path.is_file():
         return None
     try:
         record = parse_json(read_bytes(path, MAX_CACHE_BYTES, "a header cache file"))
-        if record.get("kind") == "none":
-            return None
-        return _from_record(repo_id, record)
-    except (ReadError, SourceError, AttributeError, KeyError, TypeError):
+        return (None,) if record.get("kind") == "none" else (_from_record(repo_id, record),)
+    except (ReadError, SourceError, AttributeError, KeyError, TypeError, ValueError):
         return None  # a damaged cache entry is fetched again
 
 
