@@ -273,3 +273,9 @@ def test_a_download_cut_short_in_the_cache_fetches_the_missing_headers(fake_hub:
     assert data["checkpoint"]["clean"] and len(data["checkpoint"]["files"]) == 4
     assert fake_hub.bytes_served(SHARDED, "model-00002-of-00004.safetensors") == header_bytes(
         CHECKPOINTS / "sharded" / "model-00002-of-00004.safetensors")
+
+
+def test_an_empty_header_from_the_hub_is_refused_as_a_local_one_is(fake_hub: FakeHub) -> None:
+    fake_hub.add("evil/empty-header", files={"config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes(),
+                                             "model.safetensors": (0).to_bytes(8, "little") + b"\0" * 16})
+    one_line_error(cli("count", "evil/empty-header"), "not a safetensors file")

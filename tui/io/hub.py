@@ -65,8 +65,8 @@ class HubModel:
         return f"{self.repo_id}@{self.revision or 'main'} ({self.commit[:7]})"
 
 
-def open_model(repo_id: str, revision: str | None = None, offline: bool = False,
-               progress: Progress | None = None) -> HubModel:
+def open_repo(repo_id: str, revision: str | None = None, offline: bool = False,
+              progress: Progress | None = None) -> HubModel:
     """The config and checkpoint headers of `repo_id` at `revision`, cache first."""
     hub = _hub()
     offline = offline or bool(hub.constants.HF_HUB_OFFLINE)
@@ -176,7 +176,7 @@ def _remote_header(hub: Any, url: str, where: str) -> tuple[bytes, int, int]:
     if size is None:
         raise SourceError(where, None, "the Hub did not say the file's size (no Content-Range): cannot check its header")
     length = header_length(head, size, where)
-    if length == 0:
+    if length == 0:  # nothing to fetch; an empty header is refused by the parser, as a local one is
         return b"", size, len(head)
     raw, _ = _range(hub, url, 8, 8 + length - 1)
     if len(raw) != length:
@@ -270,7 +270,7 @@ def _from_record(repo_id: str, record: dict[str, Any]) -> Checkpoint:
         size = int(entry["size"])
         if len(raw) > MAX_HEADER_BYTES:
             raise SourceError(f"{repo_id}/{name}", None, "header over the format's limit")
-        tensors: list[StoredTensor] = parse_header(raw, size - 8 - len(raw), f"{repo_id}/{name}") if raw else []
+        tensors: list[StoredTensor] = parse_header(raw, size - 8 - len(raw), f"{repo_id}/{name}")
         shards.append((f"{repo_id}/{name}", tensors, size))
     if record["kind"] == "sharded":
         return join_shards(f"{repo_id}/{INDEX}", record["index"], shards)
