@@ -467,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal_error(prog, error)
 
 
-OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EBADF, errno.EPIPE, errno.EDQUOT}
+OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EBADF, errno.EDQUOT}  # EPIPE: BrokenPipeError above
 EXIT_OUTPUT = 1
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of bert-tui's, not bad input
 

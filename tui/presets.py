@@ -164,7 +164,7 @@ def find_preset(name: str) -> Preset:
     if name in user:
         return user[name]
     path = builtin_dir() / f"{name}.yaml"
-    if "/" not in name and "\x00" not in name and probe(path, Path.is_file):
+    if _PLAIN_NAME.fullmatch(name) and probe(path, Path.is_file):  # names are plain: no other file can hold it
         preset = load_preset(path, builtin=True)
         if preset.name == name:
             return preset

@@ -23,8 +23,7 @@ from .io.files import ReadError, check_writable_target, probe, user_path, write_
 from .plain import plain
 from .io.safetensors import Checkpoint
 from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
-from .io.hub import is_model_id
-from .sources import LOAD_ERRORS, Source, open_hub, open_path
+from .sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
 from .widgets.form import FieldInput
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
@@ -222,7 +221,7 @@ class OpenScreen(Dialog[Opened | None]):
         text = event.value.strip()
         try:
             path = user_path(text)
-            if not probe(path, Path.exists) and is_model_id(text):
+            if names_hub_model(text):
                 self._status(f"fetching {text}… (Escape cancels)")
                 self._fetch(text)
                 return

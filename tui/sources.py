@@ -98,11 +98,9 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
     """What a MODEL argument names: an existing path (config, folder, preset YAML or checkpoint), else a Hub id
     (`ORG/NAME`, with `revision`), else a preset name. The Hub client is imported only for an id."""
     path = Path(text)
-    if probe(path, Path.exists):
+    if probe(path, Path.exists):  # before the id test: a local path needs nothing of the Hub's
         return open_path(path)
-    from .io.hub import is_model_id
-
-    if is_model_id(text):
+    if names_hub_model(text):
         return open_hub(text, revision=revision, offline=offline, progress=progress)
     if revision is not None:
         raise SourceError(text, None, "--revision goes with a Hub model id (ORG/NAME); this is no id, and no path exists")
@@ -112,12 +110,19 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
         raise UnknownPresetError(text, error.known, ", and no such path or Hub model id (ORG/NAME)") from None
 
 
+def names_hub_model(text: str) -> bool:
+    """Whether `text` names a model on the Hub: an `ORG/NAME` id, and no path of that name exists (a path wins)."""
+    from .io.hub import is_model_id
+
+    return is_model_id(text) and not probe(Path(text), Path.exists)
+
+
 def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False,
              progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
     """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers."""
-    from .io.hub import open_model as open_hub_model
+    from .io.hub import open_repo
 
-    model = open_hub_model(repo_id, revision, offline, progress)
+    model = open_repo(repo_id, revision, offline, progress)
     hf = load_hf_config(model.config_path)
     fetched = (f"read {model.fetched_bytes:,} header bytes from the Hub, no weights",) if model.fetched_bytes else ()
     return Source(model.title, hf.config, (*hf.notes, *model.notes, *fetched)), model.checkpoint

@@ -47,21 +47,19 @@ HONOURED: dict[str, str] = {
     "architectures": "the class counted (its first entry)",
     "tie_word_embeddings": "false: the LM decoder's weight and bias are parameters of their own (V·H + V more)",
 }
-# key: (the value bert-tui counts, why another value is refused)
-REFUSED: dict[str, tuple[object, str]] = {
-    "add_cross_attention": (False, "adds a cross-attention block to every layer (the decoder of an "
+# key: (the values bert-tui counts, why another value is refused); HF writes some of these as null.
+REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
+    "add_cross_attention": ((False,), "adds a cross-attention block to every layer (the decoder of an "
                                    "encoder-decoder model), which bert-tui does not count"),
-    "position_embedding_type": ("absolute", "relative positions add a distance_embedding to every layer in "
+    "position_embedding_type": (("absolute", None), "relative positions add a distance_embedding to every layer in "
                                             "transformers 4.x and nothing in 5.x: the count depends on the version"),
-    "pruned_heads": ({}, "transformers 4.x removes the pruned heads' rows when it builds the model, 5.x does not: "
+    "pruned_heads": (({}, None), "transformers 4.x removes the pruned heads' rows when it builds the model, 5.x does not: "
                          "the count depends on the version"),
-    "torchscript": (False, "transformers 4.x clones tied weights instead of sharing them under torchscript"),
-    "quantization_config": (None, "a quantized model stores packed tensors of other shapes; bert-tui counts the "
+    "torchscript": ((False,), "transformers 4.x clones tied weights instead of sharing them under torchscript"),
+    "quantization_config": ((None,), "a quantized model stores packed tensors of other shapes; bert-tui counts the "
                                   "unquantized model only"),
-    "auto_map": (None, "the repository brings its own modeling code (trust_remote_code), which bert-tui cannot count"),
+    "auto_map": ((None,), "the repository brings its own modeling code (trust_remote_code), which bert-tui cannot count"),
 }
-# Values that mean the same as the counted one (HF writes position_embedding_type null in some configs).
-_SAME_AS_DEFAULT: dict[str, tuple[object, ...]] = {"position_embedding_type": (None,), "pruned_heads": (None,)}
 
 
 class SourceError(ValueError):
@@ -153,7 +151,7 @@ def _integer(path: Path, key: str, value: object) -> int:
 def _refuse_unmodelled(path: Path, data: dict[str, Any]) -> None:
     """Refuse the first key whose value changes the parameters in a way bert-tui does not count."""
     for key, (counted, why) in REFUSED.items():
-        if key in data and data[key] != counted and data[key] not in _SAME_AS_DEFAULT.get(key, ()):
+        if key in data and data[key] not in counted:
             raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: {why}")
 
 
