@@ -1,0 +1,503 @@
+"""Compute and memory of a training step (or an inference forward) at a batch and sequence length, exact.
+
+Everything is derived from the config and a `Workload`, in closed forms over the symbols (b, s, H, I, A, V, N,
+C, L), and checked against torch's own measurements of transformers' classes (`tui/measure.py`, fixtures in
+tests/fixtures/compute.json):
+
+- FLOPs in the convention of `torch.utils.flop_counter`: 2 per multiply-accumulate, matrix products only.
+- Activations: the bytes of the tensors autograd saves for backward, one storage counted once, parameters not.
+  Each saved tensor is a `Saved` term: which component, what it is, its element count as a product of symbols,
+  and its element size under the workload's conventions (`Conventions`).
+- Weights, gradients, optimizer states: bytes after one optimizer step.
+
+A training step is the class's forward with labels (its own loss), the backward, one optimizer step. BertModel
+has no loss: its step's loss is the sum of its outputs, which saves nothing and reaches every parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from math import prod
+from typing import Any
+
+from .config import BertConfig, ConfigError
+from .tree import build_tree
+
+MODES = ("train", "inference")
+PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
+OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
+ATTENTIONS = ("eager", "sdpa")
+DEVICES = ("cpu", "cuda")
+GPU_SIZES_GIB = (16, 24, 40, 48, 80, 141)
+GIB = 1024**3
+FLOP_CONVENTION = "torch.utils.flop_counter: 2 FLOPs per multiply-accumulate, matrix products only"
+MAX_BATCH = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What is run: batch `b` of sequences of length `s`, and every choice that changes FLOPs or bytes."""
+
+    batch: int
+    seq: int
+    mode: str = "train"
+    precision: str = "fp32"
+    optimizer: str = "adamw"
+    checkpointing: bool = False
+    attention: str = "eager"
+    padding_mask: bool = False
+    device: str = "cpu"
+    choices: int = 2  # multiple-choice only: candidate answers per example (C)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "seq", "choices"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+                raise ConfigError(name, value, f"must be a whole number between 1 and {MAX_BATCH:,}")
+        for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("optimizer", OPTIMIZERS),
+                              ("attention", ATTENTIONS), ("device", DEVICES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, getattr(self, name), f"must be one of: {', '.join(allowed)}")
+        for name in ("checkpointing", "padding_mask"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "must be true or false")
+        if self.checkpointing and self.mode != "train":
+            raise ConfigError("checkpointing", True, "applies to training only (inference keeps no activations)")
+
+    @property
+    def train(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def amp(self) -> bool:
+        return self.precision.startswith("amp-")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Conventions:
+    """Element sizes in bytes where the precision and the device decide them."""
+
+    weight: int  # parameters, their gradients and the optimizer's moments
+    compute: int  # matrix products, attention, GELU: the 16-bit dtype under autocast
+    residual: int  # the hidden states between layers and what LayerNorm takes (float32 under autocast)
+    stats: int  # LayerNorm's saved mean and rstd
+    heads: int  # queries, keys and values as the attention saves them
+    softmax: int  # attention probabilities (CUDA autocast runs softmax in float32)
+    loss: int  # the loss's log-probabilities (autocast runs cross-entropy in float32)
+    bool_masks: bool  # dropout keeps a 1-byte mask (CUDA) instead of a noise tensor in its input's dtype (CPU)
+
+    def mask(self, of: int) -> int:
+        """Bytes per element of a dropout mask whose input has `of` bytes per element."""
+        return 1 if self.bool_masks else of
+
+    @classmethod
+    def of(cls, workload: Workload, masked: bool = False) -> Conventions:
+        """`masked`: the attention adds a float32 mask, which under autocast makes the scores float32."""
+        half = 2 if workload.precision != "fp32" else 4
+        weight = 4 if workload.amp or workload.precision == "fp32" else 2
+        residual = 4 if workload.amp else half
+        cuda = workload.device == "cuda"
+        stats = 4 if cuda else residual
+        # sdpa's math path on CPU computes 16-bit attention in float32 (q, k, v cast up); on CUDA in 16 bits.
+        # CUDA autocast runs eager softmax in float32; on CPU the scores become float32 only when a float32 mask
+        # is added to them.
+        heads = 4 if not cuda and workload.attention == "sdpa" else half
+        if workload.attention == "sdpa":
+            softmax = heads
+        else:
+            softmax = 4 if workload.amp and (cuda or masked) else half
+        loss = 4 if workload.amp else half
+        return cls(weight, half, residual, stats, heads, softmax, loss, cuda)
+
+    def lines(self, workload: Workload) -> list[str]:
+        """Every convention that changes bytes, named as the output shows it."""
+        names = {1: "bool", 2: "bfloat16" if "bf16" in workload.precision else "float16", 4: "float32", 8: "int64"}
+        lines = [FLOP_CONVENTION,
+                 f"weights, gradients and optimizer moments in {names[self.weight]}",
+                 f"activations of matrix products in {names[self.compute]}",
+                 f"LayerNorm inputs and the residual stream in {names[self.residual]}, "
+                 f"its saved mean/rstd in {names[self.stats]}"]
+        if self.bool_masks:
+            lines.append("dropout masks: 1 byte per element (CUDA)")
+        else:
+            lines.append("dropout masks: a tensor in the input's dtype (CPU)")
+        if workload.amp:
+            lines.append("autocast keeps a 16-bit copy of every Linear weight for the backward")
+            lines.append(f"autocast: softmax in {names[self.softmax]}, cross-entropy in float32")
+        if workload.device == "cuda":
+            lines.append("CUDA conventions are derived, not measured (the oracle runs on CPU)")
+            if workload.attention == "sdpa":
+                lines.append("sdpa on CUDA counted as its math path; fused kernels keep less (no b·A·s² terms)")
+            if workload.optimizer == "adamw":
+                lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
+        if workload.train:
+            lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
+        lines.append("lower bound: no allocator overhead, no framework workspace, no transient buffers")
+        return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One tensor saved for backward: `coef × Π factors` elements of `size` bytes each."""
+
+    component: str  # embeddings, layer, attention mask, pooler, head
+    what: str
+    factors: tuple[str, ...]
+    size: int
+    coef: int = 1
+
+    def elements(self, values: dict[str, int]) -> int:
+        return self.coef * prod(values[f] for f in self.factors)
+
+    def nbytes(self, values: dict[str, int]) -> int:
+        return self.elements(values) * self.size
+
+
+@dataclass(frozen=True, slots=True)
+class Flop:
+    """One matrix product of the forward: `2 × coef × Π factors` FLOPs."""
+
+    component: str
+    what: str
+    factors: tuple[str, ...]
+    coef: int = 1
+
+    def flops(self, values: dict[str, int]) -> int:
+        return 2 * self.coef * prod(values[f] for f in self.factors)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    gib: float
+    bytes: int
+    max_batch: int  # 0: not even one example fits
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """A workload's FLOPs and bytes, by component, with the terms that produce them."""
+
+    config: BertConfig
+    workload: Workload
+    values: dict[str, int]
+    flop_terms: tuple[Flop, ...]
+    saved_terms: tuple[Saved, ...]
+    recompute_terms: tuple[Saved, ...]
+    parameters: int
+    parameter_tensors: int
+    buffers: int
+    conventions: Conventions
+    fits: tuple[Fit, ...] = field(default=())
+
+    # FLOPs -------------------------------------------------------------------------------------------------
+    def flops_by_component(self) -> dict[str, int]:
+        return _by_component(self.flop_terms, self.values, lambda t, v: t.flops(v))
+
+    @property
+    def flops_forward(self) -> int:
+        return sum(self.flops_by_component().values())
+
+    @property
+    def flops_backward(self) -> int:
+        """Twice the forward (a gradient for each operand of every product), plus the checkpointing recompute."""
+        if not self.workload.train:
+            return 0
+        return 2 * self.flops_forward + self.flops_recompute
+
+    @property
+    def flops_recompute(self) -> int:
+        return self.flops_by_component().get("layer", 0) if self.workload.checkpointing else 0
+
+    @property
+    def flops_step(self) -> int:
+        return self.flops_forward + self.flops_backward
+
+    @property
+    def rule_of_thumb(self) -> int:
+        """The `6 × parameters × tokens` estimate (2 forward + 4 backward per parameter and token)."""
+        factor = 6 if self.workload.train else 2
+        return factor * self.parameters * self.values["n"]
+
+    # Memory ------------------------------------------------------------------------------------------------
+    def activations_by_component(self) -> dict[str, int]:
+        return _by_component(self.saved_terms, self.values, lambda t, v: t.nbytes(v))
+
+    @property
+    def activations(self) -> int:
+        return sum(self.activations_by_component().values())
+
+    @property
+    def recompute_peak(self) -> int:
+        """Bytes one checkpointed layer saves again while the backward recomputes it."""
+        return sum(t.nbytes(self.values) for t in self.recompute_terms)
+
+    @property
+    def weights(self) -> int:
+        return self.parameters * self.conventions.weight
+
+    @property
+    def gradients(self) -> int:
+        return self.weights if self.workload.train else 0
+
+    @property
+    def optimizer(self) -> int:
+        if not self.workload.train or self.workload.optimizer == "sgd":
+            return 0
+        if self.workload.optimizer == "sgd-momentum":
+            return self.weights
+        steps = 0 if self.workload.device == "cuda" else 4 * self.parameter_tensors
+        return 2 * self.weights + steps
+
+    @property
+    def total(self) -> int:
+        return (self.weights + self.buffers + self.gradients + self.optimizer + self.activations
+                + self.recompute_peak)
+
+    def memory(self) -> dict[str, int]:
+        return {"weights": self.weights, "buffers": self.buffers, "gradients": self.gradients,
+                "optimizer": self.optimizer, "activations": self.activations,
+                "recompute": self.recompute_peak, "total": self.total}
+
+
+def _by_component(terms: Iterable[Any], values: dict[str, int], measure: Any) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for term in terms:
+        count = values["L"] if term.component == "layer" else 1
+        totals[term.component] = totals.get(term.component, 0) + count * measure(term, values)
+    return totals
+
+
+def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
+    """Values of the symbols: b' is the number of sequences (b·C for multiple choice), n = b'·s tokens."""
+    sequences = workload.batch * (workload.choices if config.head == "multiple-choice" else 1)
+    return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
+            "H": config.hidden_size, "I": config.intermediate_size, "A": config.num_attention_heads,
+            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": config.num_hidden_layers,
+            "1": 1, "2": 2}
+
+
+def additive_mask(config: BertConfig, workload: Workload) -> bool:
+    """Whether eager attention adds a float mask to its scores: a padding mask, or the causal mask of a decoder."""
+    return workload.attention == "eager" and (workload.padding_mask or config.head == "causal-lm")
+
+
+def check(config: BertConfig, workload: Workload) -> None:
+    if config.model_type != "bert":
+        raise ConfigError("model_type", config.model_type, "compute and memory are modelled for bert only so far")
+    if workload.seq > config.max_position_embeddings:
+        rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
+        raise ConfigError("seq", workload.seq, rule)
+    if config.head == "multiple-choice" and workload.choices < 1:
+        raise ConfigError("choices", workload.choices, "must be at least 1")
+
+
+def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None) -> Compute:
+    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table."""
+    check(config, workload)
+    tree = build_tree(config)
+    conventions = Conventions.of(workload, additive_mask(config, workload))
+    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
+    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
+    result = Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config)), saved,
+                     recompute, tree.total, _tensor_count(config), 16 * config.max_position_embeddings, conventions)
+    sizes = [(float(g), g * GIB) for g in GPU_SIZES_GIB]
+    if gpu_memory is not None:
+        sizes.append((gpu_memory / GIB, gpu_memory))
+    return _with_fits(result, sizes)
+
+
+def _with_fits(result: Compute, sizes: list[tuple[float, int]]) -> Compute:
+    """The largest batch that fits each size: the total is affine in b, so two evaluations give it exactly."""
+    one = compute_total(result.config, result.workload, 1)
+    two = compute_total(result.config, result.workload, 2)
+    slope, fixed = two - one, 2 * one - two
+    fits = tuple(Fit(gib, size, _max_batch(size, fixed, slope)) for gib, size in sizes)
+    return Compute(**{**{f: getattr(result, f) for f in result.__dataclass_fields__}, "fits": fits})
+
+
+def _max_batch(size: int, fixed: int, slope: int) -> int:
+    if size < fixed + slope:
+        return 0
+    return min(MAX_BATCH, (size - fixed) // slope) if slope else MAX_BATCH
+
+
+def compute_total(config: BertConfig, workload: Workload, batch: int) -> int:
+    values = symbol_values(config, Workload(**{**workload.as_dict(), "batch": batch}))
+    conventions = Conventions.of(workload, additive_mask(config, workload))
+    tree = build_tree(config)
+    probe = Compute(config, workload, values, (), tuple(saved_terms(config, workload, conventions))
+                    if workload.train else (), tuple(recompute_terms(config, workload, conventions))
+                    if workload.checkpointing else (), tree.total, _tensor_count(config),
+                    16 * config.max_position_embeddings, conventions)
+    return probe.total
+
+
+LAYER_TENSORS = 16  # Q, K, V, attention output, intermediate, output: weight and bias; two LayerNorms
+
+
+def _tensor_count(config: BertConfig) -> int:
+    """How many parameter tensors (AdamW keeps a step counter for each), without building every layer."""
+    one_layer = build_tree(config.replace(num_hidden_layers=1))
+    return len(one_layer.unique_params()) + LAYER_TENSORS * (config.num_hidden_layers - 1)
+
+
+# FLOPs of the forward ----------------------------------------------------------------------------------------
+def flop_terms(config: BertConfig) -> Iterator[Flop]:
+    yield Flop("layer", "query, key, value projections", ("n", "H", "H"), 3)
+    yield Flop("layer", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"))
+    yield Flop("layer", "attention context P·V", ("b'", "s", "s", "H"))
+    yield Flop("layer", "attention output projection", ("n", "H", "H"))
+    yield Flop("layer", "feed-forward up (intermediate)", ("n", "H", "I"))
+    yield Flop("layer", "feed-forward down (output)", ("n", "I", "H"))
+    if config.has_pooler:
+        yield Flop("pooler", "pooler dense", ("b'", "H", "H"))
+    yield from _head_flops(config.head)
+
+
+def _head_flops(head: str) -> Iterator[Flop]:
+    if head in ("mlm", "pretraining", "causal-lm"):
+        yield Flop("head", "LM transform dense", ("n", "H", "H"))
+        yield Flop("head", "LM decoder", ("n", "H", "V"))
+    if head in ("pretraining", "next-sentence"):
+        yield Flop("head", "next-sentence classifier", ("b'", "H"), 2)
+    if head == "sequence-classification":
+        yield Flop("head", "classifier", ("b'", "H", "N"))
+    if head == "token-classification":
+        yield Flop("head", "classifier", ("n", "H", "N"))
+    if head == "question-answering":
+        yield Flop("head", "start/end classifier", ("n", "H"), 2)
+    if head == "multiple-choice":
+        yield Flop("head", "choice classifier", ("b'", "H"))
+
+
+# Activations saved for backward ------------------------------------------------------------------------------
+def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    yield from _embeddings(c)
+    if workload.checkpointing:
+        yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.residual)
+        if workload.padding_mask or (config.head == "causal-lm" and workload.attention == "eager"):
+            yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                        _mask_size(workload, c))
+    else:
+        yield from _layer(workload, c, with_input=True)
+    yield from _pooler_and_head(config, workload, c)
+
+
+def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    del config
+    yield from _layer(workload, c, with_input=False)
+
+
+def _mask_size(workload: Workload, c: Conventions) -> int:
+    """The 4-D mask a checkpointed layer keeps: additive in the compute dtype (eager), boolean (sdpa)."""
+    return 1 if workload.attention == "sdpa" else (4 if workload.amp else c.compute)
+
+
+def _embeddings(c: Conventions) -> Iterator[Saved]:
+    yield Saved("embeddings", "input ids (word embedding lookup)", ("n",), 8)
+    yield Saved("embeddings", "token type ids (one row, broadcast)", ("s",), 8)
+    yield Saved("embeddings", "LayerNorm input", ("n", "H"), c.residual)
+    yield Saved("embeddings", "LayerNorm mean and rstd", ("n",), c.stats, 2)
+    yield Saved("embeddings", "dropout mask", ("n", "H"), c.mask(c.residual))
+
+
+def _layer(workload: Workload, c: Conventions, *, with_input: bool) -> Iterator[Saved]:
+    amp = workload.amp
+    if amp:
+        yield Saved("layer", "Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), c.compute, 3)
+        yield Saved("layer", "16-bit copies of the Linear weights", ("H", "H"), c.compute, 4)
+        yield Saved("layer", "16-bit copies of the FFN weights", ("H", "I"), c.compute, 2)
+    elif with_input:
+        yield Saved("layer", "layer input (Q/K/V projections)", ("n", "H"), c.residual)
+    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.heads, 3)
+    yield Saved("layer", "attention probabilities (softmax output)", ("b'", "A", "s", "s"), c.softmax)
+    yield Saved("layer", "attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
+    # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
+    yield Saved("layer", "attention probabilities after dropout", ("b'", "A", "s", "s"), c.heads)
+    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
+    yield Saved("layer", "attention output dropout mask", ("n", "H"), c.mask(c.compute))
+    yield Saved("layer", "attention LayerNorm input", ("n", "H"), c.residual)
+    yield Saved("layer", "attention LayerNorm mean and rstd", ("n",), c.stats, 2)
+    yield Saved("layer", "FFN input (attention LayerNorm output)", ("n", "H"), c.compute)
+    yield Saved("layer", "GELU input", ("n", "I"), c.compute)
+    yield Saved("layer", "FFN down input (GELU output)", ("n", "I"), c.compute)
+    yield Saved("layer", "output dropout mask", ("n", "H"), c.mask(c.compute))
+    yield Saved("layer", "output LayerNorm input", ("n", "H"), c.residual)
+    yield Saved("layer", "output LayerNorm mean and rstd", ("n",), c.stats, 2)
+
+
+def _pooler_and_head(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    amp = workload.amp
+    last_saved = False  # whether the last hidden state's storage is already held
+    if config.has_pooler:
+        if amp:
+            yield Saved("pooler", "[CLS] hidden state (16-bit copy)", ("b'", "H"), c.compute)
+            yield Saved("pooler", "16-bit copy of the dense weight", ("H", "H"), c.compute)
+        else:
+            yield Saved("pooler", "last hidden state (kept whole by the [CLS] view)", ("n", "H"), c.residual)
+            last_saved = True
+        yield Saved("pooler", "tanh output", ("b'", "H"), c.compute)
+    yield from _head(config, workload, c, last_saved)
+
+
+def _linear_input(what: str, factors: tuple[str, ...], weight: tuple[str, ...], c: Conventions, amp: bool,
+                  held: bool, size: int) -> Iterator[Saved]:
+    """What a head's Linear saves: its input (a 16-bit copy under autocast, unless already 16-bit) and weight."""
+    if amp:
+        if size != c.compute:
+            yield Saved("head", f"{what} (16-bit copy)", factors, c.compute)
+        elif not held:
+            yield Saved("head", what, factors, size)
+        yield Saved("head", "16-bit copy of its weight", weight, c.compute)
+    elif not held:
+        yield Saved("head", what, factors, size)
+
+
+def _cross_entropy(rows: tuple[str, ...], classes: str, c: Conventions, what: str = "") -> Iterator[Saved]:
+    yield Saved("head", f"{what}log-probabilities (cross-entropy)", (*rows, classes), c.loss)
+    yield Saved("head", f"{what}labels", rows, 8)
+    yield Saved("head", f"{what}loss weight total", ("1",), c.loss)
+
+
+def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bool) -> Iterator[Saved]:
+    head, amp = config.head, workload.amp
+    if head in ("mlm", "pretraining", "causal-lm"):
+        yield from _linear_input("LM transform input (last hidden state)", ("n", "H"), ("H", "H"), c, amp,
+                                 last_saved, c.residual)
+        yield Saved("head", "LM transform GELU input", ("n", "H"), c.compute)
+        # CPU autocast runs LayerNorm on the 16-bit input with float32 statistics; CUDA autocast casts it up.
+        yield Saved("head", "LM transform LayerNorm input", ("n", "H"), 4 if amp and c.bool_masks else c.compute)
+        yield Saved("head", "LM transform LayerNorm mean and rstd", ("n",), c.stats, 2)
+        yield from _linear_input("LM decoder input", ("n", "H"), ("V", "H"), c, amp, False,
+                                 4 if amp else c.compute)
+        # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
+        yield from _cross_entropy(("n",), "V", replace(c, loss=4) if head == "causal-lm" else c)
+    if head in ("pretraining", "next-sentence"):
+        yield from _linear_input("pooled output", ("b'", "H"), ("2", "H"), c, amp, True, c.compute)
+        yield from _cross_entropy(("b",), "2", c, "next-sentence ")
+    if head == "sequence-classification":
+        yield Saved("head", "dropout mask", ("b'", "H"), c.mask(c.compute))
+        yield from _linear_input("classifier input", ("b'", "H"), ("N", "H"), c, amp, False, c.compute)
+        if config.num_labels == 1:
+            yield Saved("head", "regression output (MSE)", ("b",), c.loss)
+            yield Saved("head", "regression targets (float32)", ("b",), 4)
+        else:
+            yield from _cross_entropy(("b",), "N", c)
+    if head == "multiple-choice":
+        yield Saved("head", "dropout mask", ("b'", "H"), c.mask(c.compute))
+        yield from _linear_input("classifier input", ("b'", "H"), ("1", "H"), c, amp, False, c.compute)
+        yield from _cross_entropy(("b",), "C", c)
+    if head == "token-classification":
+        yield Saved("head", "dropout mask", ("n", "H"), c.mask(c.residual))
+        yield from _linear_input("classifier input", ("n", "H"), ("N", "H"), c, amp, False, c.residual)
+        yield from _cross_entropy(("n",), "N", c)
+    if head == "question-answering":
+        yield from _linear_input("last hidden state", ("n", "H"), ("2", "H"), c, amp, last_saved, c.residual)
+        for end in ("start", "end"):
+            yield Saved("head", f"{end} log-probabilities over positions", ("b", "s"), c.loss)
+            yield Saved("head", f"{end} positions", ("b",), 8)
+            yield Saved("head", f"{end} loss weight total", ("1",), c.loss)

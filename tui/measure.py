@@ -1,0 +1,306 @@
+"""Measure a training step of the real transformers class with torch: the oracle `tui.core.compute` is checked by.
+
+Needs the optional `verify` extra; importing this module does not import torch. What it measures, and how:
+- FLOPs: `torch.utils.flop_counter.FlopCounterMode` around the forward and, separately, the backward, on the
+  meta device (no weights; a padding mask does not change FLOPs in that convention, and the meta device cannot
+  build one). Forward FLOPs per component come from the counter's module breakdown.
+- Activations: every tensor saved for backward during the forward, caught by
+  `torch.autograd.graph.saved_tensors_hooks`, on CPU with real (small) tensors. A storage counts once, for the
+  component whose module saved it first; parameters' and buffers' storages are not activations.
+- Checkpointing: the layers' inputs are what the forward keeps; the backward recomputes one layer at a time, and
+  what that recomputation saves is caught the same way during the backward (its peak is the largest layer).
+- Weights, gradients and optimizer states: bytes of the tensors after one real step (`step` tensors included).
+
+A training step is the class's forward with labels (its own loss), the backward and one optimizer step. BertModel
+has no loss: its step's loss is the sum of its outputs (which saves nothing and reaches every parameter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .core.compute import Workload
+from .core.config import BertConfig
+
+# The dtype the model is built in: autocast (amp-*) runs float32 weights.
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "amp-bf16": "float32",
+                    "amp-fp16": "float32"}
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    flops_forward: int
+    flops_backward: int
+    flops_forward_by_component: dict[str, int]
+    activations_by_component: dict[str, int]
+    recompute_peak: int  # bytes saved while the backward recomputes a checkpointed layer (0 without checkpointing)
+    weights: int
+    gradients: int
+    optimizer: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "flops": {"forward": self.flops_forward, "backward": self.flops_backward,
+                      "forward_by_component": self.flops_forward_by_component},
+            "activations": {"by_component": self.activations_by_component, "recompute_peak": self.recompute_peak},
+            "weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
+        }
+
+
+def component_of(module_name: str, body: str) -> str:
+    """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head."""
+    parts = module_name.split(".")
+    if parts and parts[0] == body:
+        parts = parts[1:]
+    if parts[:1] == ["embeddings"]:
+        return "embeddings"
+    if parts[:2] == ["encoder", "layer"] and len(parts) > 2:
+        return f"layer.{parts[2]}"
+    if parts[:1] == ["pooler"]:
+        return "pooler"
+    return "head"
+
+
+def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
+    import torch
+    import transformers
+
+    hf_config = transformers.BertConfig(**config.sizes(), num_labels=config.num_labels,
+                                        tie_word_embeddings=config.tie_word_embeddings,
+                                        attn_implementation=workload.attention)
+    if config.head == "causal-lm":
+        hf_config.is_decoder = True
+    cls = getattr(transformers, config.hf_class)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)
+    dtype = getattr(torch, PRECISION_DTYPES[workload.precision])
+    model.to(dtype)
+    model.train(workload.mode == "train")
+    if workload.checkpointing:
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def inputs(config: BertConfig, workload: Workload, device: str) -> dict[str, Any]:
+    """Token ids, the padding mask if asked, and the head's labels, seeded."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    b, s = workload.batch, workload.seq
+    shape = (b, workload.choices, s) if config.head == "multiple-choice" else (b, s)
+    batch: dict[str, Any] = {"input_ids": torch.randint(0, config.vocab_size, shape, generator=gen)}
+    if workload.padding_mask:
+        mask = torch.ones(shape, dtype=torch.long)
+        mask[..., s - s // 3:] = 0  # the last third of every sequence is padding
+        mask[..., 0] = 1
+        batch["attention_mask"] = mask
+    if workload.mode == "train":
+        batch.update(_labels(config, workload, gen))
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def _labels(config: BertConfig, workload: Workload, gen: Any) -> dict[str, Any]:
+    import torch
+
+    b, s = workload.batch, workload.seq
+    head, n = config.head, config.num_labels
+    if head in ("mlm", "causal-lm"):
+        return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen)}
+    if head == "pretraining":
+        return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen),
+                "next_sentence_label": torch.randint(0, 2, (b,), generator=gen)}
+    if head == "sequence-classification":
+        if n == 1:
+            return {"labels": torch.rand((b,), generator=gen)}
+        return {"labels": torch.randint(0, n, (b,), generator=gen)}
+    if head == "token-classification":
+        return {"labels": torch.randint(0, n, (b, s), generator=gen)}
+    if head == "question-answering":
+        return {"start_positions": torch.randint(0, s, (b,), generator=gen),
+                "end_positions": torch.randint(0, s, (b,), generator=gen)}
+    if head == "multiple-choice":
+        return {"labels": torch.randint(0, workload.choices, (b,), generator=gen)}
+    if head == "next-sentence":
+        return {"labels": torch.randint(0, 2, (b,), generator=gen)}
+    return {}
+
+
+def loss_of(outputs: Any) -> Any:
+    """The class's own loss, or for BertModel the sum of its outputs."""
+    if getattr(outputs, "loss", None) is not None:
+        return outputs.loss
+    total = outputs.last_hidden_state.sum()
+    if outputs.pooler_output is not None:
+        total = total + outputs.pooler_output.sum()
+    return total
+
+
+def _autocast(workload: Workload, device: str) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    if not workload.precision.startswith("amp-"):
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if workload.precision == "amp-bf16" else torch.float16
+    return torch.autocast("cpu" if device == "meta" else device, dtype=dtype)
+
+
+def measure_flops(config: BertConfig, workload: Workload) -> tuple[int, int, dict[str, int]]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    plain = Workload(**{**workload.as_dict(), "padding_mask": False, "precision": "fp32"})
+    model = build_model(config, plain, "meta")
+    batch = inputs(config, plain, "meta")
+    prefix = type(model).__name__
+    with FlopCounterMode(display=False) as forward_mode:
+        loss = loss_of(model(**batch)) if workload.mode == "train" else model(**batch)
+    by_component: dict[str, int] = {}
+    for name, counts in forward_mode.get_flop_counts().items():
+        parts = name.split(".")
+        if parts[0] != prefix or len(parts) < 2 or _is_parent(parts[1:], config.body):
+            continue
+        component = component_of(".".join(parts[1:]), config.body)
+        if _is_component_root(parts[1:], config.body, component):
+            by_component[component] = by_component.get(component, 0) + sum(counts.values())
+    head_flops = forward_mode.get_total_flops() - sum(by_component.values())
+    by_component["head"] = by_component.get("head", 0) + head_flops
+    backward = 0
+    if workload.mode == "train":
+        with FlopCounterMode(display=False) as backward_mode:
+            loss.backward()
+        backward = backward_mode.get_total_flops()
+    return forward_mode.get_total_flops(), backward, {k: v for k, v in by_component.items() if v}
+
+
+def _is_parent(parts: list[str], body: str) -> bool:
+    """The body and encoder modules, which only hold the components (counted at the components' roots)."""
+    rest = parts[1:] if parts[0] == body else parts
+    return parts == [body] or rest in (["encoder"], ["encoder", "layer"])
+
+
+def _is_component_root(parts: list[str], body: str, component: str) -> bool:
+    rest = parts[1:] if parts[0] == body else parts
+    if component == "head":
+        return False  # the head is what remains of the total
+    return rest == component.split(".") or rest == ["encoder", "layer", component.split(".")[-1]]
+
+
+@contextlib.contextmanager
+def _module_stack(model: Any) -> Iterator[list[str]]:
+    """The name of the innermost module running, kept up to date by forward hooks."""
+    stack = [""]
+
+    def enter(name: str) -> Any:
+        return lambda _module, _args: stack.append(name)  # a pre-hook returning None keeps the inputs
+
+    def leave(_module: Any, _args: Any, _output: Any) -> None:
+        stack.pop()
+
+    handles = []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(enter(name)))
+        handles.append(module.register_forward_hook(leave))
+    try:
+        yield stack
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def measure_memory(config: BertConfig, workload: Workload) -> tuple[dict[str, int], int, int, int, int]:
+    """(activations by component, recompute peak, weights, gradients, optimizer states) in bytes, on CPU."""
+    import torch
+
+    model = build_model(config, workload, "cpu")
+    batch = inputs(config, workload, "cpu")
+    fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved: dict[int, tuple[str, int]] = {}
+    alive: list[Any] = []  # saved tensors held until the end, so no freed address is reused and miscounted
+    with _module_stack(model) as stack:
+        def pack(tensor: Any) -> Any:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in fixed and storage.data_ptr() not in saved:
+                saved[storage.data_ptr()] = (component_of(stack[-1], config.body), storage.nbytes())
+                alive.append(tensor)
+            return tensor
+
+        grad = torch.enable_grad() if workload.mode == "train" else torch.no_grad()
+        with grad, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(workload, "cpu"):
+            outputs = model(**batch)
+    by_component: dict[str, int] = {}
+    for component, nbytes in saved.values():
+        by_component[component] = by_component.get(component, 0) + nbytes
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    if workload.mode != "train":
+        return by_component, 0, weights, 0, 0
+    recompute = _backward(model, loss_of(outputs), workload.checkpointing, fixed | set(saved))
+    gradients = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    optimizer = _optimizer_step(model, workload)
+    return by_component, recompute, weights, gradients, optimizer
+
+
+def _backward(model: Any, loss: Any, checkpointing: bool, held: set[int]) -> int:
+    """Run the backward; with checkpointing, the most bytes one layer's recomputation saves.
+
+    torch recomputes a checkpointed layer under hooks of its own (`_recomputation_hook`), which hide what it saves
+    from outer hooks: the oracle wraps their pack hook for the backward. Storages the forward already holds (the
+    layer's input) and parameters are not counted again.
+    """
+    import torch.utils.checkpoint as checkpoint
+
+    if not checkpointing:
+        loss.backward()
+        return 0
+    recomputations: list[dict[int, int]] = []
+    alive: list[Any] = []  # as in the forward: no address reused while it is being counted
+    hook_class = checkpoint._recomputation_hook  # noqa: SLF001 - the oracle watches torch's own recomputation
+    real_init = hook_class.__init__
+
+    def init(self: Any, *args: Any) -> None:
+        real_init(self, *args)
+        inner_pack, seen = self.pack_hook, {}
+        recomputations.append(seen)
+
+        def pack(tensor: Any) -> Any:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in held and storage.data_ptr() not in seen:
+                seen[storage.data_ptr()] = storage.nbytes()
+                alive.append(tensor)
+            return inner_pack(tensor)
+
+        self.pack_hook = pack
+
+    hook_class.__init__ = init
+    try:
+        loss.backward()
+    finally:
+        hook_class.__init__ = real_init
+    return max((sum(seen.values()) for seen in recomputations), default=0)
+
+
+def _optimizer_step(model: Any, workload: Workload) -> int:
+    import torch
+
+    params = [p for p in model.parameters() if p.grad is not None]
+    if workload.optimizer == "adamw":
+        optimizer: Any = torch.optim.AdamW(params, lr=1e-4, foreach=False)
+    elif workload.optimizer == "sgd":
+        optimizer = torch.optim.SGD(params, lr=1e-4, foreach=False)
+    else:
+        optimizer = torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=False)
+    optimizer.step()
+    total = 0
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                total += value.numel() * value.element_size()
+    return total
+
+
+def measure(config: BertConfig, workload: Workload) -> Measurement:
+    forward, backward, flops_by_component = measure_flops(config, workload)
+    activations, recompute, weights, gradients, optimizer = measure_memory(config, workload)
+    return Measurement(forward, backward, flops_by_component, activations, recompute, weights, gradients, optimizer)
