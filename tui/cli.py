@@ -2,6 +2,7 @@
 
     bert-tui [SOURCE] [overrides]             the explorer (default preset: bert-base-uncased)
     bert-tui count [SOURCE] [overrides] [--head HEAD] [--num-labels N] [--no-pooler] [--format FORMAT]
+    bert-tui compute [SOURCE] [overrides] --batch B --seq S [workload flags] [--format FORMAT]
     bert-tui presets [--format table|json]
 
 Bad input exits 2 with one line on stderr naming the field, the value and what is allowed.
@@ -121,6 +122,7 @@ def build_parser() -> _Parser:
         description="Every weight in BERT, counted and explained, exactly as Hugging Face transformers counts it. "
         "With no command, opens the explorer.",
         epilog="commands:\n  count     count one configuration (table, json, csv or markdown)\n"
+        "  compute   FLOPs and memory of a training step at a batch and sequence length\n"
         "  presets   list the presets with their totals\n"
         "  audit     explain a published count (bert-tui audit 110M)\n"
         "  diff      compare two presets, preset files or config.json files\n"
@@ -201,6 +203,48 @@ def build_verify_parser() -> _Parser:
     _add_model(parser)
     _add_source(parser, checkpoint=False)
     _add_overrides(parser)
+    return parser
+
+
+def build_compute_parser() -> _Parser:
+    from .core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
+
+    parser = _Parser(
+        prog="bert-tui compute",
+        description="FLOPs and memory of a training step (or an inference forward) at a batch and sequence length, "
+        "exact to torch's own measurements of transformers' classes: FLOPs as torch's FlopCounterMode counts them "
+        "(2 per multiply-accumulate, matrix products only), the activations autograd saves for backward, weights, "
+        "gradients and optimizer states, and the largest batch that fits common GPU sizes (a lower bound). "
+        "A training step is the class's forward with labels (its own loss), the backward and one optimizer step; "
+        "for BertModel, which has no loss, the loss is the sum of its outputs.",
+        epilog="examples:\n  bert-tui compute bert-large-uncased --batch 32 --seq 512 --precision amp-bf16 "
+        "--gpu-memory 24GiB\n  bert-tui compute --preset bert-base-uncased --head sequence-classification "
+        "--batch 32 --seq 128 --format json\n  bert-tui compute google-bert/bert-base-uncased --batch 8 --seq 512 "
+        "--checkpointing",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_model(parser)
+    _add_source(parser, checkpoint=False)
+    _add_overrides(parser)
+    group = parser.add_argument_group("workload")
+    group.add_argument("--batch", metavar="B", required=True, help="b: sequences per step (examples, for multiple choice)")
+    group.add_argument("--seq", metavar="S", required=True, help="s: tokens per sequence (at most max_position_embeddings)")
+    group.add_argument("--mode", choices=MODES, default="train", help="a training step (default) or an inference forward")
+    group.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                       help="fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under "
+                       "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
+    group.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                       help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
+    group.add_argument("--checkpointing", action="store_true",
+                       help="activation checkpointing of every encoder layer (recomputed in the backward)")
+    group.add_argument("--attention", choices=ATTENTIONS, default="eager", help="attention implementation (default eager)")
+    group.add_argument("--padding-mask", action="store_true", help="the batch carries a padding attention mask")
+    group.add_argument("--device", choices=DEVICES, default="cuda",
+                       help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
+                       "statistics; derived) or cpu (what the oracle measures); default cuda")
+    group.add_argument("--choices", metavar="C", default="4", help="multiple-choice only: answers per example (default 4)")
+    group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table: 24GiB, 80GB, 24 (GiB)")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
     return parser
 
 
@@ -306,6 +350,41 @@ def print_count(selection: Selection, fmt: str) -> int:
         if ckpt is not None:
             print("bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
         sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
+    return 0
+
+
+def run_compute(argv: Sequence[str]) -> int:
+    args = build_compute_parser().parse_args(argv)
+    from .core.compute import Workload, compute
+    from .core.config import parse_int
+    from .core.units import parse_size
+    from .formats_compute import compute_csv, compute_data, compute_markdown, compute_text
+
+    selection = resolve(args)
+    gpu_memory = None
+    if args.gpu_memory is not None:
+        try:
+            gpu_memory = parse_size(args.gpu_memory)
+        except ValueError as error:
+            raise UsageError(f"--gpu-memory {args.gpu_memory!r}: must be {error}") from None
+    try:
+        sizes = {name: parse_int(name, getattr(args, name)) for name in ("batch", "seq", "choices")}
+        workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
+                            checkpointing=args.checkpointing, attention=args.attention,
+                            padding_mask=args.padding_mask, device=args.device)
+        result = compute(selection.config, workload, gpu_memory)
+    except ConfigError as error:
+        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+    for note in selection.notes:
+        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(compute_data(result, gpu_memory), indent=2, ensure_ascii=False) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(compute_csv(result))
+    elif args.format == "markdown":
+        sys.stdout.write(compute_markdown(result, selection.title))
+    else:
+        sys.stdout.write(compute_text(result, selection.title))
     return 0
 
 
@@ -441,7 +520,8 @@ def _catalog() -> Catalog:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    runners = {"count": run_count, "presets": run_presets, "audit": run_audit, "diff": run_diff, "verify": run_verify}
+    runners = {"count": run_count, "compute": run_compute, "presets": run_presets, "audit": run_audit,
+               "diff": run_diff, "verify": run_verify}
     command = argv[0] if argv and argv[0] in runners else None
     prog = f"bert-tui {command}" if command else "bert-tui"
     _tolerant_output()

@@ -95,8 +95,8 @@ def inputs(config: BertConfig, workload: Workload, device: str) -> dict[str, Any
     batch: dict[str, Any] = {"input_ids": torch.randint(0, config.vocab_size, shape, generator=gen)}
     if workload.padding_mask:
         mask = torch.ones(shape, dtype=torch.long)
-        mask[..., s - s // 3:] = 0  # the last third of every sequence is padding
-        mask[..., 0] = 1
+        if s > 1:  # the last third of every sequence is padding (at least one token, never the first)
+            mask[..., s - max(1, s // 3):] = 0
         batch["attention_mask"] = mask
     if workload.mode == "train":
         batch.update(_labels(config, workload, gen))

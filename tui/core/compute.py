@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from math import prod
 from typing import Any
 
-from .config import BertConfig, ConfigError
+from .config import LM_HEADS, BertConfig, ConfigError
 from .tree import build_tree
 
 MODES = ("train", "inference")
@@ -68,6 +68,11 @@ class Workload:
     @property
     def train(self) -> bool:
         return self.mode == "train"
+
+    @property
+    def padded(self) -> bool:
+        """Whether the mask pads anything: one token cannot be padded, and transformers drops an all-ones mask."""
+        return self.padding_mask and self.seq > 1
 
     @property
     def amp(self) -> bool:
@@ -175,6 +180,7 @@ class Fit:
     gib: float
     bytes: int
     max_batch: int  # 0: not even one example fits
+    asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,17 +246,23 @@ class Compute:
         return self.parameters * self.conventions.weight
 
     @property
+    def trained(self) -> tuple[int, int]:
+        """(elements, tensors) of the parameters that get a gradient (and optimizer state)."""
+        elements, tensors = unused(self.config)
+        return self.parameters - elements, self.parameter_tensors - tensors
+
+    @property
     def gradients(self) -> int:
-        return self.weights if self.workload.train else 0
+        return self.trained[0] * self.conventions.weight if self.workload.train else 0
 
     @property
     def optimizer(self) -> int:
         if not self.workload.train or self.workload.optimizer == "sgd":
             return 0
         if self.workload.optimizer == "sgd-momentum":
-            return self.weights
-        steps = 0 if self.workload.device == "cuda" else 4 * self.parameter_tensors
-        return 2 * self.weights + steps
+            return self.gradients
+        steps = 0 if self.workload.device == "cuda" else 4 * self.trained[1]
+        return 2 * self.gradients + steps
 
     @property
     def total(self) -> int:
@@ -282,7 +294,7 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
 
 def additive_mask(config: BertConfig, workload: Workload) -> bool:
     """Whether eager attention adds a float mask to its scores: a padding mask, or the causal mask of a decoder."""
-    return workload.attention == "eager" and (workload.padding_mask or config.head == "causal-lm")
+    return workload.attention == "eager" and (workload.padded or config.head == "causal-lm")
 
 
 def check(config: BertConfig, workload: Workload) -> None:
@@ -303,26 +315,29 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     result = Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config)), saved,
-                     recompute, tree.total, _tensor_count(config), 16 * config.max_position_embeddings, conventions)
-    sizes = [(float(g), g * GIB) for g in GPU_SIZES_GIB]
+                     recompute, tree.total, tree.root.tensors, 16 * config.max_position_embeddings, conventions)
+    sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
-        sizes.append((gpu_memory / GIB, gpu_memory))
+        sizes.append((gpu_memory / GIB, gpu_memory, True))
     return _with_fits(result, sizes)
 
 
-def _with_fits(result: Compute, sizes: list[tuple[float, int]]) -> Compute:
+def _with_fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> Compute:
     """The largest batch that fits each size: the total is affine in b, so two evaluations give it exactly."""
-    one = compute_total(result.config, result.workload, 1)
-    two = compute_total(result.config, result.workload, 2)
-    slope, fixed = two - one, 2 * one - two
-    fits = tuple(Fit(gib, size, _max_batch(size, fixed, slope)) for gib, size in sizes)
+    one, two, three = (compute_total(result.config, result.workload, b) for b in (1, 2, 3))
+    slope, fixed = three - two, 3 * two - 2 * three
+    fits = tuple(Fit(gib, size, _max_batch(size, fixed, slope, one), asked) for gib, size, asked in sizes)
     return Compute(**{**{f: getattr(result, f) for f in result.__dataclass_fields__}, "fits": fits})
 
 
-def _max_batch(size: int, fixed: int, slope: int) -> int:
-    if size < fixed + slope:
+def _max_batch(size: int, fixed: int, slope: int, one: int) -> int:
+    """Largest b with fixed + slope·b ≤ size (b ≥ 2); batch 1 is checked on its own (see `_causal_labels`)."""
+    if one > size:
         return 0
-    return min(MAX_BATCH, (size - fixed) // slope) if slope else MAX_BATCH
+    best = min(MAX_BATCH, (size - fixed) // slope) if slope else MAX_BATCH
+    if best >= 2:
+        return best
+    return 1 if one <= size else 0
 
 
 def compute_total(config: BertConfig, workload: Workload, batch: int) -> int:
@@ -331,18 +346,19 @@ def compute_total(config: BertConfig, workload: Workload, batch: int) -> int:
     tree = build_tree(config)
     probe = Compute(config, workload, values, (), tuple(saved_terms(config, workload, conventions))
                     if workload.train else (), tuple(recompute_terms(config, workload, conventions))
-                    if workload.checkpointing else (), tree.total, _tensor_count(config),
+                    if workload.checkpointing else (), tree.total, tree.root.tensors,
                     16 * config.max_position_embeddings, conventions)
     return probe.total
 
 
-LAYER_TENSORS = 16  # Q, K, V, attention output, intermediate, output: weight and bias; two LayerNorms
+def unused(config: BertConfig) -> tuple[int, int]:
+    """(elements, tensors) of parameters the forward never uses, so no gradient and no optimizer state.
 
-
-def _tensor_count(config: BertConfig) -> int:
-    """How many parameter tensors (AdamW keeps a step counter for each), without building every layer."""
-    one_layer = build_tree(config.replace(num_hidden_layers=1))
-    return len(one_layer.unique_params()) + LAYER_TENSORS * (config.num_hidden_layers - 1)
+    An untied LM head builds `cls.predictions.bias` and a decoder bias of its own; the forward uses the decoder's.
+    """
+    if config.head in LM_HEADS and not config.tie_word_embeddings:
+        return config.vocab_size, 1
+    return 0, 0
 
 
 # FLOPs of the forward ----------------------------------------------------------------------------------------
@@ -379,7 +395,7 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
     yield from _embeddings(c)
     if workload.checkpointing:
         yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.residual)
-        if workload.padding_mask or (config.head == "causal-lm" and workload.attention == "eager"):
+        if workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
             yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
                         _mask_size(workload, c))
     else:
@@ -463,6 +479,13 @@ def _cross_entropy(rows: tuple[str, ...], classes: str, c: Conventions, what: st
     yield Saved("head", f"{what}loss weight total", ("1",), c.loss)
 
 
+def _causal_labels(workload: Workload) -> Iterator[Saved]:
+    """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
+    contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
+    if workload.batch == 1:
+        yield Saved("head", "padded label (one sequence: the shifted labels are a view)", ("1",), 8)
+
+
 def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bool) -> Iterator[Saved]:
     head, amp = config.head, workload.amp
     if head in ("mlm", "pretraining", "causal-lm"):
@@ -476,6 +499,8 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
                                  4 if amp else c.compute)
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
         yield from _cross_entropy(("n",), "V", replace(c, loss=4) if head == "causal-lm" else c)
+        if head == "causal-lm":
+            yield from _causal_labels(workload)
     if head in ("pretraining", "next-sentence"):
         yield from _linear_input("pooled output", ("b'", "H"), ("2", "H"), c, amp, True, c.compute)
         yield from _cross_entropy(("b",), "2", c, "next-sentence ")
@@ -501,3 +526,62 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
             yield Saved("head", f"{end} log-probabilities over positions", ("b", "s"), c.loss)
             yield Saved("head", f"{end} positions", ("b",), 8)
             yield Saved("head", f"{end} loss weight total", ("1",), c.loss)
+
+
+# Closed forms ------------------------------------------------------------------------------------------------
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "H", "I", "V", "N", "2", "1")
+
+
+def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:
+    """Sum `coefficient × Π factors` terms into a polynomial: monomial (symbol, power)... → coefficient."""
+    result: dict[tuple[tuple[str, int], ...], int] = {}
+    for coefficient, factors in terms:
+        numbers = prod(int(f) for f in factors if f.isdigit())
+        powers: dict[str, int] = {}
+        for symbol in factors:
+            if not symbol.isdigit():
+                powers[symbol] = powers.get(symbol, 0) + 1
+        key = tuple(sorted(powers.items(), key=lambda item: SYMBOL_ORDER.index(item[0])))
+        result[key] = result.get(key, 0) + coefficient * numbers
+    return {key: value for key, value in result.items() if value}
+
+
+def render(poly: dict[tuple[tuple[str, int], ...], int]) -> str:
+    """`40·n·H + 8·n·I + 12·b'·A·s²`: a polynomial as the output shows it."""
+    parts = []
+    for monomial, coefficient in poly.items():
+        symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in monomial)
+        if not symbols:
+            parts.append(f"{coefficient}")
+        else:
+            parts.append(symbols if coefficient == 1 else f"{coefficient}·{symbols}")
+    return " + ".join(parts) or "0"
+
+
+def evaluate(poly: dict[tuple[tuple[str, int], ...], int], values: dict[str, int]) -> int:
+    return sum(c * prod(values[s] ** p for s, p in monomial) for monomial, c in poly.items())
+
+
+def flops_form(result: Compute, component: str) -> dict[tuple[tuple[str, int], ...], int]:
+    """The forward FLOPs of one component (one layer for `layer`) as a polynomial."""
+    return polynomial((2 * t.coef, t.factors) for t in result.flop_terms if t.component == component)
+
+
+def bytes_form(terms: Iterable[Saved], component: str | None = None) -> dict[tuple[tuple[str, int], ...], int]:
+    """Bytes of the saved tensors of one component (all when None) as a polynomial; layers not multiplied by L."""
+    return polynomial((t.coef * t.size, t.factors) for t in terms if component in (None, t.component))
+
+
+def closed_forms(result: Compute) -> dict[str, str]:
+    """Every quantity of `result` in symbols, component by component (`layer` is one layer: × L in totals)."""
+    forms: dict[str, str] = {}
+    for component in dict.fromkeys(t.component for t in result.flop_terms):
+        forms[f"flops.forward.{component}"] = render(flops_form(result, component))
+    forms["flops.backward"] = "2 × forward" + (" + L × layer forward (recompute)"
+                                                if result.workload.checkpointing else "")
+    for component in dict.fromkeys(t.component for t in result.saved_terms):
+        forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
+    if result.recompute_terms:
+        forms["recompute"] = render(bytes_form(result.recompute_terms))
+    return forms

@@ -20,3 +20,27 @@ def short_bytes(n: int) -> str:
         value /= 1024
     raise AssertionError("unreachable")
 
+
+
+SIZE_UNITS = {"": 1024**3, "b": 1, "k": 1024, "kib": 1024, "kb": 1000, "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
+              "g": 1024**3, "gib": 1024**3, "gb": 1000**3, "t": 1024**4, "tib": 1024**4, "tb": 1000**4}
+MAX_MEMORY = 1024**6  # an exbibyte: beyond any device, and keeps the arithmetic exact
+
+
+def parse_size(text: str) -> int:
+    """'24GiB', '24 G', '24' (GiB), '80GB' (decimal), '1.5TiB' → bytes; ValueError names what is allowed."""
+    cleaned = text.strip().lower().replace(" ", "").replace("_", "")
+    number = cleaned.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = cleaned[len(number):]
+    allowed = "a size such as 24GiB, 24G, 80GB or 24 (GiB)"
+    if unit not in SIZE_UNITS or not number or len(number) > 30:
+        raise ValueError(allowed)
+    try:
+        from decimal import Decimal, InvalidOperation
+
+        value = Decimal(number) * SIZE_UNITS[unit]
+    except InvalidOperation:
+        raise ValueError(allowed) from None
+    if not value.is_finite() or not 1 <= value <= MAX_MEMORY:
+        raise ValueError(f"{allowed}, between 1 byte and 1 EiB")
+    return int(value)

@@ -1,0 +1,251 @@
+"""Compute and memory: the core against torch's own measurements, its closed forms, and `bert-tui compute`.
+
+tests/fixtures/compute.json is written by tests/fixtures/generate_compute.py (the `verify` extra): FLOPs from
+FlopCounterMode, activations from saved_tensors_hooks, optimizer states after one real step. Every figure must
+match to the FLOP and to the byte.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tui.cli import main
+from tui.core import BertConfig, ConfigError
+from tui.core.compute import (
+    ATTENTIONS,
+    DEVICES,
+    MAX_BATCH,
+    OPTIMIZERS,
+    PRECISIONS,
+    Workload,
+    bytes_form,
+    compute,
+    compute_total,
+    evaluate,
+    flops_form,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "compute.json"
+
+
+@cache
+def cases() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"])
+
+
+def case_id(case: dict[str, Any]) -> str:
+    c, w = case["config"], case["workload"]
+    flags = [w["mode"], w["precision"], w["attention"], w["optimizer"]]
+    flags += [name for name in ("checkpointing", "padding_mask") if w[name]]
+    return f"{c['head']}-L{c['num_hidden_layers']}-H{c['hidden_size']}-b{w['batch']}s{w['seq']}-" + "-".join(flags)
+
+
+def build(case: dict[str, Any]) -> Any:
+    return compute(BertConfig(**case["config"]), Workload(**case["workload"]))
+
+
+def test_the_fixture_covers_the_grid_the_issue_asks_for() -> None:
+    seen = {(c["config"]["head"], c["workload"]["precision"], c["workload"]["attention"],
+             c["workload"]["checkpointing"], c["workload"]["padding_mask"], c["workload"]["mode"]) for c in cases()}
+    from tui.core.config import HEADS
+
+    for head in HEADS:
+        for precision in PRECISIONS:
+            for attention in ATTENTIONS:
+                for checkpointing in (False, True):
+                    for mask in (False, True):
+                        assert (head, precision, attention, checkpointing, mask, "train") in seen
+    assert {c["workload"]["optimizer"] for c in cases()} == set(OPTIMIZERS)
+    assert sum(1 for c in cases() if c["workload"]["mode"] == "inference") >= 18
+    assert len({json.dumps(c["config"], sort_keys=True) for c in cases()}) >= 25  # 20+ random configs
+
+
+@pytest.mark.parametrize("case", cases(), ids=case_id)
+def test_core_matches_torch_to_the_flop_and_the_byte(case: dict[str, Any]) -> None:
+    result, measured = build(case), case["measured"]
+    assert result.flops_forward == measured["flops"]["forward"]
+    assert result.flops_backward == measured["flops"]["backward"]
+    ours = result.flops_by_component()
+    theirs = measured["flops"]["forward_by_component"]
+    layers = sum(v for k, v in theirs.items() if k.startswith("layer."))
+    assert ours.get("layer", 0) == layers
+    assert {k: v for k, v in ours.items() if k != "layer" and v} == {
+        k: v for k, v in theirs.items() if not k.startswith("layer.")}
+    assert result.weights == measured["weights"]
+    assert result.gradients == measured["gradients"]
+    assert result.optimizer == measured["optimizer"]
+    assert result.recompute_peak == measured["activations"]["recompute_peak"]
+    _activations_match(result, measured["activations"]["by_component"])
+
+
+def _activations_match(result: Any, theirs: dict[str, int]) -> None:
+    """Per component; torch gives the 4-D mask a checkpointed layer keeps to layer 0 (it saves it first)."""
+    ours = result.activations_by_component()
+    per_layer = ours.get("layer", 0) // result.values["L"]
+    for index in range(result.values["L"]):
+        expected = per_layer + (ours.get("attention mask", 0) if index == 0 else 0)
+        assert theirs.get(f"layer.{index}", 0) == expected, f"layer.{index}"
+    for component in ("embeddings", "pooler", "head"):
+        assert theirs.get(component, 0) == ours.get(component, 0), component
+
+
+# Closed forms and properties -------------------------------------------------------------------------------------
+sizes = st.integers(min_value=1, max_value=4096)
+
+
+@st.composite
+def configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
+    from tui.core.config import HEADS
+
+    heads = draw(st.integers(1, 64))
+    seq = draw(st.integers(1, 4096))
+    config = BertConfig(vocab_size=draw(sizes), hidden_size=heads * draw(st.integers(1, 128)),
+                        num_hidden_layers=draw(st.integers(1, 200)), num_attention_heads=heads,
+                        intermediate_size=draw(sizes), max_position_embeddings=seq + draw(st.integers(0, 512)),
+                        head=draw(st.sampled_from(list(HEADS))), num_labels=draw(st.integers(1, 20)))
+    train = draw(st.booleans())
+    workload = Workload(batch=draw(st.integers(1, 512)), seq=seq, mode="train" if train else "inference",
+                        precision=draw(st.sampled_from(PRECISIONS)), optimizer=draw(st.sampled_from(OPTIMIZERS)),
+                        checkpointing=train and draw(st.booleans()), attention=draw(st.sampled_from(ATTENTIONS)),
+                        padding_mask=draw(st.booleans()), device=draw(st.sampled_from(DEVICES)),
+                        choices=draw(st.integers(1, 8)))
+    return config, workload
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(configs_and_workloads())
+def test_closed_forms_equal_the_per_component_sums(pair: tuple[BertConfig, Workload]) -> None:
+    result = compute(*pair)
+    values = result.values
+    flops = result.flops_by_component()
+    for component, total in flops.items():
+        times = values["L"] if component == "layer" else 1
+        assert times * evaluate(flops_form(result, component), values) == total
+    activations = result.activations_by_component()
+    for component, total in activations.items():
+        times = values["L"] if component == "layer" else 1
+        assert times * evaluate(bytes_form(result.saved_terms, component), values) == total
+    assert evaluate(bytes_form(result.recompute_terms), values) == result.recompute_peak
+    assert result.flops_step == result.flops_forward + result.flops_backward
+    if result.workload.train:
+        assert result.flops_backward == 2 * result.flops_forward + result.flops_recompute
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(configs_and_workloads())
+def test_the_largest_batch_that_fits_is_the_largest(pair: tuple[BertConfig, Workload]) -> None:
+    config, workload = pair
+    result = compute(config, workload, gpu_memory=3 * 1024**3)
+    assert compute_total(config, workload, workload.batch) == result.total
+    for fit in result.fits:
+        if fit.max_batch:
+            assert compute_total(config, workload, fit.max_batch) <= fit.bytes
+        if fit.max_batch < MAX_BATCH:
+            assert compute_total(config, workload, fit.max_batch + 1) > fit.bytes
+
+
+def test_checkpointing_keeps_less_and_recomputes_one_layer() -> None:
+    config = BertConfig(num_hidden_layers=12)
+    plain = compute(config, Workload(batch=8, seq=512))
+    kept = compute(config, Workload(batch=8, seq=512, checkpointing=True))
+    assert kept.activations < plain.activations / 5
+    assert kept.flops_step == plain.flops_step + plain.flops_by_component()["layer"]
+    assert kept.recompute_peak < plain.activations_by_component()["layer"] / 12
+
+
+def test_inference_keeps_nothing_for_backward() -> None:
+    result = compute(BertConfig(), Workload(batch=8, seq=128, mode="inference"))
+    assert result.activations == result.gradients == result.optimizer == result.flops_backward == 0
+    assert result.flops_step == result.flops_forward
+
+
+def test_bad_workloads_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="seq = 513: must be at most max_position_embeddings \\(512\\)"):
+        compute(BertConfig(), Workload(batch=1, seq=513))
+    with pytest.raises(ConfigError, match="batch"):
+        Workload(batch=0, seq=1)
+    with pytest.raises(ConfigError, match="precision = 'fp8'"):
+        Workload(batch=1, seq=1, precision="fp8")
+    with pytest.raises(ConfigError, match="checkpointing"):
+        Workload(batch=1, seq=1, mode="inference", checkpointing=True)
+    with pytest.raises(ConfigError, match="model_type = 'roberta'"):
+        compute(BertConfig(model_type="roberta"), Workload(batch=1, seq=1))
+
+
+def test_multiple_choice_runs_batch_times_choices_sequences() -> None:
+    config = BertConfig(head="multiple-choice")
+    two = compute(config, Workload(batch=4, seq=64, choices=2))
+    four = compute(config, Workload(batch=4, seq=64, choices=4))
+    assert four.values["n"] == 2 * two.values["n"] == 4 * 4 * 64
+    assert four.flops_by_component()["layer"] == 2 * two.flops_by_component()["layer"]
+
+
+# The CLI ----------------------------------------------------------------------------------------------------------
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["compute", *argv, "--format", "json"]) == 0
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return data
+
+
+def test_compute_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--preset", "bert-base-uncased", "--head", "sequence-classification",
+                    "--batch", "32", "--seq", "128", "--precision", "amp-bf16", "--gpu-memory", "12GiB")
+    assert data["model"] == "BertForSequenceClassification"
+    assert data["config"]["head"] == "sequence-classification"
+    workload = data["workload"]
+    for key in ("batch", "seq", "mode", "precision", "optimizer", "checkpointing", "attention", "padding_mask",
+                "device", "choices", "gpu_memory"):
+        assert key in workload
+    assert workload["gpu_memory"] == 12 * 1024**3
+    assert data["flops"]["step"] == data["flops"]["forward"] + data["flops"]["backward"]
+    memory = data["memory_bytes"]
+    assert memory["total"] == sum(v for k, v in memory.items() if k != "total")
+    assert [fit["gib"] for fit in data["fits"]] == [16, 24, 40, 48, 80, 141, 12]
+    assert all(isinstance(fit["max_batch"], int) for fit in data["fits"])
+    assert any("FlopCounterMode" in line or "flop_counter" in line for line in data["conventions"])
+    config = BertConfig(head="sequence-classification")
+    expected = compute(config, Workload(batch=32, seq=128, precision="amp-bf16", device="cuda"))
+    assert memory["total"] == expected.total and data["flops"]["forward"] == expected.flops_forward
+
+
+def test_compute_refuses_a_sequence_longer_than_the_positions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compute", "--batch", "1", "--seq", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert "--seq 1024" in err and "max_position_embeddings (512)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--batch", "0", "--seq", "8"], "--batch 0"),
+    (["--batch", "x", "--seq", "8"], "--batch x: must be a whole number"),
+    (["--batch", "2", "--seq", "8", "--gpu-memory", "lots"], "--gpu-memory 'lots'"),
+    (["--batch", "2", "--seq", "8", "--mode", "inference", "--checkpointing"], "--checkpointing"),
+    (["--batch", "2", "--seq", "8", "--model-type", "roberta"], "bert only"),
+])
+def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    assert main(["compute", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_compute_needs_batch_and_seq(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["compute", "--seq", "8"])
+    assert exit_.value.code == 2
+    assert "--batch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_compute_formats_show_the_core_figures(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    assert main(["compute", "--preset", "bert-large-uncased", "--batch", "8", "--seq", "512", "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    result = compute(BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                intermediate_size=4096), Workload(batch=8, seq=512, device="cuda"))
+    assert f"{result.flops_step:,}" in out or str(result.flops_step) in out
+    assert f"{result.total:,}" in out or str(result.total) in out

@@ -1,0 +1,180 @@
+"""Renderings of a workload's compute and memory (`tui.core.compute.Compute`): json-ready data, text, csv, markdown.
+
+Views only: every number is the core's. The text is plain (no markup), for terminals and pipes alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from .core import config_dict
+from .core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
+from .core.units import short_bytes, short_count
+from .plain import printable
+
+COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
+MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
+LOWER_BOUND = "lower bound: no allocator overhead, no framework workspace, no transient buffers"
+
+
+def workload_data(result: Compute, gpu_memory: int | None) -> dict[str, Any]:
+    return {**result.workload.as_dict(), "gpu_memory": gpu_memory}
+
+
+def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, Any]:
+    """The JSON contract of `bert-tui compute`: integers for FLOPs and bytes."""
+    rule = result.rule_of_thumb
+    return {
+        "model": result.config.hf_class,
+        "config": config_dict(result.config),
+        "workload": workload_data(result, gpu_memory),
+        "tokens": result.values["n"],
+        "parameters": result.parameters,
+        "flops": {"forward": result.flops_forward, "backward": result.flops_backward, "step": result.flops_step,
+                  "recompute": result.flops_recompute, "forward_by_component": _ordered(result.flops_by_component()),
+                  "convention": FLOP_CONVENTION,
+                  "rule_of_thumb": {"formula": f"{6 if result.workload.train else 2} × parameters × tokens",
+                                    "flops": rule, "difference": rule - result.flops_step}},
+        "memory_bytes": result.memory(),
+        "activations_by_component": _ordered(result.activations_by_component()),
+        "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
+                 for fit in result.fits],
+        "fits_note": LOWER_BOUND,
+        "conventions": result.conventions.lines(result.workload),
+        "closed_forms": closed_forms(result),
+    }
+
+
+def _ordered(values: dict[str, int]) -> dict[str, int]:
+    return {key: values[key] for key in sorted(values, key=lambda k: COMPONENT_ORDER.index(k))}
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:5.1f} %" if whole else "    -  "
+
+
+def _bar(part: int, whole: int, width: int = 20) -> str:
+    filled = round(width * part / whole) if whole else 0
+    return "█" * filled + "·" * (width - filled)
+
+
+def headline(result: Compute, title: str) -> str:
+    w = result.workload
+    what = "training step" if w.train else "inference forward"
+    extras = [w.precision, w.attention]
+    if w.train:
+        extras.append(w.optimizer)
+    if w.checkpointing:
+        extras.append("checkpointing")
+    if w.padding_mask:
+        extras.append("padding mask")
+    if result.config.head == "multiple-choice":
+        extras.append(f"{w.choices} choices")
+    extras.append(f"{w.device} conventions")
+    return (f"{result.config.hf_class} · {printable(title)}\n"
+            f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens): {', '.join(extras)}")
+
+
+def compute_text(result: Compute, title: str) -> str:
+    """What `bert-tui compute` prints as a table."""
+    lines = [headline(result, title), ""]
+    lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
+    lines += ["conventions:"] + [f"  {line}" for line in result.conventions.lines(result.workload)]
+    lines += ["", "closed forms (per layer where it says layer; × L in the totals):"]
+    lines += [f"  {key:<28} {form}" for key, form in closed_forms(result).items()]
+    return "\n".join(lines) + "\n"
+
+
+def flops_lines(result: Compute) -> list[str]:
+    step = result.flops_step
+    rows = [("forward", result.flops_forward), ("backward", result.flops_backward)]
+    if result.workload.checkpointing:
+        rows.append(("  of which recompute", result.flops_recompute))
+    rows.append(("step" if result.workload.train else "total", step))
+    lines = ["FLOPs (2 per multiply-accumulate, matrix products only: torch's FlopCounterMode)"]
+    lines += [f"  {name:<22}{n:>26,}  {short_count(n):>9}" for name, n in rows]
+    by_component = _ordered(result.flops_by_component())
+    forward = result.flops_forward
+    lines.append("  forward by component:")
+    for component, n in by_component.items():
+        label = f"layers ({result.values['L']} ×)" if component == "layer" else component
+        lines.append(f"    {label:<20}{n:>26,}  {_pct(n, forward)}")
+    rule = result.rule_of_thumb
+    factor = 6 if result.workload.train else 2
+    diff = rule - step
+    lines.append(f"  rule of thumb {factor}·P·tokens{rule:>20,}  {short_count(rule):>9}  "
+                 f"({_signed_pct(diff, step)} against the exact count)")
+    return lines
+
+
+def _signed_pct(diff: int, whole: int) -> str:
+    return f"{100 * diff / whole:+.1f} %" if whole else "-"
+
+
+def memory_lines(result: Compute) -> list[str]:
+    memory = result.memory()
+    total = memory["total"]
+    lines = [f"memory for the {'step' if result.workload.train else 'forward'} (bytes; {LOWER_BOUND})"]
+    for kind in MEMORY_KINDS:
+        if kind == "recompute" and not result.workload.checkpointing:
+            continue
+        n = memory[kind]
+        label = "recompute (1 layer)" if kind == "recompute" else kind
+        lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total)} {_pct(n, total)}")
+    lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}")
+    if result.workload.train:
+        lines.append("  activations by component (saved for backward):")
+        for component, n in _ordered(result.activations_by_component()).items():
+            label = f"layers ({result.values['L']} ×)" if component == "layer" else component
+            lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
+    else:
+        lines.append("  inference keeps no activations for a backward (transient buffers are not counted)")
+    return lines
+
+
+def fits_lines(result: Compute) -> list[str]:
+    w = result.workload
+    lines = [f"largest batch that fits at sequence {w.seq:,} ({LOWER_BOUND}):"]
+    for fit in result.fits:
+        size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
+        if fit.max_batch >= MAX_BATCH:
+            answer = "fits at any batch (no memory per example is counted)"
+        else:
+            answer = f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "does not fit at batch 1"
+        lines.append(f"  {size:>10}  {answer}" + ("  (--gpu-memory)" if fit.asked else ""))
+    return lines
+
+
+def compute_csv(result: Compute) -> str:
+    """quantity,value rows: FLOPs, bytes and fits, one per line."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["quantity", "value"])
+    writer.writerow(["flops.forward", result.flops_forward])
+    writer.writerow(["flops.backward", result.flops_backward])
+    writer.writerow(["flops.step", result.flops_step])
+    for component, n in _ordered(result.flops_by_component()).items():
+        writer.writerow([f"flops.forward.{component}", n])
+    for kind, n in result.memory().items():
+        writer.writerow([f"memory_bytes.{kind}", n])
+    for component, n in _ordered(result.activations_by_component()).items():
+        writer.writerow([f"activations.{component}", n])
+    for fit in result.fits:
+        writer.writerow([f"fits.{fit.gib:g}GiB.max_batch", fit.max_batch])
+    return out.getvalue()
+
+
+def compute_markdown(result: Compute, title: str) -> str:
+    head, rest = headline(result, title).split("\n", 1)
+    lines = [f"## {head}", "", rest, "", "| FLOPs | value |", "|---|---:|"]
+    lines += [f"| forward | {result.flops_forward:,} |", f"| backward | {result.flops_backward:,} |",
+              f"| step | {result.flops_step:,} |", f"| 6·P·tokens rule | {result.rule_of_thumb:,} |", "",
+              "| memory | bytes | |", "|---|---:|---:|"]
+    lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
+    lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]
+    lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
+    lines += ["", f"Largest batches are a {LOWER_BOUND}.", ""]
+    lines += [f"- {line}" for line in result.conventions.lines(result.workload)]
+    return "\n".join(lines) + "\n"
