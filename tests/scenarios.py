@@ -16,6 +16,8 @@ NARROW = (80, 24)
 WIDE = (120, 40)
 AUDIT_KEYS = ("a",)
 PINNED_KEYS = ("b", "tab", "tab", *"1024", "tab", *"24", "tab", *"16", "f3", "down", "down", "enter")
+# F5, then batch 8, sequence 512, precision amp-bf16 (the fourth choice), on bert-large.
+COMPUTE_KEYS = ("f5", "ctrl+u", *"8", "tab", "ctrl+u", *"512", "tab", "tab", "enter", "down", "down", "down", "enter")
 QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
 
 
@@ -61,4 +63,8 @@ SCREENSHOTS = [
     Scenario("help", "bert-base-uncased", NARROW, ("f1",), "the help screen (F1 or ?)"),
     Scenario("audit", "example-40k", WIDE, AUDIT_KEYS, "a: the published 186,828,288 explained"),
     Scenario("pinned-diff", "bert-base-uncased", WIDE, PINNED_KEYS, "b pins bert-base; 24 layers and H 1024 show deltas"),
+    Scenario("compute-80x24", "bert-large-uncased", NARROW, COMPUTE_KEYS,
+             "F5: a bert-large training step at batch 8 × 512 in amp-bf16: FLOPs, memory, what fits"),
+    Scenario("compute-wide", "bert-large-uncased", WIDE, COMPUTE_KEYS,
+             "120×40: the Compute pane stands where the tree and totals do (F3 brings them back)"),
 ]

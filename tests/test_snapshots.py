@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .scenarios import AUDIT_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE, Scenario
+from .scenarios import AUDIT_KEYS, COMPUTE_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE, Scenario
 
 PRESETS = ["bert-base-uncased", "bert-large-uncased", "example-40k"]
 
@@ -58,6 +58,21 @@ class TestExplain:
     def test_pinned_diff(self, snap_compare: Snap) -> None:
         """bert-base pinned, then edited to bert-large's sizes: deltas in the summary, totals and tree."""
         assert snap(snap_compare, Scenario("pinned", "bert-base-uncased", WIDE, PINNED_KEYS))
+
+
+class TestCompute:
+    def test_compute_narrow(self, snap_compare: Snap) -> None:
+        """F5 at 80×24: bert-large at batch 8 × 512 in amp-bf16: FLOPs, memory by kind with bars, what fits."""
+        assert snap(snap_compare, Scenario("compute", "bert-large-uncased", NARROW, COMPUTE_KEYS))
+
+    def test_compute_wide(self, snap_compare: Snap) -> None:
+        """At 120×40 the Compute pane stands beside the form, where the tree and the totals do (F3 brings them back)."""
+        assert snap(snap_compare, Scenario("compute", "bert-large-uncased", WIDE, COMPUTE_KEYS))
+
+    def test_compute_refused_sequence_is_stale(self, snap_compare: Snap) -> None:
+        """A sequence longer than the positions: the message names both, the last result stays, marked stale."""
+        keys = ("f5", "tab", "ctrl+u", *"1024")
+        assert snap(snap_compare, Scenario("compute-stale", "bert-base-uncased", NARROW, keys))
 
 
 class TestTerminals:

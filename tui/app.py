@@ -24,11 +24,13 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 
-from .core import BertConfig, ParamTree, build_tree, marginal_costs
+from .core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
+from .core.compute import Compute, Workload, compute
 from .core.compare import Comparison, compare
 from .core.units import short_count
 from .plain import printable
 from .presets import Catalog, load_catalog
+from .widgets.compute import ComputePane
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 # (formats, audit, file I/O) at start-up would delay the first paint for screens most runs never open.
 
 WIDE = 120  # columns from which the panes stand side by side (below, the tree would be too narrow for its counts)
-PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box"}
+PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box", "compute": "#compute-box"}
 CENTER = "#center"  # the tree's pane: the tree with its detail strip
 
 
@@ -72,6 +74,7 @@ class BertTuiApp(App[None]):
         Binding("f2", "show_pane('form')", "Config"),
         Binding("f3", "show_pane('tree')", "Tree"),
         Binding("f4", "show_pane('totals')", "Totals"),
+        Binding("f5", "show_pane('compute')", "Compute"),
         Binding("a", "audit", "Audit"),
         Binding("b", "toggle_baseline", "Pin"),
         Binding("x", "export", "Export"),
@@ -99,6 +102,9 @@ class BertTuiApp(App[None]):
         self._pane = "form"  # the tab shown below 120 columns
         self.comparison: Comparison | None = None
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
+        self.workload: Workload = Workload(batch=32, seq=128)  # the Compute pane's last valid workload
+        self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
+        self._compute_result: Compute | None = None
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -108,12 +114,14 @@ class BertTuiApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
-        yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"), id="pane-tabs")
+        yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"),
+                   Tab("Compute", id="tab-compute"), id="pane-tabs")
         with Horizontal(id="main"):
             yield ConfigForm(self.catalog.presets, id="form")
             with Vertical(id="center"):
                 yield ParamTreeView(id="tree")
                 yield DetailPane(id="detail")
+            yield Vertical(id="compute-box")  # the Compute pane mounts here when first shown (F5)
             with VerticalScroll(id="totals-box"):
                 yield TotalsPane(id="totals")
         yield KeyBar(id="keybar")
@@ -171,9 +179,11 @@ class BertTuiApp(App[None]):
         tree.show(self.model)
         self._show_detail()
         self._show_totals()
+        self._show_compute()
 
     def watch_stale(self) -> None:
         self._show_totals()
+        self._show_compute()
 
     def _show_totals(self) -> None:
         if self.model is None:
@@ -186,6 +196,42 @@ class BertTuiApp(App[None]):
         head = f"{self.model.config.hf_class} · {printable(self._source_title)}   "
         summary.update(Text.assemble(head, (f"{total:,}", "bold"), f" ({short_count(total)}){pinned}{mark}"))
         summary.set_class(self.stale, "-stale")
+
+    # The Compute pane: its workload and the app's config → the core's Compute → the pane.
+
+    @on(ComputePane.Changed)
+    def _workload_changed(self, event: ComputePane.Changed) -> None:
+        self.workload, self._workload_error = event.workload, None
+        self._show_compute()
+
+    @on(ComputePane.Invalid)
+    def _workload_invalid(self, event: ComputePane.Invalid) -> None:
+        self._workload_error = event.error
+        self._show_compute()
+
+    def _show_compute(self) -> None:
+        """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
+        longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
+        marked stale, as the other panes do."""
+        found = self.query(ComputePane)
+        if not found or self.model is None:
+            return
+        pane = found.first()
+        error = self._workload_error
+        if error is None:
+            try:
+                self._compute_result = compute(self.model.config, self.workload)
+            except ConfigError as refused:
+                error = refused
+        pane.show_error(error)
+        if self._compute_result is not None:
+            pane.show(self._compute_result, stale=error is not None or self.stale)
+
+    def _mount_compute(self) -> None:
+        """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
+        if not self.query(ComputePane):
+            self.query_one("#compute-box").mount(ComputePane(self.workload, id="compute"))
+            self.call_after_refresh(self._show_compute)
 
     @on(Tree.NodeHighlighted, "#tree")
     def _highlighted(self) -> None:
@@ -330,15 +376,20 @@ class BertTuiApp(App[None]):
         self._focus_pane(pane)
 
     def _focus_pane(self, pane: str) -> None:
-        target = self.query_one(PANES[pane])
         if pane == "form":
             self.query_one("#preset").focus()
+        elif pane == "compute":
+            self._mount_compute()
+            self.call_after_refresh(lambda: self.query_one("#batch").focus())
         else:
-            target.focus()
+            self.query_one(PANES[pane]).focus()
 
     @on(Tabs.TabActivated, "#pane-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
-        self._pane = (event.tab.id or "tab-form").removeprefix("tab-")
+        pane = (event.tab.id or "tab-form").removeprefix("tab-")
+        if self.size.width >= WIDE and pane == "form" and self._pane == "compute":
+            pane = self._pane  # side by side the form is always shown: F2 keeps the Compute pane beside it
+        self._pane = pane
         self._layout(self.size.width)
 
     def on_resize(self, event: Resize) -> None:
@@ -349,14 +400,23 @@ class BertTuiApp(App[None]):
         panes directly: a class on the screen would restyle every widget at each tab switch."""
         narrow = width < WIDE
         self.screen.set_class(narrow, "-narrow")
+        if self._pane == "compute":
+            self._mount_compute()
         for name, selector in PANES.items():
-            self.query_one(CENTER if name == "tree" else selector).display = not narrow or name == self._pane
+            if narrow:
+                shown = name == self._pane
+            else:  # side by side: the Compute pane stands where the tree and totals do while it is chosen
+                computing = self._pane == "compute"
+                shown = name == "form" or (name == "compute") == computing
+            self.query_one(CENTER if name == "tree" else selector).display = shown
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
         yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))
         yield SystemCommand("Show the totals", "Focus the totals (F4)", partial(self.action_show_pane, "totals"))
+        yield SystemCommand("Show compute and memory", "FLOPs, memory and what fits for a workload (F5)",
+                            partial(self.action_show_pane, "compute"))
         tree = self.query_one(ParamTreeView)
         yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
         yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
@@ -373,6 +433,7 @@ class BertTuiApp(App[None]):
             ("ctrl+p", "command palette: every preset and action"),
             ("Tab, shift+Tab", "next / previous field or pane"),
             ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 120 columns)"),
+            ("F5", "compute and memory of a training step: batch, sequence, precision, what fits"),
             ("← →", "switch tabs when the tab bar has focus"),
             ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
             ("e / c", "expand / collapse the whole tree (in the tree)"),

@@ -11,7 +11,7 @@ from typing import Any
 
 from .core import config_dict
 from .core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
-from .core.units import short_bytes, short_count
+from .core.units import short_bytes, short_count, short_flops
 from .plain import printable
 
 COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
@@ -94,7 +94,7 @@ def flops_lines(result: Compute) -> list[str]:
         rows.append(("  of which recompute", result.flops_recompute))
     rows.append(("step" if result.workload.train else "total", step))
     lines = ["FLOPs (2 per multiply-accumulate, matrix products only: torch's FlopCounterMode)"]
-    lines += [f"  {name:<22}{n:>26,}  {short_count(n):>9}" for name, n in rows]
+    lines += [f"  {name:<22}{n:>26,}  {short_flops(n):>12}" for name, n in rows]
     by_component = _ordered(result.flops_by_component())
     forward = result.flops_forward
     lines.append("  forward by component:")
@@ -104,7 +104,7 @@ def flops_lines(result: Compute) -> list[str]:
     rule = result.rule_of_thumb
     factor = 6 if result.workload.train else 2
     diff = rule - step
-    lines.append(f"  rule of thumb {factor}·P·tokens{rule:>20,}  {short_count(rule):>9}  "
+    lines.append(f"  rule of thumb {factor}·P·tokens{rule:>20,}  {short_flops(rule):>12}  "
                  f"({_signed_pct(diff, step)} against the exact count)")
     return lines
 

@@ -68,7 +68,8 @@ def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
     import torch
     import transformers
 
-    hf_config = transformers.BertConfig(**config.sizes(), num_labels=config.num_labels,
+    hf_class: Any = transformers.BertConfig  # typed by transformers with every key; built from plain sizes here
+    hf_config = hf_class(**config.sizes(), num_labels=config.num_labels,
                                         tie_word_embeddings=config.tie_word_embeddings,
                                         attn_implementation=workload.attention)
     if config.head == "causal-lm":
@@ -249,19 +250,19 @@ def _backward(model: Any, loss: Any, checkpointing: bool, held: set[int]) -> int
     from outer hooks: the oracle wraps their pack hook for the backward. Storages the forward already holds (the
     layer's input) and parameters are not counted again.
     """
-    import torch.utils.checkpoint as checkpoint
+    from torch.utils import checkpoint
 
     if not checkpointing:
         loss.backward()
         return 0
     recomputations: list[dict[int, int]] = []
     alive: list[Any] = []  # as in the forward: no address reused while it is being counted
-    hook_class = checkpoint._recomputation_hook  # noqa: SLF001 - the oracle watches torch's own recomputation
+    hook_class: Any = checkpoint._recomputation_hook  # private: the oracle watches torch's own recomputation
     real_init = hook_class.__init__
 
     def init(self: Any, *args: Any) -> None:
         real_init(self, *args)
-        inner_pack, seen = self.pack_hook, {}
+        inner_pack, seen = self.pack_hook, dict[int, int]()
         recomputations.append(seen)
 
         def pack(tensor: Any) -> Any:

@@ -124,8 +124,8 @@ class Conventions:
         lines = [FLOP_CONVENTION,
                  f"weights, gradients and optimizer moments in {names[self.weight]}",
                  f"activations of matrix products in {names[self.compute]}",
-                 f"LayerNorm inputs and the residual stream in {names[self.residual]}, "
-                 f"its saved mean/rstd in {names[self.stats]}"]
+                 (f"LayerNorm inputs and the residual stream in {names[self.residual]}, "
+                  f"its saved mean/rstd in {names[self.stats]}")]
         if self.bool_masks:
             lines.append("dropout masks: 1 byte per element (CUDA)")
         else:

@@ -11,6 +11,14 @@ def short_count(n: int) -> str:
     return str(n)
 
 
+def short_flops(n: int) -> str:
+    """3.2e13 → '32.16 TFLOP' (decimal prefixes, as FLOPs are quoted; G, not B, for 10⁹)."""
+    for size, prefix in ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {prefix}FLOP"
+    return f"{n} FLOP"
+
+
 def short_bytes(n: int) -> str:
     """437928960 → '417.6 MiB' (binary units, as memory is sized)."""
     value = float(n)

@@ -1,0 +1,68 @@
+"""The Compute pane (F5) driven by Pilot: live updates, refusals kept inline, the last valid result kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import Input, Static
+
+from tui.app import make_app
+from tui.core import BertConfig
+from tui.core.compute import Workload, compute
+from tui.core.units import short_bytes
+from tui.presets import load_catalog
+from tui.widgets.compute import ComputePane
+
+
+def result_text(app: Any) -> str:
+    return str(app.query_one("#compute-result", Static).render())
+
+
+def error_text(app: Any) -> str:
+    line = app.query_one("#compute-error", Static)
+    return str(line.render()) if line.display else ""
+
+
+async def test_compute_pane_mounts_on_f5_and_follows_edits() -> None:
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert not app.query(ComputePane)  # composed on first use: start-up pays nothing for it
+        await pilot.press("f5")
+        await pilot.pause()
+        assert app.focused is app.query_one("#batch", Input)
+        expected = compute(BertConfig(), Workload(batch=32, seq=128, device="cuda"))
+        assert short_bytes(expected.total) in result_text(app)
+        await pilot.press("ctrl+u", *"8")
+        await pilot.pause()
+        eight = compute(BertConfig(), Workload(batch=8, seq=128, device="cuda"))
+        assert short_bytes(eight.total) in result_text(app)
+        await pilot.press("f2", "tab", "tab", "tab", "ctrl+u", *"24", "f5")  # layers 24 in the form
+        await pilot.pause()
+        deeper = compute(BertConfig(num_hidden_layers=24), Workload(batch=8, seq=128, device="cuda"))
+        assert short_bytes(deeper.total) in result_text(app)
+
+
+async def test_a_refused_sequence_keeps_the_last_result_marked_stale() -> None:
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5", "tab", "ctrl+u", *"1024")
+        await pilot.pause()
+        assert "seq 1024: must be at most max_position_embeddings (512)" in error_text(app)
+        assert "stale" in result_text(app)
+        last = compute(BertConfig(), Workload(batch=32, seq=102, device="cuda"))
+        assert short_bytes(last.total) in result_text(app)  # 102 was the last valid value typed
+        await pilot.press("backspace")
+        await pilot.pause()
+        assert error_text(app) == "" and "stale" not in result_text(app)
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert "seq: is empty" in error_text(app)
+
+
+async def test_a_model_type_not_modelled_is_refused_by_name() -> None:
+    catalog = load_catalog()
+    app = make_app(catalog, BertConfig(model_type="roberta"), title="roberta")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        assert "model_type roberta: compute and memory are modelled for bert only so far" in error_text(app)

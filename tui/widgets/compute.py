@@ -1,0 +1,145 @@
+"""The Compute pane: a workload's fields (batch, sequence, precision, optimizer, checkpointing) and what the core
+says a training step costs: FLOPs, memory by kind with bars, and the largest batch that fits common GPUs.
+
+Like the config form, the pane only reads its fields into a `Workload` (the core validates it) and posts
+`ComputePane.Changed` or `ComputePane.Invalid`; the app asks the core and hands the result back to `show`.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from ..core import ConfigError
+from ..core.compute import MAX_BATCH, OPTIMIZERS, PRECISIONS, Compute, Workload
+from ..core.config import parse_int
+from ..core.units import short_bytes, short_flops
+from ..plain import plain
+from .form import FieldInput
+
+KINDS = ("weights", "gradients", "optimizer", "activations")
+BAR = 20
+
+
+class ComputePane(VerticalScroll):
+    """Workload fields above, the step's cost below. Focus order: batch, sequence, checkpointing, precision,
+    optimizer."""
+
+    class Changed(Message):
+        def __init__(self, workload: Workload) -> None:
+            self.workload = workload
+            super().__init__()
+
+    class Invalid(Message):
+        def __init__(self, error: ConfigError) -> None:
+            self.error = error
+            super().__init__()
+
+    def __init__(self, workload: Workload, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._start = workload
+
+    def compose(self) -> ComposeResult:
+        w = self._start
+        with Horizontal(classes="compute-row"):
+            yield Label("batch b", classes="compute-label")
+            yield FieldInput(str(w.batch), restrict=r"[0-9]*", max_length=10, id="batch", compact=True)
+            yield Label("sequence s", classes="compute-label")
+            yield FieldInput(str(w.seq), restrict=r"[0-9]*", max_length=10, id="seq", compact=True)
+            yield Label("checkpointing", classes="compute-label")
+            yield Switch(value=w.checkpointing, id="checkpointing")
+            yield Static("on" if w.checkpointing else "off", id="checkpointing-state")
+        with Horizontal(classes="compute-row"):
+            yield Label("precision", classes="compute-label")
+            yield Select([(p, p) for p in PRECISIONS], allow_blank=False, value=w.precision, id="precision",
+                         compact=True)
+            yield Label("optimizer", classes="compute-label")
+            yield Select([(o, o) for o in OPTIMIZERS], allow_blank=False, value=w.optimizer, id="optimizer",
+                         compact=True)
+        yield Static("", id="compute-error")
+        yield Static("", id="compute-result")
+
+    def on_mount(self) -> None:
+        self.query_one("#compute-error").display = False
+
+    def read(self) -> Workload:
+        """The fields as a workload (CUDA conventions, eager attention, a training step); the core validates."""
+        sizes = {}
+        for name in ("batch", "seq"):
+            text = self.query_one(f"#{name}", Input).value.strip()
+            if not text:
+                raise ConfigError(name, text, "is empty: type a whole number")
+            sizes[name] = parse_int(name, text)
+        precision = self.query_one("#precision", Select).value
+        optimizer = self.query_one("#optimizer", Select).value
+        return Workload(batch=sizes["batch"], seq=sizes["seq"], precision=str(precision), optimizer=str(optimizer),
+                        checkpointing=self.query_one("#checkpointing", Switch).value, device="cuda")
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Switch.Changed)
+    def _edited(self, event: Message) -> None:
+        event.stop()
+        if isinstance(event, Switch.Changed):  # said in words too: a switch is only colour without them
+            self.query_one("#checkpointing-state", Static).update("on" if event.value else "off")
+        self.refresh_state()
+
+    def refresh_state(self) -> None:
+        try:
+            workload = self.read()
+        except ConfigError as error:
+            self.post_message(self.Invalid(error))
+        else:
+            self.post_message(self.Changed(workload))
+
+    def show_error(self, error: ConfigError | None) -> None:
+        """The message under the fields (None clears it); the result below stays, marked stale by the app."""
+        line = self.query_one("#compute-error", Static)
+        if error is not None:
+            shown = error.field if error.value == "" else f"{error.field} {error.value}"
+            line.update(plain(f"⚠ {shown}: {error.rule}"))
+        line.display = error is not None
+
+    def show(self, result: Compute, stale: bool = False) -> None:
+        self.query_one("#compute-result", Static).update(render_result(result, stale))
+        self.set_class(stale, "-stale")
+
+
+def render_result(result: Compute, stale: bool) -> Text:
+    """The step's cost as the pane shows it: every figure is the core's."""
+    text = Text()
+    if stale:
+        w = result.workload
+        text.append(f"⚠ stale: showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}\n",
+                    style="bold")
+    step, rule = result.flops_step, result.rule_of_thumb
+    text.append("FLOPs per step  ", style="dim")
+    text.append(f"{short_flops(step)}", style="bold")
+    text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n")
+    pct = f"{100 * (rule - step) / step:+.1f} %" if step else "-"
+    text.append("6·P·tokens      ", style="dim")
+    text.append(f"{short_flops(rule)}   ({pct} against the exact count)\n")
+    memory = result.memory()
+    total = memory["total"]
+    text.append("memory for a step ", style="dim")
+    text.append("(lower bound: no allocator overhead or workspace)\n", style="dim")
+    for kind in KINDS:
+        n = memory[kind] + (memory["recompute"] if kind == "activations" else 0)
+        filled = round(BAR * n / total) if total else 0
+        text.append(f"  {kind:<12}{short_bytes(n):>11}  ")
+        text.append("█" * filled, style="bold")
+        text.append("·" * (BAR - filled), style="dim")
+        text.append(f" {100 * n / total:5.1f} %\n" if total else "\n")
+    text.append(f"  {'total':<12}", style="bold")
+    text.append(f"{short_bytes(total):>11}\n", style="bold")
+    text.append(f"largest batch at s = {result.workload.seq:,}:\n", style="dim")
+    cells = [f"{fit.gib:g} GiB " + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}")
+                                     if fit.max_batch else "none") for fit in result.fits]
+    for start in range(0, len(cells), 3):
+        text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
+    text.append("CUDA conventions, eager attention; `bert-tui compute` has every option", style="dim")
+    return text
