@@ -105,12 +105,15 @@ def flops_lines(result: Compute) -> list[str]:
     factor = 6 if result.workload.train else 2
     diff = rule - step
     lines.append(f"  rule of thumb {factor}·P·tokens{rule:>20,}  {short_flops(rule):>12}  "
-                 f"({_signed_pct(diff, step)} against the exact count)")
+                 f"({versus(diff, step)})")
     return lines
 
 
-def _signed_pct(diff: int, whole: int) -> str:
-    return f"{100 * diff / whole:+.1f} %" if whole else "-"
+def versus(diff: int, exact: int) -> str:
+    """How a rule of thumb stands against the exact count: 'overestimates by 2.4 %'."""
+    if not exact:
+        return "no exact count to compare"
+    return f"{'over' if diff >= 0 else 'under'}estimates by {abs(100 * diff / exact):.1f} %"
 
 
 def memory_lines(result: Compute) -> list[str]:

@@ -18,6 +18,7 @@ from ..core import ConfigError
 from ..core.compute import MAX_BATCH, OPTIMIZERS, PRECISIONS, Compute, Workload
 from ..core.config import parse_int
 from ..core.units import short_bytes, short_flops
+from ..formats_compute import versus
 from ..plain import plain
 from .form import FieldInput
 
@@ -120,9 +121,8 @@ def render_result(result: Compute, stale: bool) -> Text:
     text.append("FLOPs per step  ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
     text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n")
-    pct = f"{100 * (rule - step) / step:+.1f} %" if step else "-"
     text.append("6·P·tokens      ", style="dim")
-    text.append(f"{short_flops(rule)}   ({pct} against the exact count)\n")
+    text.append(f"{short_flops(rule)}   ({versus(rule - step, step)})\n")
     memory = result.memory()
     total = memory["total"]
     text.append("memory for a step ", style="dim")
