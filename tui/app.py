@@ -220,7 +220,7 @@ class BertTuiApp(App[None]):
         error = self._workload_error
         if error is None:
             try:
-                self._compute_result = compute(self.model.config, self.workload)
+                self._compute_result = compute(self.model.config, self.workload, tree=self.model)
             except ConfigError as refused:
                 error = refused
         pane.show_error(error)

@@ -1,4 +1,4 @@
-"""The whole benchmark suite in one command: CLI cold start, explorer start-up, edit latency, memory.
+"""The whole benchmark suite in one command: CLI cold start, compute, explorer start-up, edit latency, memory.
 
     python tests/benchmarks/run.py            # prints the table, writes tests/benchmarks/results.json
 
@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_cli  # noqa: E402
+import bench_compute  # noqa: E402
 import bench_explorer  # noqa: E402
 
 
@@ -25,7 +26,7 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=40, help="edits per latency scenario (default 40)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the figures")
     args = parser.parse_args()
-    rows = bench_cli.measure(args.runs) + bench_explorer.measure(args.runs, args.edits)
+    rows = bench_cli.measure(args.runs) + bench_compute.measure(50) + bench_explorer.measure(args.runs, args.edits)
     bench_cli.report(rows, args.json)
     return 0
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from math import prod
 from typing import Any
 
 from .config import LM_HEADS, BertConfig, ConfigError
-from .tree import build_tree
+from .tree import ParamTree, build_tree
 
 MODES = ("train", "inference")
 PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
@@ -154,6 +155,7 @@ class Saved:
     factors: tuple[str, ...]
     size: int
     coef: int = 1
+    batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view)
 
     def elements(self, values: dict[str, int]) -> int:
         return self.coef * prod(values[f] for f in self.factors)
@@ -183,7 +185,7 @@ class Fit:
     asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: the sums below are cached on first use
 class Compute:
     """A workload's FLOPs and bytes, by component, with the terms that produce them."""
 
@@ -201,11 +203,15 @@ class Compute:
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
+        return dict(self._flops)
+
+    @cached_property
+    def _flops(self) -> dict[str, int]:
         return _by_component(self.flop_terms, self.values, lambda t, v: t.flops(v))
 
-    @property
+    @cached_property
     def flops_forward(self) -> int:
-        return sum(self.flops_by_component().values())
+        return sum(self._flops.values())
 
     @property
     def flops_backward(self) -> int:
@@ -216,7 +222,7 @@ class Compute:
 
     @property
     def flops_recompute(self) -> int:
-        return self.flops_by_component().get("layer", 0) if self.workload.checkpointing else 0
+        return self._flops.get("layer", 0) if self.workload.checkpointing else 0
 
     @property
     def flops_step(self) -> int:
@@ -230,13 +236,26 @@ class Compute:
 
     # Memory ------------------------------------------------------------------------------------------------
     def activations_by_component(self) -> dict[str, int]:
-        return _by_component(self.saved_terms, self.values, lambda t, v: t.nbytes(v))
+        return dict(self._activations)
 
-    @property
+    @cached_property
+    def _activations(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for term, nbytes in self.saved_bytes:
+            totals[term.component] = totals.get(term.component, 0) + nbytes
+        return totals
+
+    @cached_property
+    def saved_bytes(self) -> tuple[tuple[Saved, int], ...]:
+        """Each saved tensor with its bytes in this step (× L for a layer's)."""
+        layers = self.values["L"]
+        return tuple((t, (layers if t.component == "layer" else 1) * t.nbytes(self.values)) for t in self.saved_terms)
+
+    @cached_property
     def activations(self) -> int:
-        return sum(self.activations_by_component().values())
+        return sum(self._activations.values())
 
-    @property
+    @cached_property
     def recompute_peak(self) -> int:
         """Bytes one checkpointed layer saves again while the backward recomputes it."""
         return sum(t.nbytes(self.values) for t in self.recompute_terms)
@@ -307,10 +326,13 @@ def check(config: BertConfig, workload: Workload) -> None:
         raise ConfigError("choices", workload.choices, "must be at least 1")
 
 
-def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None) -> Compute:
-    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table."""
+def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
+            tree: ParamTree | None = None) -> Compute:
+    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. `tree`: the
+    config's counted tree if the caller has it (the explorer does), so it is not built again."""
     check(config, workload)
-    tree = build_tree(config)
+    if tree is None or tree.config != config:
+        tree = build_tree(config)
     conventions = Conventions.of(workload, additive_mask(config, workload))
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
@@ -319,36 +341,48 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    return _with_fits(result, sizes)
+    return replace(result, fits=fits(result, sizes))
 
 
-def _with_fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> Compute:
-    """The largest batch that fits each size: the total is affine in b, so two evaluations give it exactly."""
-    one, two, three = (compute_total(result.config, result.workload, b) for b in (1, 2, 3))
-    slope, fixed = three - two, 3 * two - 2 * three
-    fits = tuple(Fit(gib, size, _max_batch(size, fixed, slope, one), asked) for gib, size, asked in sizes)
-    return Compute(**{**{f: getattr(result, f) for f in result.__dataclass_fields__}, "fits": fits})
+def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
+    """The largest batch that fits each size: the total is affine in b from b = 2 on (see `_split`), and b = 1
+    is checked on its own."""
+    fixed, slope = _split(result)
+    one = fixed + slope + sum(t.nbytes(result.values) for t in _causal_labels(replace(result.workload, batch=1))
+                              if result.config.head == "causal-lm" and result.workload.train)
+    return tuple(Fit(gib, size, _max_batch(size, fixed, slope, one), asked) for gib, size, asked in sizes)
+
+
+BATCH_SYMBOLS = frozenset({"b", "b'", "n"})  # each holds the batch once: b' = b·C, n = b·C·s
+
+
+def _split(result: Compute) -> tuple[int, int]:
+    """(bytes that do not grow with the batch, bytes per example) of the step's total, for batches of 2 and more:
+    every saved tensor either holds one batch factor or none (the one exception is left out: `_causal_labels`)."""
+    fixed = result.weights + result.buffers + result.gradients + result.optimizer
+    per_example, batch = 0, result.workload.batch
+    counted = [*result.saved_bytes, *((t, t.nbytes(result.values)) for t in result.recompute_terms)]
+    for term, nbytes in counted:
+        if term.batch_one:
+            continue
+        if BATCH_SYMBOLS.intersection(term.factors):
+            per_example += nbytes // batch
+        else:
+            fixed += nbytes
+    return fixed, per_example
 
 
 def _max_batch(size: int, fixed: int, slope: int, one: int) -> int:
-    """Largest b with fixed + slope·b ≤ size (b ≥ 2); batch 1 is checked on its own (see `_causal_labels`)."""
+    """Largest b with fixed + slope·b ≤ size (b ≥ 2), else 1 if batch 1 fits, else 0."""
     if one > size:
         return 0
     best = min(MAX_BATCH, (size - fixed) // slope) if slope else MAX_BATCH
-    if best >= 2:
-        return best
-    return 1 if one <= size else 0
+    return best if best >= 2 else 1
 
 
 def compute_total(config: BertConfig, workload: Workload, batch: int) -> int:
-    values = symbol_values(config, Workload(**{**workload.as_dict(), "batch": batch}))
-    conventions = Conventions.of(workload, additive_mask(config, workload))
-    tree = build_tree(config)
-    probe = Compute(config, workload, values, (), tuple(saved_terms(config, workload, conventions))
-                    if workload.train else (), tuple(recompute_terms(config, workload, conventions))
-                    if workload.checkpointing else (), tree.total, tree.root.tensors,
-                    16 * config.max_position_embeddings, conventions)
-    return probe.total
+    """The step's total at another batch, computed afresh (what the fits table is checked against)."""
+    return compute(config, replace(workload, batch=batch)).total
 
 
 def unused(config: BertConfig) -> tuple[int, int]:
@@ -483,7 +517,7 @@ def _causal_labels(workload: Workload) -> Iterator[Saved]:
     """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
     contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
     if workload.batch == 1:
-        yield Saved("head", "padded label (one sequence: the shifted labels are a view)", ("1",), 8)
+        yield Saved("head", "padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
 
 
 def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bool) -> Iterator[Saved]:

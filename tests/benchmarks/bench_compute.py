@@ -1,0 +1,64 @@
+"""Compute benchmark: a workload's FLOPs and memory at 1,000 layers against a parameter count of the same config.
+
+    python tests/benchmarks/bench_compute.py [--runs N]
+
+Both in-process (the core alone, no start-up), medians of `--runs` repetitions. Goal (compute issue): computing
+a workload costs no more than about a parameter count (ratio ≤ 2), so the Compute pane updates at every
+keystroke as the totals do. Not part of the test suite: timings are not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tui.core import BertConfig, build_tree  # noqa: E402
+from tui.core.compute import Workload, compute  # noqa: E402
+
+Row = tuple[str, float, float, str]
+CONFIG = BertConfig(num_hidden_layers=1000, head="sequence-classification")
+WORKLOAD = Workload(batch=32, seq=512, precision="amp-bf16", checkpointing=True, padding_mask=True, device="cuda")
+
+
+def median_seconds(work: Callable[[], object], runs: int) -> float:
+    work()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(runs: int) -> list[Row]:
+    tree = build_tree(CONFIG)
+    count = median_seconds(lambda: build_tree(CONFIG).total, runs)
+    alone = median_seconds(lambda: compute(CONFIG, WORKLOAD).memory(), runs)
+    beside = median_seconds(lambda: compute(CONFIG, WORKLOAD, tree=tree).memory(), runs)
+    return [
+        ("core: count 1,000 layers, seq-cls (baseline)", count, 1.0, ""),
+        ("core: compute a step at 1,000 layers, tree counted (explorer)", beside, beside / count,
+         "goal ≤ 1.5× baseline"),
+        ("core: compute a step at 1,000 layers, counting included (CLI)", alone, alone / count,
+         "a count plus the step"),
+    ]
+
+
+def main() -> int:
+    import bench_cli
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=50, help="repetitions per figure (default 50)")
+    args = parser.parse_args()
+    bench_cli.report(measure(args.runs), None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
