@@ -74,7 +74,7 @@ class TotalsPane(Static):
         for dtype, n in memory_bytes(total).items():
             memory.add_row(dtype, short_bytes(n))
         memory.add_row("Adam train", short_bytes(training_bytes(total)))
-        note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations", style="dim")
+        note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations (F5 adds them)", style="dim")
         return Group(heading, status, Text(""), groups, Text(""), Text("weights", style="bold"), memory, note)
 
 
