@@ -26,7 +26,7 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=40, help="edits per latency scenario (default 40)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the figures")
     args = parser.parse_args()
-    rows = bench_cli.measure(args.runs) + bench_compute.measure(50) + bench_explorer.measure(args.runs, args.edits)
+    rows = bench_cli.measure(args.runs) + bench_compute.measure(21) + bench_explorer.measure(args.runs, args.edits)
     bench_cli.report(rows, args.json)
     return 0
 
