@@ -249,3 +249,13 @@ def test_compute_formats_show_the_core_figures(capsys: pytest.CaptureFixture[str
                                 intermediate_size=4096), Workload(batch=8, seq=512, device="cuda"))
     assert f"{result.flops_step:,}" in out or str(result.flops_step) in out
     assert f"{result.total:,}" in out or str(result.total) in out
+
+
+def test_readme_shows_the_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """README's worked example (BERT-large, 32 × 512, amp-bf16, 24 GiB) is what the command prints today."""
+    argv = ["compute", "bert-large-uncased", "--head", "sequence-classification", "--batch", "32", "--seq", "512",
+            "--precision", "amp-bf16", "--gpu-memory", "24GiB"]
+    assert main(argv) == 0
+    shown = capsys.readouterr().out.split("\nconventions:")[0].rstrip()
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert shown in readme

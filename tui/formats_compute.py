@@ -34,11 +34,13 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "parameters": result.parameters,
         "flops": {"forward": result.flops_forward, "backward": result.flops_backward, "step": result.flops_step,
                   "recompute": result.flops_recompute, "forward_by_component": _ordered(result.flops_by_component()),
+                  "forward_one_layer": result.layer_flops(),
                   "convention": FLOP_CONVENTION,
                   "rule_of_thumb": {"formula": f"{6 if result.workload.train else 2} × parameters × tokens",
                                     "flops": rule, "difference": rule - result.flops_step}},
         "memory_bytes": result.memory(),
         "activations_by_component": _ordered(result.activations_by_component()),
+        "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
         "fits_note": LOWER_BOUND,
@@ -101,6 +103,10 @@ def flops_lines(result: Compute) -> list[str]:
     for component, n in by_component.items():
         label = f"layers ({result.values['L']} ×)" if component == "layer" else component
         lines.append(f"    {label:<20}{n:>26,}  {_pct(n, forward)}")
+    layer = result.layer_flops()
+    lines.append(f"  one layer ({sum(layer.values()):,}):")
+    for what, n in layer.items():
+        lines.append(f"    {what:<44}{n:>22,}")
     rule = result.rule_of_thumb
     factor = 6 if result.workload.train else 2
     diff = rule - step
@@ -132,6 +138,10 @@ def memory_lines(result: Compute) -> list[str]:
         for component, n in _ordered(result.activations_by_component()).items():
             label = f"layers ({result.values['L']} ×)" if component == "layer" else component
             lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
+        layer = result.layer_activations()
+        lines.append(f"  one layer saves ({short_bytes(sum(layer.values()))}):")
+        for what, n in layer.items():
+            lines.append(f"    {what:<48}{n:>16,}  {short_bytes(n):>10}")
     else:
         lines.append("  inference keeps no activations for a backward (transient buffers are not counted)")
     return lines

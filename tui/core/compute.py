@@ -209,6 +209,14 @@ class Compute:
     def _flops(self) -> dict[str, int]:
         return _by_component(self.flop_terms, self.values, lambda t, v: t.flops(v))
 
+    def layer_flops(self) -> dict[str, int]:
+        """One encoder layer's forward FLOPs, product by product (Q/K/V, scores, context, output, FFN)."""
+        return {t.what: t.flops(self.values) for t in self.flop_terms if t.component == "layer"}
+
+    def layer_activations(self) -> dict[str, int]:
+        """What one encoder layer saves for backward, tensor by tensor (bytes)."""
+        return {t.what: t.nbytes(self.values) for t in self.saved_terms if t.component == "layer"}
+
     @cached_property
     def flops_forward(self) -> int:
         return sum(self._flops.values())
