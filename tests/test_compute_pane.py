@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.widgets import Input, Static
 
 from tui.app import make_app
@@ -66,3 +67,30 @@ async def test_a_model_type_not_modelled_is_refused_by_name() -> None:
         await pilot.press("f5")
         await pilot.pause()
         assert "model_type roberta: compute and memory are modelled for bert only so far" in error_text(app)
+
+
+async def test_keys_typed_right_after_the_first_f5_reach_the_pane_in_order() -> None:
+    """F5 composes the pane; Tab and digits sent with it (one read of a fast typist) go to its fields, not
+    to a focus that lands later and sends them back to the batch."""
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key in ("f5", "tab", "ctrl+u", "6", "4"):  # one burst, as one read of a fast typist delivers it
+            app.post_message(events.Key(key, key if len(key) == 1 else None))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.query_one("#batch", Input).value == "32"
+        assert app.query_one("#seq", Input).value == "64"
+        assert app.focused is app.query_one("#seq", Input)
+
+
+async def test_pane_keys_do_nothing_under_a_dialog() -> None:
+    """F2–F5 act as they arrive (priority keys), but not under the help screen: it stays, nothing mounts."""
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f1", "f5", "f3")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+        assert not app.query(ComputePane)
+        await pilot.press("escape", "f5")
+        await pilot.pause()
+        assert app.query(ComputePane) and app.focused is app.query_one("#batch", Input)

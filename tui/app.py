@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on
@@ -25,12 +25,10 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 
 from .core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
-from .core.compute import Compute, Workload, compute
 from .core.compare import Comparison, compare
 from .core.units import short_count
 from .plain import printable
 from .presets import Catalog, load_catalog
-from .widgets.compute import ComputePane
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
@@ -44,7 +42,9 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
     from textual.widget import AwaitMount
 
+    from .core.compute import Compute, Workload
     from .screens import Opened
+    from .widgets.compute import ComputePane
 
 # The screens (audit, export, open, save, help) and the palette load when first opened: importing them
 # (formats, audit, file I/O) at start-up would delay the first paint for screens most runs never open.
@@ -71,10 +71,12 @@ class BertTuiApp(App[None]):
     BINDINGS = [
         Binding("f1", "help", "Help"),
         Binding("question_mark", "help", "Help", show=False),
-        Binding("f2", "show_pane('form')", "Config"),
-        Binding("f3", "show_pane('tree')", "Tree"),
-        Binding("f4", "show_pane('totals')", "Totals"),
-        Binding("f5", "show_pane('compute')", "Compute"),
+        # The pane keys act as they arrive (priority), like Tab: F5 then Tab and digits in one read reach the
+        # Compute pane's fields; in a dialog they do nothing.
+        Binding("f2", "show_pane('form')", "Config", priority=True),
+        Binding("f3", "show_pane('tree')", "Tree", priority=True),
+        Binding("f4", "show_pane('totals')", "Totals", priority=True),
+        Binding("f5", "show_pane('compute')", "Compute", priority=True),
         Binding("a", "audit", "Audit"),
         Binding("b", "toggle_baseline", "Pin"),
         Binding("x", "export", "Export"),
@@ -102,7 +104,7 @@ class BertTuiApp(App[None]):
         self._pane = "form"  # the tab shown below 120 columns
         self.comparison: Comparison | None = None
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
-        self.workload: Workload = Workload(batch=32, seq=128)  # the Compute pane's last valid workload
+        self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
 
@@ -113,6 +115,8 @@ class BertTuiApp(App[None]):
         super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout, markup=False)
 
     def compose(self) -> ComposeResult:
+        # The layout's class is set before the widgets mount: set after, it would restyle every one of them.
+        self.screen.set_class(self.size.width < WIDE, "-narrow")
         yield Static("", id="summary")
         yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"),
                    Tab("Compute", id="tab-compute"), id="pane-tabs")
@@ -199,13 +203,13 @@ class BertTuiApp(App[None]):
 
     # The Compute pane: its workload and the app's config → the core's Compute → the pane.
 
-    @on(ComputePane.Changed)
-    def _workload_changed(self, event: ComputePane.Changed) -> None:
+    # The pane and the compute core load on the first F5 (handlers by name: the classes are not imported here).
+
+    def on_compute_pane_changed(self, event: ComputePane.Changed) -> None:
         self.workload, self._workload_error = event.workload, None
         self._show_compute()
 
-    @on(ComputePane.Invalid)
-    def _workload_invalid(self, event: ComputePane.Invalid) -> None:
+    def on_compute_pane_invalid(self, event: ComputePane.Invalid) -> None:
         self._workload_error = event.error
         self._show_compute()
 
@@ -213,10 +217,12 @@ class BertTuiApp(App[None]):
         """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
         longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
         marked stale, as the other panes do."""
-        found = self.query(ComputePane)
-        if not found or self.model is None:
+        found = self.query("#compute")
+        if not found or self.model is None or self.workload is None:
             return
-        pane = found.first()
+        from .core.compute import compute
+
+        pane = cast("ComputePane", found.first())
         error = self._workload_error
         if error is None:
             try:
@@ -227,11 +233,16 @@ class BertTuiApp(App[None]):
         if self._compute_result is not None:
             pane.show(self._compute_result, stale=error is not None or self.stale)
 
-    def _mount_compute(self) -> None:
+    def _mount_compute(self) -> AwaitMount | None:
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
-        if not self.query(ComputePane):
-            self.query_one("#compute-box").mount(ComputePane(self.workload, id="compute"))
-            self.call_after_refresh(self._show_compute)
+        if self.query("#compute"):
+            return None
+        from .core.compute import Workload
+        from .widgets.compute import ComputePane
+
+        self.workload = self.workload or Workload(batch=32, seq=128)
+        self.call_after_refresh(self._show_compute)
+        return self.query_one("#compute-box").mount(ComputePane(self.workload, id="compute"))
 
     @on(Tree.NodeHighlighted, "#tree")
     def _highlighted(self) -> None:
@@ -370,23 +381,25 @@ class BertTuiApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self._key_rows()))
 
-    def action_show_pane(self, pane: str) -> None:
-        """Bring a pane forward (a tab below 120 columns) and focus it."""
+    async def action_show_pane(self, pane: str) -> None:
+        """Bring a pane forward (a tab below 120 columns) and focus it, at once: the keys after F2–F5 in one
+        read (Tab, digits) reach the pane's fields in order. The Compute pane's first showing waits for its
+        mount. Under a dialog or the palette they do nothing, as before they were priority keys."""
+        if self.screen is not self.screen_stack[0]:
+            return
+        if pane == "compute":
+            mounting = self._mount_compute()
+            if mounting is not None:
+                await mounting
         self.query_one(Tabs).active = f"tab-{pane}"
-        self._focus_pane(pane)
-
-    def _focus_pane(self, pane: str) -> None:
-        if pane == "form":
-            self.query_one("#preset").focus()
-        elif pane == "compute":
-            self._mount_compute()
-            self.call_after_refresh(lambda: self.query_one("#batch").focus())
-        else:
-            self.query_one(PANES[pane]).focus()
+        self._choose(pane)  # now, not when TabActivated arrives: a hidden field cannot take the focus
+        self.screen.set_focus(self.query_one({"form": "#preset", "compute": "#batch"}.get(pane, PANES[pane])))
 
     @on(Tabs.TabActivated, "#pane-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
-        pane = (event.tab.id or "tab-form").removeprefix("tab-")
+        self._choose((event.tab.id or "tab-form").removeprefix("tab-"))
+
+    def _choose(self, pane: str) -> None:
         if self.size.width >= WIDE and pane == "form" and self._pane == "compute":
             pane = self._pane  # side by side the form is always shown: F2 keeps the Compute pane beside it
         self._pane = pane
