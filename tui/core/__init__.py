@@ -15,7 +15,8 @@ from .totals import (
     per_layer,
     training_bytes,
 )
-from .tree import GROUPS, Module, Node, Param, ParamTree, build_tree
+from .families import build_tree
+from .tree import GROUPS, Module, Node, Param, ParamTree
 from .units import short_bytes, short_count
 
 __all__ = [

@@ -23,7 +23,8 @@ from math import prod
 from typing import Any
 
 from .config import LM_HEADS, BertConfig, ConfigError
-from .tree import ParamTree, build_tree
+from .families import build_tree
+from .tree import ParamTree
 
 MODES = ("train", "inference")
 PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
 
-from .config import LM_HEADS, BertConfig
+from .config import BertConfig
 
 Kind = Literal["weight", "bias", "embedding", "norm"]
 GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")
@@ -80,7 +80,7 @@ class LayerStack(Sequence["Module"]):
     """
 
     def __init__(self, name: str, length: int, build: Callable[[str], Module]) -> None:
-        self.name = name
+        self.name = name  # the ModuleList's full name (`bert.encoder.layer`): layer i is `{name}.{i}`
         self._length = length
         self._build = build
         self._built: dict[int, Module] = {}
@@ -95,12 +95,19 @@ class LayerStack(Sequence["Module"]):
         if not 0 <= index < self._length:
             raise IndexError(index)
         if index not in self._built:
-            self._built[index] = self._build(f"{self.name}.layer.{index}")
+            self._built[index] = self._build(self.item_name(index))
         return self._built[index]
+
+    def item_name(self, index: int) -> str:
+        return f"{self.name}.{index}"
+
+    def item_title(self, index: int) -> str:
+        """`layer.3`: the ModuleList's attribute and the index, as the tree shows a layer."""
+        return f"{self.name.rsplit('.', 1)[-1]}.{index}"
 
     def index_of(self, name: str) -> int | None:
         """The layer that `name` (a layer or anything inside one) belongs to, or None."""
-        rest = name.removeprefix(f"{self.name}.layer.")
+        rest = name.removeprefix(f"{self.name}.")
         if rest == name:
             return None
         digits = rest.split(".", 1)[0]
@@ -213,118 +220,3 @@ class ParamTree:
         while node is not None and node.name != name:
             node = node.child_toward(name) if isinstance(node, Module) else None
         return node
-
-
-def build_tree(config: BertConfig) -> ParamTree:
-    """The parameter tree of `config.hf_class` built from `config`."""
-    return ParamTree(config, _Builder(config).root())
-
-
-class _Builder:
-    """Builds modules in HF registration order; each parameter gets its shape from the config's symbols."""
-
-    def __init__(self, config: BertConfig) -> None:
-        self.config = config
-        self.values = config.symbol_values()
-        # XLM-RoBERTa and CamemBERT register their head before the body (their generated classes do).
-        self._head_first = config.model_type in ("xlm-roberta", "camembert")
-        # The LM decoder shares the word embeddings (weight) and the head's own bias unless the config unties them.
-        self._tied_decoder = config.head in LM_HEADS and config.tie_word_embeddings
-
-    def root(self) -> Module:
-        config = self.config
-        prefix = "" if config.head == "none" else f"{config.body}."
-        body: list[Node] = [self.embeddings(f"{prefix}embeddings"), self.encoder(f"{prefix}encoder")]
-        if config.has_pooler:
-            body.append(self.module(f"{prefix}pooler", self.linear(f"{prefix}pooler.dense", "H", "H")))
-        children: list[Node] = body if not prefix else [self.module(config.body, *body)]
-        head = self.head(config.head) if config.model_type == "bert" else self.roberta_head(config.head)
-        return Module("", config.hf_class, tuple([*head, *children] if self._head_first else [*children, *head]))
-
-    def param(self, name: str, dims: tuple[str, ...], kind: Kind, tied_to: str | None = None, heads: int = 0) -> Param:
-        """A leaf; a dim is a symbol (V, H, ...) or a literal size ("2")."""
-        shape = tuple(self.values[d] if d in self.values else int(d) for d in dims)
-        return Param(name, dims, shape, kind, tied_to, heads)
-
-    @staticmethod
-    def module(name: str, *children: Node, title: str | None = None) -> Module:
-        return Module(name, title or name.rsplit(".", 1)[-1], children)
-
-    def linear(self, name: str, out_dim: str, in_dim: str, per_head: bool = False) -> Module:
-        heads = self.config.num_attention_heads if per_head else 0
-        weight = self.param(f"{name}.weight", (out_dim, in_dim), "weight", heads=heads)
-        return self.module(name, weight, self.param(f"{name}.bias", (out_dim,), "bias", heads=heads))
-
-    def layer_norm(self, name: str) -> Module:
-        return self.module(name, self.param(f"{name}.weight", ("H",), "norm"), self.param(f"{name}.bias", ("H",), "norm"))
-
-    def embeddings(self, name: str) -> Module:
-        def table(attr: str, rows: str) -> Module:
-            return self.module(f"{name}.{attr}", self.param(f"{name}.{attr}.weight", (rows, "H"), "embedding"))
-
-        word, position, token_type = table("word_embeddings", "V"), table("position_embeddings", "P"), table("token_type_embeddings", "T")
-        if self._head_first and self._tied_decoder:  # lm_head.decoder is registered first: it owns the tensor
-            word = self.module(f"{name}.word_embeddings", self.param(f"{name}.word_embeddings.weight", ("V", "H"),
-                                                                      "embedding", tied_to="lm_head.decoder.weight"))
-        if self.config.model_type == "bert":
-            return self.module(name, word, position, token_type, self.layer_norm(f"{name}.LayerNorm"))
-        # RobertaEmbeddings registers its position table last.
-        return self.module(name, word, token_type, self.layer_norm(f"{name}.LayerNorm"), position)
-
-    def encoder(self, name: str) -> Module:
-        """The encoder; its layers appear as `layer.0 … layer.N-1` (HF's ModuleList level is folded in)."""
-        return Module(name, "encoder", LayerStack(name, self.config.num_hidden_layers, self.layer))
-
-    def layer(self, name: str) -> Module:
-        attention = f"{name}.attention"
-        qkv = (self.linear(f"{attention}.self.{part}", "H", "H", per_head=True) for part in ("query", "key", "value"))
-        attention_output = (self.linear(f"{attention}.output.dense", "H", "H"), self.layer_norm(f"{attention}.output.LayerNorm"))
-        return self.module(
-            name,
-            self.module(attention, self.module(f"{attention}.self", *qkv), self.module(f"{attention}.output", *attention_output)),
-            self.module(f"{name}.intermediate", self.linear(f"{name}.intermediate.dense", "I", "H")),
-            self.module(f"{name}.output", self.linear(f"{name}.output.dense", "H", "I"), self.layer_norm(f"{name}.output.LayerNorm")),
-            title="layer." + name.rsplit(".", 1)[-1],
-        )
-
-    def head(self, head: str) -> list[Node]:
-        """The modules a head class adds after `bert`, in registration order."""
-        if head == "none":
-            return []
-        if head in LM_HEADS:
-            cls = [self.lm_predictions("cls.predictions")]
-            if head == "pretraining":
-                cls.append(self.linear("cls.seq_relationship", "2", "H"))
-            return [self.module("cls", *cls)]
-        if head == "next-sentence":
-            return [self.module("cls", self.linear("cls.seq_relationship", "2", "H"))]
-        if head == "multiple-choice":
-            return [self.linear("classifier", "1", "H")]
-        return [self.linear("qa_outputs" if head == "question-answering" else "classifier", "N", "H")]
-
-    def roberta_head(self, head: str) -> list[Node]:
-        """The head modules of the RoBERTa-style classes (no NSP; a two-layer classifier)."""
-        if head == "none":
-            return []
-        if head in LM_HEADS:
-            name = "lm_head"
-            decoder = self.decoder(f"{name}.decoder", "roberta.embeddings.word_embeddings.weight", f"{name}.bias")
-            return [self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.linear(f"{name}.dense", "H", "H"),
-                                self.layer_norm(f"{name}.layer_norm"), decoder)]
-        if head == "sequence-classification":
-            return [self.module("classifier", self.linear("classifier.dense", "H", "H"), self.linear("classifier.out_proj", "N", "H"))]
-        return self.head(head)
-
-    def lm_predictions(self, name: str) -> Module:
-        """BertLMPredictionHead: its own `bias` (registered first), the transform, and the decoder tied to both."""
-        transform = (self.linear(f"{name}.transform.dense", "H", "H"), self.layer_norm(f"{name}.transform.LayerNorm"))
-        decoder = self.decoder(f"{name}.decoder", "bert.embeddings.word_embeddings.weight", f"{name}.bias")
-        return self.module(name, self.param(f"{name}.bias", ("V",), "bias"), self.module(f"{name}.transform", *transform), decoder)
-
-    def decoder(self, name: str, embeddings: str, bias: str) -> Module:
-        """The LM decoder: tied to the word embeddings and the head's bias, or (tie_word_embeddings false) a
-        weight and bias of its own. Where the head is registered first, the decoder owns the shared weight."""
-        tied = self._tied_decoder
-        weight_tie = embeddings if tied and not self._head_first else None
-        return self.module(name, self.param(f"{name}.weight", ("V", "H"), "weight", tied_to=weight_tie),
-                           self.param(f"{name}.bias", ("V",), "bias", tied_to=bias if tied else None))

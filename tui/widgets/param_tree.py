@@ -69,7 +69,8 @@ def display_children(module: Module) -> list[Row]:
 
     The encoder's rows are named without building its layers (they are built when opened)."""
     if isinstance(module.children, LayerStack):
-        return [Row(key_of(f"{module.name}.layer.{i}"), f"layer.{i}", True) for i in range(len(module.children))]
+        stack = module.children
+        return [Row(key_of(stack.item_name(i)), stack.item_title(i), True) for i in range(len(stack))]
     rows: list[Row] = []
     for child in module.children:
         if isinstance(child, Param):
