@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from tui.cli import main
 from tui.core import BertConfig, build_tree, closed_form_total, per_layer
+from tui.core.config import BERT_LAYOUT
 from tui.core.audit import ClaimError, audit, hand_count, parse_claim, round_figures
 from tui.core.diff import diff
 from tui.presets import load_catalog
@@ -24,6 +25,7 @@ def config(preset: str) -> BertConfig:
 @settings(max_examples=200, deadline=None)
 @given(valid_configs())
 def test_hand_count_without_conventions_is_the_exact_count(cfg: BertConfig) -> None:
+    assume(cfg.model_type in BERT_LAYOUT)  # the audit's conventions are BERT's; other families are refused
     assert sum(hand_count(cfg).values()) == closed_form_total(cfg) == build_tree(cfg).total
     assert sum(hand_count(cfg, scope="layer").values()) == per_layer(cfg)
 
@@ -167,3 +169,9 @@ def test_a_full_count_that_a_convention_gives_exactly_stays_exact(capsys: pytest
     assert code == 0 and data["read_at_significant_figures"] is False and data["significant_figures"] is None
     code, out, _ = run(capsys, "audit", "123000000", "--format", "json")  # 3 figures: 109M nowhere near
     assert code == 1 and json.loads(out)["read_at_significant_figures"] is False
+
+
+def test_a_family_the_audit_does_not_model_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """ALBERT is counted exactly, but the audit's conventions are BERT's: it says so instead of guessing."""
+    with pytest.raises(ClaimError, match="albert is counted exactly but not audited yet"):
+        audit(parse_claim("12M"), BertConfig(model_type="albert", embedding_size=128))

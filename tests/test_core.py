@@ -22,14 +22,15 @@ from tui.core import (
     report,
     training_bytes,
 )
-from tui.core.config import MAX_LAYERS, MAX_SIZE
+from tui.core.config import FAMILY_HEADS, MAX_LAYERS, MAX_SIZE
 
 
 @st.composite
 def valid_configs(draw: st.DrawFn) -> BertConfig:
     heads = draw(st.integers(1, 64))
     model_type = draw(st.sampled_from(list(MODEL_TYPES)))
-    head = draw(st.sampled_from([h for h in HEADS if model_type == "bert" or h not in ("pretraining", "next-sentence")]))
+    head = draw(st.sampled_from(list(FAMILY_HEADS[model_type])))
+    labelled_qa = (model_type, head) == ("distilbert", "question-answering")
     return BertConfig(
         vocab_size=draw(st.integers(1, 300_000)),
         hidden_size=heads * draw(st.integers(1, 256)),
@@ -40,8 +41,13 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         type_vocab_size=draw(st.integers(1, 64)),
         head=head,
         pooler=draw(st.booleans()) if head == "none" else True,
-        num_labels=draw(st.integers(1, 1000)),
+        num_labels=2 if labelled_qa else draw(st.integers(1, 1000)),
         model_type=model_type,
+        tie_word_embeddings=draw(st.booleans()),
+        embedding_size=draw(st.integers(0, 1024)),
+        num_hidden_groups=draw(st.integers(1, 4)),
+        inner_group_num=draw(st.integers(1, 4)),
+        relative_attention_num_buckets=draw(st.integers(1, 128)),
     )
 
 

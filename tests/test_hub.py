@@ -220,9 +220,10 @@ async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(h
 
 
 def test_a_model_type_bert_tui_does_not_count_is_refused_by_name(fake_hub: FakeHub) -> None:
-    fake_hub.add("google/electra-small-discriminator", files={"config.json": b'{"model_type": "electra"}'})
-    one_line_error(cli("count", "google/electra-small-discriminator"),
-                   "model_type: 'electra' is not supported; bert-tui counts: bert, roberta, xlm-roberta, camembert")
+    fake_hub.add("microsoft/deberta-v3-base", files={"config.json": b'{"model_type": "deberta-v2"}'})
+    one_line_error(cli("count", "microsoft/deberta-v3-base"),
+                   "model_type: 'deberta-v2' is not supported; bert-tui counts: bert, roberta, xlm-roberta, camembert, "
+                   "distilbert, albert, electra, mpnet")
 
 
 def test_offline_from_a_cache_filled_as_transformers_fills_it(fake_hub: FakeHub) -> None:

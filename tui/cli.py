@@ -395,7 +395,10 @@ def run_audit(argv: Sequence[str]) -> int:
     except ClaimError as error:
         raise UsageError(str(error)) from None
     selection = resolve(args)
-    result = audit(claim, selection.config, args.scope)
+    try:
+        result = audit(claim, selection.config, args.scope)
+    except ClaimError as error:
+        raise UsageError(str(error)) from None
     if args.format == "json":
         sys.stdout.write(json.dumps(audit_data(result, selection.config), indent=2) + "\n")
     else:

@@ -116,7 +116,11 @@ class AuditScreen(Dialog[None]):
         except ClaimError as error:
             out.update(plain(f"⚠ {error}"))
             return
-        result = audit(claim, self._config, str(scope))
+        try:
+            result = audit(claim, self._config, str(scope))
+        except ClaimError as error:
+            out.update(plain(f"⚠ {error}"))
+            return
         out.update(Text(audit_text(result, self._config, self._source_title)))
 
 

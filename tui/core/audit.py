@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from .config import LM_HEADS, BertConfig
+from .config import BERT_LAYOUT, LM_HEADS, BertConfig
 
 SCOPES = ("model", "layer")
 
@@ -224,6 +224,9 @@ def audit(claim: Claim, config: BertConfig, scope: str = "model", limit: int = 8
     A count written in full with trailing zeros (110000000, 110,000,000) says nothing of its precision: when
     no combination gives it exactly, it is read at the precision of its significant digits (2 here), as
     '110M' is, and the result says so."""
+    if config.model_type not in BERT_LAYOUT:
+        raise ClaimError(f"the audit's conventions are written for the BERT layout ({', '.join(BERT_LAYOUT)}); "
+                         f"{config.model_type} is counted exactly but not audited yet")
     result = _audit(claim, config, scope, limit)
     figures = len(str(claim.value).rstrip("0"))
     if result.matches or claim.figures is not None or figures == len(str(claim.value)):

@@ -57,17 +57,49 @@ class HeadSpec:
     uses_num_labels: bool
 
 
-# Model types whose layout is BERT's: their class-name prefix and the attribute that holds the body.
+# The families counted: their class-name prefix and the attribute that holds the body in a head class.
 MODEL_TYPES: dict[str, tuple[str, str]] = {
     "bert": ("Bert", "bert"),
     "roberta": ("Roberta", "roberta"),
     "xlm-roberta": ("XLMRoberta", "roberta"),
     "camembert": ("Camembert", "roberta"),
+    "distilbert": ("DistilBert", "distilbert"),
+    "albert": ("Albert", "albert"),
+    "electra": ("Electra", "electra"),
+    "mpnet": ("MPNet", "mpnet"),
 }
-BERT_ONLY_HEADS = ("pretraining", "next-sentence")  # RoBERTa-style models have no NSP head
+ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
+BERT_LAYOUT = ("bert", *ROBERTA_STYLE)  # BERT's modules under other names: what audit and compute model
 LM_HEADS = ("mlm", "pretraining", "causal-lm")  # the heads with a vocabulary decoder (tied unless untied)
-# RoBERTa-style class names that are not BERT's with the prefix swapped.
+# Class names that are not BERT's with the prefix swapped.
 OWN_CLASS_NAMES = {"causal-lm": "ForCausalLM"}
+# The family's sizes beyond the seven every family has (a family may lack one of those: `MISSING_FIELDS`).
+FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
+    "albert": ("embedding_size", "num_hidden_groups", "inner_group_num"),
+    "electra": ("embedding_size",),
+    "mpnet": ("relative_attention_num_buckets",),
+}
+MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",)}
+EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets")
+EXTRA_SYMBOLS = {"embedding_size": "E", "num_hidden_groups": "G", "inner_group_num": "K",
+                 "relative_attention_num_buckets": "R"}
+# Each family's head classes and whether each builds the pooler (None: the user chooses, BertModel-style).
+_BERT_POOLERS = {"none": None, "mlm": False, "causal-lm": False, "pretraining": True, "sequence-classification": True,
+                 "token-classification": False, "question-answering": False, "multiple-choice": True,
+                 "next-sentence": True}
+_ROBERTA_POOLERS = {head: pooler for head, pooler in _BERT_POOLERS.items() if head not in ("pretraining", "next-sentence")}
+_ROBERTA_POOLERS["sequence-classification"] = False  # RobertaForSequenceClassification builds its body without it
+FAMILY_HEADS: dict[str, dict[str, bool | None]] = {
+    "bert": _BERT_POOLERS,
+    **dict.fromkeys(ROBERTA_STYLE, _ROBERTA_POOLERS),
+    "distilbert": {head: False for head in ("none", "mlm", "sequence-classification", "token-classification",
+                                             "question-answering", "multiple-choice")},
+    "albert": {head: pooler for head, pooler in _BERT_POOLERS.items() if head not in ("causal-lm", "next-sentence")},
+    "electra": {head: False for head in _BERT_POOLERS if head != "next-sentence"},
+    "mpnet": {"none": None, "mlm": False, "sequence-classification": False, "token-classification": False,
+              "question-answering": False, "multiple-choice": True},
+}
+LABELLED_PRETRAINING = ("albert",)  # AlbertForPreTraining's sentence-order head has num_labels outputs
 
 HEADS: dict[str, HeadSpec] = {
     spec.name: spec
@@ -101,6 +133,10 @@ class BertConfig:
     num_labels: int = 2
     model_type: str = "bert"
     tie_word_embeddings: bool = True  # HF's key: False gives the LM decoder a weight and bias of its own
+    embedding_size: int = 0  # E (ALBERT, ELECTRA): 0 means H, as a config without the key gets from the family
+    num_hidden_groups: int = 1  # G (ALBERT): layer groups stored
+    inner_group_num: int = 1  # K (ALBERT): layers stored per group
+    relative_attention_num_buckets: int = 32  # R (MPNet): rows of the relative attention bias
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
@@ -108,15 +144,26 @@ class BertConfig:
         if self.num_hidden_layers > MAX_LAYERS:
             raise ConfigError("num_hidden_layers", self.num_hidden_layers, f"must be at most {MAX_LAYERS:,}")
         _check_size("num_labels", self.num_labels)
+        for name in EXTRA_FIELDS:
+            if name != "embedding_size" or self.embedding_size:
+                _check_size(name, getattr(self, name))
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError("hidden_size", self.hidden_size, _multiple_rule(self))
         if self.head not in HEADS:
             raise ConfigError("head", self.head, f"must be one of: {', '.join(HEADS)}")
         if self.model_type not in MODEL_TYPES:
             raise ConfigError("model_type", self.model_type, f"must be one of: {', '.join(MODEL_TYPES)}")
-        if self.model_type != "bert" and self.head in BERT_ONLY_HEADS:
-            rule = f"{self.model_type} has no {self.head} class (no NSP head); only bert has"
+        if self.head not in FAMILY_HEADS[self.model_type]:
+            heads = FAMILY_HEADS[self.model_type]
+            rule = f"{self.model_type} has no {self.head} class; its heads: {', '.join(heads)}"
+            if self.model_type in ROBERTA_STYLE and self.head in ("pretraining", "next-sentence"):
+                rule = f"{self.model_type} has no {self.head} class (no NSP head); only bert has"
             raise ConfigError("head", self.head, rule)
+        if self.model_type == "distilbert" and self.head == "question-answering" and self.num_labels != 2:
+            raise ConfigError("num_labels", self.num_labels, "DistilBertForQuestionAnswering requires 2 (start, end)")
+        if self.num_hidden_groups * self.inner_group_num > MAX_LAYERS:
+            raise ConfigError("num_hidden_groups", self.num_hidden_groups,
+                              f"times inner_group_num must be at most {MAX_LAYERS:,} layers stored")
         for flag in ("pooler", "tie_word_embeddings"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "must be true or false")
@@ -144,9 +191,7 @@ class BertConfig:
     @property
     def fixed_pooler(self) -> bool | None:
         """Whether the head class builds `pooler` whatever the user says (None: the user chooses)."""
-        if self.model_type != "bert" and self.head == "sequence-classification":
-            return False  # RobertaForSequenceClassification builds its body without the pooler
-        return HEADS[self.head].pooler
+        return FAMILY_HEADS[self.model_type][self.head]
 
     @property
     def has_pooler(self) -> bool:
@@ -158,9 +203,28 @@ class BertConfig:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def uses_num_labels(self) -> bool:
+        """Whether the head class has num_labels outputs (the form shows the field then)."""
+        return HEADS[self.head].uses_num_labels or (self.head == "pretraining" and self.model_type in LABELLED_PRETRAINING)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The sizes this family has, in the form's order: the seven (less any it lacks), then its own."""
+        missing = MISSING_FIELDS.get(self.model_type, ())
+        return (*(f for f in SIZE_FIELDS if f not in missing), *FAMILY_FIELDS.get(self.model_type, ()))
+
+    @property
+    def embedding_width(self) -> int:
+        """E: the embedding width (H where the family has no embedding_size, or the config leaves it out)."""
+        return self.embedding_size or self.hidden_size
+
     def symbol_values(self) -> dict[str, int]:
-        """The value of each formula symbol (V, H, L, A, I, P, T, N)."""
-        return {symbol: getattr(self, name) for name, symbol in SYMBOLS.items()}
+        """The value of each formula symbol (V, H, L, A, I, P, T, N, and E, G, K, R)."""
+        values = {symbol: getattr(self, name) for name, symbol in SYMBOLS.items()}
+        values.update({symbol: getattr(self, name) for name, symbol in EXTRA_SYMBOLS.items()})
+        values["E"] = self.embedding_width
+        return values
 
     def sizes(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in SIZE_FIELDS}

@@ -1,5 +1,6 @@
 """Each family's layout as data: what transformers' classes register, in order, read from their modeling
-files (transformers 5.24: models/bert, roberta, xlm_roberta, camembert). The engine is `layout.build`.
+files (transformers 5.24: models/bert, roberta, xlm_roberta, camembert, distilbert, albert, electra, mpnet)
+and checked against them (tests/fixtures/generate.py). The engine is `layout.build`.
 
 A family gives its base model (`base`) and, per head, the class's parts in registration order: `BODY`
 stands for the base model under the class's body attribute (`bert.`, `roberta.`). What a config means
@@ -12,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import LM_HEADS, MODEL_TYPES, BertConfig
-from .layout import M, P, Spec, Stack, build, embedding, layer_norm, linear
-from .tree import ParamTree
+from .layout import M, P, Poly, Spec, Stack, add, build, embedding, formula, layer_norm, linear, render, value
+from .tree import GROUPS, ParamTree, group_of
 
 BODY = M("<body>", ())  # placeholder in a class's parts: the base model under the body attribute
 
@@ -89,6 +90,96 @@ ROBERTA_CLASSES = {"none": (), **{head: (BODY, spec) for head, spec in ROBERTA_H
 HEAD_FIRST_CLASSES = {"none": (), **{head: (spec, BODY) for head, spec in ROBERTA_HEADS.items()}}
 
 
+# DistilBERT: `transformer.layer.N`, no token types, no pooler; sinusoidal positions still register a table.
+DISTILBERT_LAYER = M("layer", (
+    M("attention", (*(linear(part, "H", "H", heads=True) for part in ("q_lin", "k_lin", "v_lin")),
+                    linear("out_lin", "H", "H"))),
+    layer_norm("sa_layer_norm"),
+    M("ffn", (linear("lin1", "I", "H"), linear("lin2", "H", "I"))),
+    layer_norm("output_layer_norm"),
+))
+DISTILBERT_BASE: tuple[Spec, ...] = (
+    M("embeddings", (embedding("word_embeddings", "V", share=WORD), embedding("position_embeddings", "P"),
+                     layer_norm("LayerNorm"))),
+    M("transformer", (Stack("layer", "L", DISTILBERT_LAYER),)),
+)
+DISTILBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
+    "none": (),
+    "mlm": (BODY, linear("vocab_transform", "H", "H"), layer_norm("vocab_layer_norm"),
+            M("vocab_projector", (P("weight", ("V", "H"), "weight", share=WORD), P("bias", ("V",), "bias")))),
+    "sequence-classification": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "N", "H")),
+    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "question-answering": (BODY, linear("qa_outputs", "N", "H")),
+    "multiple-choice": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "1", "H")),
+}
+
+# ALBERT: embeddings of width E mapped to H in the encoder; G groups of K layers stored, run L times.
+ALBERT_LAYER = M("layer", (
+    layer_norm("full_layer_layer_norm"),
+    M("attention", (*(linear(part, "H", "H", heads=True) for part in ("query", "key", "value")),
+                    linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+    linear("ffn", "I", "H"),
+    linear("ffn_output", "H", "I"),
+))
+ALBERT_BASE: tuple[Spec, ...] = (
+    M("embeddings", (embedding("word_embeddings", "V", "E", share=WORD), embedding("position_embeddings", "P", "E"),
+                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"))),
+    M("encoder", (linear("embedding_hidden_mapping_in", "H", "E"),
+                  Stack("albert_layer_groups", "G", M("group", (Stack("albert_layers", "K", ALBERT_LAYER),))))),
+    linear("pooler", "H", "H", when="pooler"),
+)
+E_DECODER = M("decoder", (P("weight", ("V", "E"), "weight", share=WORD), P("bias", ("V",), "bias", share=DECODER_BIAS)))
+ALBERT_PREDICTIONS = M("predictions", (
+    P("bias", ("V",), "bias", share=LM_BIAS), layer_norm("LayerNorm", "E"), linear("dense", "E", "H"), E_DECODER,
+))
+ALBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
+    "none": (),
+    "pretraining": (BODY, ALBERT_PREDICTIONS, M("sop_classifier", (linear("classifier", "N", "H"),))),
+    "mlm": (BODY, ALBERT_PREDICTIONS),
+    "sequence-classification": (BODY, linear("classifier", "N", "H")),
+    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "question-answering": (BODY, linear("qa_outputs", "N", "H")),
+    "multiple-choice": (BODY, linear("classifier", "1", "H")),
+}
+
+# ELECTRA: BERT's encoder; embeddings of width E, projected to H only when E ≠ H; no pooler.
+ELECTRA_BASE: tuple[Spec, ...] = (
+    M("embeddings", (embedding("word_embeddings", "V", "E", share=WORD), embedding("position_embeddings", "P", "E"),
+                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"))),
+    linear("embeddings_project", "H", "E", when="project"),
+    ENCODER,
+)
+ELECTRA_GENERATOR = (
+    M("generator_predictions", (layer_norm("LayerNorm", "E"), linear("dense", "E", "H"))),
+    M("generator_lm_head", (P("weight", ("V", "E"), "weight", share=WORD), P("bias", ("V",), "bias"))),
+)
+ELECTRA_CLASSES: dict[str, tuple[Spec, ...]] = {
+    "none": (),
+    "pretraining": (BODY, M("discriminator_predictions", (linear("dense", "H", "H"), linear("dense_prediction", "1", "H")))),
+    "mlm": (BODY, *ELECTRA_GENERATOR),
+    "causal-lm": (BODY, *ELECTRA_GENERATOR),
+    "sequence-classification": (BODY, M("classifier", (linear("dense", "H", "H"), linear("out_proj", "N", "H")))),
+    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "question-answering": (BODY, linear("qa_outputs", "N", "H")),
+    "multiple-choice": (BODY, M("sequence_summary", (linear("summary", "H", "H"),)), linear("classifier", "1", "H")),
+}
+
+# MPNet: `attention.attn.q/k/v/o`, one relative attention bias (R buckets × A heads) after the layers.
+MPNET_LAYER = M("layer", (
+    M("attention", (M("attn", (*(linear(part, "H", "H", heads=True) for part in ("q", "k", "v")), linear("o", "H", "H"))),
+                    layer_norm("LayerNorm"))),
+    M("intermediate", (linear("dense", "I", "H"),)),
+    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
+))
+MPNET_BASE: tuple[Spec, ...] = (
+    M("embeddings", (embedding("word_embeddings", "V", share=WORD), embedding("position_embeddings", "P"),
+                     layer_norm("LayerNorm"))),
+    M("encoder", (Stack("layer", "L", MPNET_LAYER), embedding("relative_attention_bias", "R", "A"))),
+    POOLER,
+)
+MPNET_CLASSES = {"none": (), **{head: (BODY, spec) for head, spec in ROBERTA_HEADS.items() if head != "causal-lm"}}
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     """One family's layout: the base model and each head class's parts."""
@@ -102,14 +193,19 @@ FAMILIES: dict[str, Family] = {
     "roberta": Family(ROBERTA_BASE, ROBERTA_CLASSES),
     "xlm-roberta": Family(ROBERTA_BASE, HEAD_FIRST_CLASSES),
     "camembert": Family(ROBERTA_BASE, HEAD_FIRST_CLASSES),
+    "distilbert": Family(DISTILBERT_BASE, DISTILBERT_CLASSES),
+    "albert": Family(ALBERT_BASE, ALBERT_CLASSES),
+    "electra": Family(ELECTRA_BASE, ELECTRA_CLASSES),
+    "mpnet": Family(MPNET_BASE, MPNET_CLASSES),
 }
 BODY_NAMES = tuple(sorted({body for _prefix, body in MODEL_TYPES.values()}))
 
 
 def symbols_and_facts(config: BertConfig) -> tuple[dict[str, int], dict[str, bool]]:
-    """The values of the layout's symbols and its facts: the pooler as the class builds it, and the LM
-    decoder tied to the word embeddings unless the config unties it."""
-    facts = {"pooler": config.has_pooler, "tie": config.head in LM_HEADS and config.tie_word_embeddings}
+    """The values of the layout's symbols and its facts: the pooler as the class builds it, the LM decoder
+    tied to the word embeddings unless the config unties it, and ELECTRA's projection where E ≠ H."""
+    facts = {"pooler": config.has_pooler, "tie": config.head in LM_HEADS and config.tie_word_embeddings,
+             "project": config.embedding_width != config.hidden_size}
     return config.symbol_values(), facts
 
 
@@ -126,3 +222,28 @@ def build_tree(config: BertConfig) -> ParamTree:
     """The parameter tree of `config.hf_class` built from `config`."""
     values, facts = symbols_and_facts(config)
     return ParamTree(config, build(config.hf_class, parts_of(config), values, facts))
+
+
+def derived_closed_form(config: BertConfig) -> list[tuple[str, str, int]]:
+    """(group, formula, value) per totals group, read from the family's layout: a stack's layers appear as
+    `L·(…)` (ALBERT's stored layers as `G·K·(…)`)."""
+    values, facts = symbols_and_facts(config)
+    grouped: dict[str, dict[tuple[str, ...], Poly]] = {}
+    for name, multiplier, poly in formula(parts_of(config), facts):
+        pieces = grouped.setdefault(group_of(name), {})
+        pieces[multiplier] = add(pieces.get(multiplier, {}), poly)
+    terms = []
+    for group in sorted(grouped, key=GROUPS.index):
+        texts, total = [], 0
+        for multiplier, poly in grouped[group].items():
+            inner = render(poly)
+            factor = 1
+            for symbol in multiplier:
+                factor *= values[symbol]
+            total += factor * value(poly, values)
+            if multiplier:
+                inner = f"({inner})" if len(poly) > 1 else inner
+                inner = "·".join((*multiplier, inner))
+            texts.append(inner)
+        terms.append((group, " + ".join(texts), total))
+    return terms

@@ -54,9 +54,9 @@ class Stack:
 Spec = Union[P, M, Stack]
 
 
-def linear(name: str, out_dim: str, in_dim: str, *, heads: bool = False) -> M:
+def linear(name: str, out_dim: str, in_dim: str, *, heads: bool = False, when: str | None = None) -> M:
     """`nn.Linear(in, out)`: weight [out, in], then bias [out]."""
-    return M(name, (P("weight", (out_dim, in_dim), "weight", heads), P("bias", (out_dim,), "bias", heads)))
+    return M(name, (P("weight", (out_dim, in_dim), "weight", heads), P("bias", (out_dim,), "bias", heads)), when)
 
 
 def layer_norm(name: str, dim: str = "H") -> M:
@@ -90,25 +90,32 @@ class _Engine:
     def children(self, prefix: str, specs: tuple[Spec, ...]) -> list[Node]:
         nodes: list[Node] = []
         for spec in specs:
-            if isinstance(spec, Stack):
-                raise ValueError(f"a Stack stands alone in its module: {prefix}{spec.name}")
-            if spec.when is None or self.holds(spec.when):
+            if isinstance(spec, Stack):  # beside other children: a module of its own (`encoder.layer`)
+                nodes.append(Module(f"{prefix}{spec.name}", spec.name, self.stack(f"{prefix}{spec.name}", spec)))
+            elif spec.when is None or self.holds(spec.when):
                 nodes.append(self.param(prefix, spec) if isinstance(spec, P) else self.module(prefix, spec))
         return nodes
 
     def module(self, prefix: str, spec: M) -> Module:
+        """A module; one whose only child is a Stack holds the layers itself (`encoder` → `layer.0 …`)."""
         name = f"{prefix}{spec.name}"
         match spec.children:
             case (Stack() as stack,):
-                layer = stack.layer
-
-                def build_layer(layer_name: str) -> Module:
-                    return Module(layer_name, "layer." + layer_name.rsplit(".", 1)[-1],
-                                  tuple(self.children(f"{layer_name}.", layer.children)))
-
-                stack_name = f"{name}.{stack.name}"
-                return Module(name, spec.name, LayerStack(stack_name, self.size(stack.length), build_layer))
+                return Module(name, spec.name, self.stack(f"{name}.{stack.name}", stack))
         return Module(name, spec.name, tuple(self.children(f"{name}.", spec.children)))
+
+    def stack(self, name: str, stack: Stack) -> LayerStack:
+        """The layers, each built when first looked at (`LayerStack`); a layer may hold a Stack of its own."""
+        layer = stack.layer
+
+        def build_layer(layer_name: str) -> Module:
+            index = layer_name.rsplit(".", 1)[-1]
+            match layer.children:
+                case (Stack() as inner,):
+                    return Module(layer_name, f"{stack.name}.{index}", self.stack(f"{layer_name}.{inner.name}", inner))
+            return Module(layer_name, f"{stack.name}.{index}", tuple(self.children(f"{layer_name}.", layer.children)))
+
+        return LayerStack(name, self.size(stack.length), build_layer)
 
     def param(self, prefix: str, spec: P) -> Param:
         name = f"{prefix}{spec.name}"
@@ -121,3 +128,73 @@ class _Engine:
 
     def size(self, dim: str) -> int:
         return self.values[dim] if dim in self.values else int(dim)
+
+
+# Closed forms read from the same data: each parameter is the product of its dimensions, a Stack multiplies
+# its layer by its length. The result is a sum per totals group of pieces `(multiplier, polynomial)`.
+
+Monomial = tuple[str, ...]  # sorted symbols, repeated for powers: ("H", "H") is H²
+Poly = dict[Monomial, int]
+SYMBOL_ORDER = "VPTEHIARNGKL"
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def formula(parts: tuple[Spec, ...], facts: Mapping[str, bool]) -> list[tuple[str, tuple[str, ...], Poly]]:
+    """(parameter name, multiplier symbols, polynomial) for every counted parameter, stacks factored out
+    (`L·(4H² + …)`; a stacked layer's names keep no index); tied parameters count nothing, as in the tree."""
+    engine = _Engine({}, facts)
+    pieces: list[tuple[str, tuple[str, ...], Poly]] = []
+
+    def walk(prefix: str, specs: tuple[Spec, ...], multiplier: tuple[str, ...]) -> None:
+        for spec in specs:
+            if isinstance(spec, Stack):
+                walk(f"{prefix}{spec.name}.", spec.layer.children, (*multiplier, spec.length))
+            elif spec.when is not None and not engine.holds(spec.when):
+                continue
+            elif isinstance(spec, M):
+                walk(f"{prefix}{spec.name}.", spec.children, multiplier)
+            else:
+                name = f"{prefix}{spec.name}"
+                if spec.share is not None and engine.holds(spec.share[1]):
+                    if engine.owners.setdefault(spec.share[0], name) != name:
+                        continue
+                coefficient, symbols = 1, []
+                for dim in spec.dims:
+                    if dim.isdigit():
+                        coefficient *= int(dim)
+                    else:
+                        symbols.append(dim)
+                monomial = tuple(sorted(symbols, key=SYMBOL_ORDER.index))
+                pieces.append((name, multiplier, {monomial: coefficient}))
+
+    walk("", parts, ())
+    return pieces
+
+
+def add(poly: Poly, other: Poly) -> Poly:
+    out = dict(poly)
+    for monomial, coefficient in other.items():
+        out[monomial] = out.get(monomial, 0) + coefficient
+    return out
+
+
+def value(poly: Poly, values: Mapping[str, int]) -> int:
+    total = 0
+    for monomial, coefficient in poly.items():
+        term = coefficient
+        for symbol in monomial:
+            term *= values[symbol]
+        total += term
+    return total
+
+
+def render(poly: Poly) -> str:
+    """`4H² + 2H·I + 9H + I`: highest degree first, as the hand-written forms read."""
+    parts = []
+    for monomial, coefficient in sorted(poly.items(), key=lambda item: (-len(item[0]), [SYMBOL_ORDER.index(s) for s in item[0]])):
+        powers: dict[str, int] = {}
+        for symbol in monomial:
+            powers[symbol] = powers.get(symbol, 0) + 1
+        symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in powers.items())
+        parts.append(f"{coefficient if coefficient != 1 or not symbols else ''}{symbols}")
+    return " + ".join(parts) or "0"

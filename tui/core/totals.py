@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import SIZE_FIELDS, BertConfig, ConfigError
+from .config import ROBERTA_STYLE, BertConfig, ConfigError
 
 
 LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
@@ -24,7 +24,13 @@ class Term:
 
 
 def closed_form(config: BertConfig) -> list[Term]:
-    """The total as a sum of per-group formulas (V, H, L, A, I, P, T, N as in the config)."""
+    """The total as a sum of per-group formulas (V, H, L, A, I, P, T, N as in the config). BERT's and the
+    RoBERTa family's are written by hand (an independent check of the layouts); the other families' are read
+    from their layout data (`derived_closed_form`), which the fixtures check against transformers."""
+    if config.model_type not in ("bert", *ROBERTA_STYLE):
+        from .families import derived_closed_form
+
+        return [Term(group, symbols, value) for group, symbols, value in derived_closed_form(config)]
     c = config
     v, h, layers, i, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size,
                                 c.max_position_embeddings, c.type_vocab_size, c.num_labels)
@@ -80,15 +86,18 @@ class Marginal:
 def marginal_costs(config: BertConfig) -> list[Marginal]:
     """For each size field (and num_labels where the head uses it), total(field + 1) − total(config)."""
     base = closed_form_total(config)
-    names = [*SIZE_FIELDS, *(["num_labels"] if config.spec.uses_num_labels else [])]
+    names = [*config.fields, *(["num_labels"] if config.uses_num_labels else [])]
     return [_marginal(config, name, base) for name in names]
 
 
 def _marginal(config: BertConfig, name: str, base: int) -> Marginal:
-    if name == "num_attention_heads":
+    if name == "num_attention_heads" and config.model_type != "mpnet":
         return Marginal(name, 0, note="heads split H into H/A-wide slices: they add no parameters")
+    if name == "num_attention_heads":
+        return Marginal(name, config.relative_attention_num_buckets, note="R relative-position biases per head")
+    current = config.embedding_width if name == "embedding_size" else getattr(config, name)
     try:
-        delta = closed_form_total(config.replace(**{name: getattr(config, name) + 1})) - base
+        delta = closed_form_total(config.replace(**{name: current + 1})) - base
     except ConfigError:  # H + 1 is not a multiple of A: step to the next valid hidden size instead
         step = config.num_attention_heads
         delta = closed_form_total(config.replace(hidden_size=config.hidden_size + step)) - base

@@ -169,11 +169,14 @@ class Module:
 Node = Union[Module, Param]
 
 
-BODY_PREFIXES = ("bert.", "roberta.")
+BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.")
+# The totals group of a body's top-level module (ELECTRA's projection counts with the embeddings).
+GROUP_OF_PART = {"embeddings": "embeddings", "embeddings_project": "embeddings", "encoder": "encoder",
+                 "transformer": "encoder", "pooler": "pooler"}
 
 
 def strip_body(name: str) -> str:
-    """A name without the head classes' `bert.` / `roberta.` prefix."""
+    """A name without the head classes' body prefix (`bert.`, `roberta.`, `distilbert.`, ...)."""
     for prefix in BODY_PREFIXES:
         if name.startswith(prefix):
             return name[len(prefix):]
@@ -182,8 +185,7 @@ def strip_body(name: str) -> str:
 
 def group_of(name: str) -> str:
     """The totals group of a parameter name: embeddings, encoder, pooler, or head."""
-    first = strip_body(name).split(".", 1)[0]
-    return first if first in ("embeddings", "encoder", "pooler") else "head"
+    return GROUP_OF_PART.get(strip_body(name).split(".", 1)[0], "head")
 
 
 @dataclass(frozen=True, slots=True)

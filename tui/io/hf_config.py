@@ -15,20 +15,32 @@ from typing import Any
 
 from .files import ReadError, os_problem, parse_json, read_bytes
 from ..plain import printable
-from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
+from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
+from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_HEADS
 
 MAX_CONFIG_BYTES = 1024 * 1024
-SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # BERT's layout; others (albert, distilbert, electra, ...) are not
+SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
 ARCHITECTURES = {
     BertConfig(head=head, model_type=model_type).hf_class: (model_type, head)
     for model_type in MODEL_TYPES
-    for head in HEADS
-    if model_type == "bert" or head not in ("pretraining", "next-sentence")
+    for head in FAMILY_HEADS[model_type]
 }
 
 
-# Where a model type's config class defaults differ from BertConfig's (RobertaConfig sets these).
-HF_DEFAULTS: dict[str, dict[str, int]] = {"roberta": {"vocab_size": 50265}}
+# Where a model type's config class defaults differ from BertConfig's (transformers 5.24's config classes).
+HF_DEFAULTS: dict[str, dict[str, int]] = {
+    "roberta": {"vocab_size": 50265},
+    "distilbert": {"num_hidden_layers": 6},
+    "albert": {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_attention_heads": 64,
+               "intermediate_size": 16384},
+    "electra": {"embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
+    "mpnet": {"vocab_size": 30527},
+}
+# DistilBertConfig's own names for the sizes (its attribute_map; hidden_dim is its FFN width).
+ALIASES: dict[str, dict[str, str]] = {
+    "distilbert": {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                   "hidden_dim": "intermediate_size"},
+}
 
 # The keys of BertConfig, RobertaConfig, XLMRobertaConfig, CamembertConfig and PretrainedConfig that change the
 # parameters, read from transformers 5.24 (configuration_*.py, modeling_*.py, modeling_utils.py) and 4.x.
@@ -46,6 +58,13 @@ HONOURED: dict[str, str] = {
     "model_type": "the family: names (bert. / roberta.), order and heads",
     "architectures": "the class counted (its first entry)",
     "tie_word_embeddings": "false: the LM decoder's weight and bias are parameters of their own (V·H + V more)",
+    "dim": "DistilBERT's H", "n_layers": "DistilBERT's L", "n_heads": "DistilBERT's A", "hidden_dim": "DistilBERT's I",
+    "sinusoidal_pos_embds": "DistilBERT: fixed sinusoidal positions, still a registered P × H table (no change)",
+    "embedding_size": "E (ALBERT, ELECTRA): the embedding width, mapped to H (ALBERT) or projected when E ≠ H (ELECTRA)",
+    "num_hidden_groups": "G (ALBERT): layer groups stored; the L layers run through them",
+    "inner_group_num": "K (ALBERT): layers stored in each group",
+    "relative_attention_num_buckets": "R (MPNet): rows of the relative attention bias (R × A)",
+    "summary_use_proj": "ELECTRA's multiple-choice summary projection (H × H + H) while true",
 }
 # key: (the values bert-tui counts, why another value is refused); HF writes some of these as null.
 REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
@@ -59,6 +78,8 @@ REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
     "quantization_config": ((None,), "a quantized model stores packed tensors of other shapes; bert-tui counts the "
                                   "unquantized model only"),
     "auto_map": ((None,), "the repository brings its own modeling code (trust_remote_code), which bert-tui cannot count"),
+    "summary_use_proj": ((True,), "ELECTRA's multiple-choice head without its summary projection is not counted"),
+    "summary_proj_to_labels": ((False, None), "ELECTRA's summary projected to num_labels is not counted"),
 }
 
 
@@ -113,16 +134,22 @@ def load_hf_config(path: Path) -> HFConfig:
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise SourceError(path, "model_type", f"{model_type!r} is not supported; bert-tui counts: {', '.join(SUPPORTED_MODEL_TYPES)}")
     values: dict[str, Any] = {"model_type": model_type}
-    for key in SIZE_FIELDS:
-        if key in data:
-            values[key] = _integer(path, key, data[key])
+    names = {key: key for key in (*SIZE_FIELDS, *FAMILY_FIELDS.get(model_type, ()))}
+    names.update({alias: key for alias, key in ALIASES.get(model_type, {}).items()})
+    for name, key in names.items():
+        if name in data:
+            values[key] = _integer(path, name, data[name])
+            if key in EXTRA_FIELDS and values[key] < 1:
+                raise SourceError(path, name, f"{values[key]!r} must be at least 1")
     _refuse_unmodelled(path, data)
     if "tie_word_embeddings" in data:
         values["tie_word_embeddings"] = data["tie_word_embeddings"]
-    for key, value in HF_DEFAULTS.get(model_type, {}).items():
+    defaults = HF_DEFAULTS.get(model_type, {})
+    fields = BertConfig(model_type=model_type).fields
+    notes = [f"{_file_name(model_type, key)} not in the file: HF's default {values.get(key, defaults.get(key, getattr(BertConfig(), key)))}"
+             for key in fields if key not in values]
+    for key, value in defaults.items():
         values.setdefault(key, value)
-    notes = [f"{key} not in the file: HF's default {values.get(key, getattr(BertConfig(), key))}"
-             for key in SIZE_FIELDS if key not in data]
     labels = data.get("id2label")
     if labels is not None:
         if not isinstance(labels, dict) or not labels:
@@ -130,7 +157,7 @@ def load_hf_config(path: Path) -> HFConfig:
         values["num_labels"] = len(labels)
     elif "num_labels" in data:
         values["num_labels"] = _integer(path, "num_labels", data["num_labels"])
-    architecture = _architecture(path, data.get("architectures"))
+    architecture = _architecture(path, data.get("architectures"), model_type)
     if architecture is not None:
         arch_type, values["head"] = ARCHITECTURES[architecture]
         if arch_type != model_type:
@@ -140,6 +167,11 @@ def load_hf_config(path: Path) -> HFConfig:
     except ConfigError as error:
         raise SourceError(path, error.field, f"{error.value!r}: {error.rule}") from None
     return HFConfig(path, config, architecture, tuple(notes))
+
+
+def _file_name(model_type: str, key: str) -> str:
+    """The name a config.json of this family uses for `key` (DistilBERT's `dim` for hidden_size)."""
+    return next((alias for alias, name in ALIASES.get(model_type, {}).items() if name == key), key)
 
 
 def _integer(path: Path, key: str, value: object) -> int:
@@ -155,7 +187,7 @@ def _refuse_unmodelled(path: Path, data: dict[str, Any]) -> None:
             raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: {why}")
 
 
-def _architecture(path: Path, value: object) -> str | None:
+def _architecture(path: Path, value: object, model_type: str) -> str | None:
     """The class `architectures` names first; one that bert-tui does not count is refused by name."""
     if value is None:
         return None
@@ -164,6 +196,8 @@ def _architecture(path: Path, value: object) -> str | None:
     if not value:
         return None
     if value[0] not in ARCHITECTURES:
+        family = sorted(name for name, (kind, _head) in ARCHITECTURES.items() if kind == model_type)
+        others = ", ".join(kind for kind in MODEL_TYPES if kind != model_type)
         raise SourceError(path, "architectures", f"{printable(value[0])[:80]} is not a class bert-tui counts; it "
-                          f"counts {', '.join(sorted(ARCHITECTURES))}")
+                          f"counts {', '.join(family)} (and the classes of {others})")
     return str(value[0])
