@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tui.core import BertConfig, build_tree, closed_form_total, report
+from tui.core import MODEL_TYPES, BertConfig, build_tree, closed_form_total, report
+from tui.core.config import FAMILY_HEADS
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -42,17 +43,36 @@ def test_totals_class_and_ties_match_transformers(case: dict[str, Any]) -> None:
 
 def test_fixtures_cover_every_preset_and_head() -> None:
     ids = {case["id"] for case in CASES}
-    heads = {"none", "none-no-pooler", "mlm", "pretraining", "sequence-classification", "token-classification",
-             "question-answering", "multiple-choice", "next-sentence", "causal-lm"}
     for name, preset in load_catalog().presets.items():
-        expected = heads if preset.config.model_type == "bert" else heads - {"pretraining", "next-sentence"}
+        heads = FAMILY_HEADS[preset.config.model_type]
+        expected = {*heads, *(["none-no-pooler"] if heads["none"] is None else [])}
         assert {f"{name}/{head}" for head in expected} <= ids, name
     assert sum(case["id"].startswith("random-") for case in CASES) >= 80
-    assert {case["config"]["model_type"] for case in CASES} == {"bert", "roberta", "xlm-roberta", "camembert"}
+    assert {case["config"]["model_type"] for case in CASES} == set(MODEL_TYPES)
     untied = {(case["config"]["model_type"], case["config"]["head"]) for case in CASES
               if case["config"].get("tie_word_embeddings") is False}
-    assert untied == {(m, h) for m in ("bert", "roberta", "xlm-roberta", "camembert") for h in ("mlm", "causal-lm")} | {
+    assert untied >= {(m, h) for m in ("bert", "roberta", "xlm-roberta", "camembert") for h in ("mlm", "causal-lm")} | {
         ("bert", "pretraining")}
+
+
+def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
+    """At least 20 seeded random configs per new family; every class of each; E below, at and above H
+    (ELECTRA's projection present and absent); ALBERT with several groups and layers per group; MPNet's buckets
+    varied; tied and untied decoders; the library's default config of each family read by our loader."""
+    for family in ("distilbert", "albert", "electra", "mpnet"):
+        cases = [case for case in CASES if case["config"]["model_type"] == family]
+        assert sum(case["id"].startswith(f"random-{family}-") for case in cases) >= 20
+        assert {case["config"]["head"] for case in cases} == set(FAMILY_HEADS[family])
+        assert f"defaults/{family}" in {case["id"] for case in cases}
+        untied = {case["config"]["head"] for case in cases if case["config"].get("tie_word_embeddings") is False}
+        assert {"mlm"} <= untied
+    for family in ("albert", "electra"):
+        widths = {(c["config"]["embedding_size"] > c["config"]["hidden_size"]) - (c["config"]["embedding_size"] < c["config"]["hidden_size"])
+                  for c in CASES if c["config"]["model_type"] == family}
+        assert widths == {-1, 0, 1}
+    albert = [c["config"] for c in CASES if c["config"]["model_type"] == "albert"]
+    assert {c["num_hidden_groups"] for c in albert} >= {1, 2, 3} and {c["inner_group_num"] for c in albert} >= {1, 2, 3}
+    assert len({c["config"]["relative_attention_num_buckets"] for c in CASES if c["config"]["model_type"] == "mpnet"}) >= 10
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))

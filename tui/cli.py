@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from . import COMMANDS, __version__
 from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
+from .core.config import EXTRA_FIELDS
 from .core.audit import SCOPES, ClaimError, audit, parse_claim
 from .formats import (
     FORMATS,
@@ -61,6 +62,10 @@ OVERRIDE_HELP = {
     "intermediate_size": "I: feed-forward inner width (HF intermediate_size)",
     "max_position_embeddings": "P: rows of the position embedding (HF max_position_embeddings)",
     "type_vocab_size": "T: rows of the token-type embedding (HF type_vocab_size)",
+    "embedding_size": "E: embedding width of ALBERT and ELECTRA (HF embedding_size; default: the family's)",
+    "num_hidden_groups": "G: ALBERT's layer groups stored (HF num_hidden_groups)",
+    "inner_group_num": "K: ALBERT's layers stored per group (HF inner_group_num)",
+    "relative_attention_num_buckets": "R: MPNet's relative attention buckets (HF relative_attention_num_buckets)",
 }
 HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
 
@@ -104,14 +109,15 @@ def _add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> Non
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("overrides (Hugging Face BertConfig keys; applied on top of the source)")
-    for field in SIZE_FIELDS:
+    group = parser.add_argument_group("overrides (Hugging Face config keys; applied on top of the source)")
+    for field in (*SIZE_FIELDS, *EXTRA_FIELDS):
         group.add_argument(flag(field), dest=field, metavar="N", help=OVERRIDE_HELP[field])
     group.add_argument("--head", choices=list(HEADS), help=f"the model class to count: {HEAD_HELP} (default: none)")
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
                        help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
     group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES),
-                       help="bert (default), or a model with BERT's layout: roberta, xlm-roberta, camembert")
+                       help="the family: bert (default), roberta, xlm-roberta, camembert, distilbert, albert, electra, "
+                       "mpnet")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
 
@@ -312,13 +318,13 @@ def load(source: str, revision: str | None = None, offline: bool = False) -> Sou
 
 def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     """The source's config with the command line's overrides on top; a refused value names its flag."""
-    fields = (*SIZE_FIELDS, "head", "num_labels", "pooler", "model_type")
+    fields = (*SIZE_FIELDS, *EXTRA_FIELDS, "head", "num_labels", "pooler", "model_type")
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
     try:
         config = BertConfig.from_mapping(overrides, base=source.config)
     except ConfigError as error:
         raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
-    edited = " (edited)" if any(f in overrides for f in SIZE_FIELDS) else ""
+    edited = " (edited)" if any(f in overrides for f in (*SIZE_FIELDS, *EXTRA_FIELDS)) else ""
     return Selection(config, source.name + edited, source.notes)
 
 
@@ -445,7 +451,7 @@ def run_presets(argv: Sequence[str]) -> int:
     catalog = _catalog()
     rows: list[dict[str, Any]] = [
         {"name": p.name, "title": p.title, "total": build_tree(p.config).total, "expected_total": p.expected_total,
-         "builtin": p.builtin, "path": str(p.path), "config": {f: getattr(p.config, f) for f in SIZE_FIELDS}}
+         "builtin": p.builtin, "path": str(p.path), "config": {f: getattr(p.config, f) for f in p.config.fields}}
         for p in catalog.presets.values()
     ]
     if args.format == "json":

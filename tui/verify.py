@@ -47,12 +47,16 @@ def hf_parameters(config: BertConfig) -> tuple[str, list[tuple[str, tuple[int, .
         import transformers
     except ImportError as error:
         raise ExtraMissing(f"{INSTALL_HINT} ({error})") from None
-    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, XLMRoberta, Camembert
-    hf_config = getattr(transformers, f"{family}Config")(**config.sizes(), num_labels=config.num_labels,
-                                                          tie_word_embeddings=config.tie_word_embeddings)
+    from .io.hf_config import to_hf_keys
+
+    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Albert, Electra, MPNet
+    hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config))
+    if config.head == "causal-lm":
+        hf_config.is_decoder = True  # as a causal LM is used (and as its class asks); no parameter changes
     cls = getattr(transformers, config.hf_class)
     with torch.device("meta"):
-        model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)
+        chooses = config.head == "none" and config.fixed_pooler is None  # the base model takes the pooler flag
+        model = cls(hf_config, add_pooling_layer=config.pooler) if chooses else cls(hf_config)
     params = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
     return transformers.__version__, params, sum(p.numel() for p in model.parameters())
 

@@ -201,3 +201,13 @@ def _architecture(path: Path, value: object, model_type: str) -> str | None:
         raise SourceError(path, "architectures", f"{printable(value[0])[:80]} is not a class bert-tui counts; it "
                           f"counts {', '.join(family)} (and the classes of {others})")
     return str(value[0])
+
+
+def to_hf_keys(config: BertConfig) -> dict[str, Any]:
+    """The keyword arguments of the family's transformers config class that describe `config` (the inverse of
+    `load_hf_config`): its sizes under the family's own names, its family sizes, labels and tying."""
+    renamed = {key: alias for alias, key in ALIASES.get(config.model_type, {}).items()}
+    keys = {renamed.get(name, name): getattr(config, name) for name in config.fields}
+    if "embedding_size" in keys:
+        keys["embedding_size"] = config.embedding_width
+    return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}
