@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,8 @@ from .core import (
     training_bytes,
 )
 from .core.audit import PART_NODES, Audit, Explanation, describe
+from .core.totals import layer_sharing
+from .core.tree import LayerStack, Module, strip_body
 from .core.units import short_bytes, short_count
 from .plain import printable
 
@@ -105,24 +108,33 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
     table.add_row(Text("total", style="bold"), Text(short_count(total)), Text(f"{total:,}", style="bold"))
     table.caption = f"= {closed_form_symbols(tree.config)}"
     table.caption_justify = "left"
-    return Group(table, _groups_table(tree), _memory_table(total))
+    sharing = layer_sharing(tree.config, total)
+    shared = [Text(f"layers: {sharing.text}")] if sharing is not None else []
+    return Group(table, *shared, _groups_table(tree), _memory_table(total))
 
 
 def _sections(tree: ParamTree) -> Iterator[tuple[str, list[tuple[str, Param]]]]:
     """(module heading, [(name below it, param)]): embeddings, one encoder layer for all, pooler, head."""
-    layers = tree.config.num_hidden_layers
     sections: dict[str, list[tuple[str, Param]]] = {}
+    body = f"{tree.config.body}." if tree.config.head != "none" else ""
     for p in tree.root.params():
-        name = p.name.removeprefix("bert.")
-        if name.startswith("encoder.layer."):
-            layer, rest = name.removeprefix("encoder.layer.").split(".", 1)
-            if layer != "0":
+        name = strip_body(p.name)
+        stacked = _STACKED.match(name)
+        if stacked is not None:
+            stack, index, rest = stacked.groups()
+            if index != "0":
                 continue
-            heading = f"encoder.layer.0 … {layers - 1}  (× {layers}, {per_layer(tree.config):,} each)"
+            found = tree.find(f"{body}{stack}")
+            layers = found.children if isinstance(found, Module) and isinstance(found.children, LayerStack) else None
+            n, each = (len(layers), layers[0].count) if layers else (tree.config.num_hidden_layers, per_layer(tree.config))
+            heading = f"{stack}.0 … {n - 1}  (× {n}, {each:,} each)"
         else:
             heading, rest = name.split(".", 1)
         sections.setdefault(heading, []).append((rest, p))
     yield from sections.items()
+
+
+_STACKED = re.compile(r"^(.*?\b(?:layer|albert_layer_groups))\.(\d+)\.(.*)$")
 
 
 def _groups_table(tree: ParamTree) -> RenderableType:

@@ -121,3 +121,29 @@ def memory_bytes(total: int) -> dict[str, int]:
 
 def training_bytes(total: int) -> int:
     return total * ADAM_BYTES_PER_PARAM
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSharing:
+    """ALBERT's layers: G·K stored, run L times. `unshared` is what a model holding one layer per run
+    would count (the encoder's stored layers replaced by L of them)."""
+
+    stored: int
+    runs: int
+    per_layer: int
+    unshared: int
+
+    @property
+    def text(self) -> str:
+        return (f"{self.stored:,} layer{'s' if self.stored != 1 else ''} stored, run {self.runs:,} times "
+                f"({self.per_layer:,} each); unshared it would hold {self.unshared:,}")
+
+
+def layer_sharing(config: BertConfig, total: int) -> LayerSharing | None:
+    """How the family shares its layers (ALBERT), or None where every layer run is stored."""
+    if config.model_type != "albert":
+        return None
+    h, i = config.hidden_size, config.intermediate_size
+    one = 4 * h * h + 2 * h * i + 9 * h + i  # an AlbertLayer: Q, K, V, dense, two LayerNorms, FFN in and out
+    stored = config.num_hidden_groups * config.inner_group_num
+    return LayerSharing(stored, config.num_hidden_layers, one, total + (config.num_hidden_layers - stored) * one)

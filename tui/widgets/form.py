@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
+from ..core.config import EXTRA_FIELDS, EXTRA_SYMBOLS, FAMILY_HEADS, LABELLED_PRETRAINING
 from ..core.units import short_count
 from ..plain import plain
 
@@ -29,6 +30,10 @@ FIELD_LABELS = {
     "max_position_embeddings": "positions",
     "type_vocab_size": "types",
     "num_labels": "labels",
+    "embedding_size": "embedding",
+    "num_hidden_groups": "groups",
+    "inner_group_num": "per group",
+    "relative_attention_num_buckets": "buckets",
 }
 COST_UNITS = {
     "vocab_size": "token",
@@ -39,9 +44,25 @@ COST_UNITS = {
     "max_position_embeddings": "position",
     "type_vocab_size": "type",
     "num_labels": "label",
+    "embedding_size": "E",
+    "num_hidden_groups": "group",
+    "inner_group_num": "K",
+    "relative_attention_num_buckets": "bucket",
 }
 INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
-ERROR_FIELDS = (*INPUT_FIELDS, "pooler", "head", "model_type")  # fields with a message line of their own
+ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
+# fields with a message line of their own
+ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
+
+
+def pooler_of(model_type: str, head: str) -> bool | None:
+    """Whether the family's head class fixes the pooler (None: the user chooses; unknown pairs as BERT's)."""
+    heads = FAMILY_HEADS.get(model_type, {})
+    return heads[head] if head in heads else HEADS[head].pooler if head in HEADS else None
+
+
+def uses_labels(model_type: str, head: str) -> bool:
+    return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and model_type in LABELLED_PRETRAINING))
 
 
 def cost_text(marginal: Marginal) -> str:
@@ -103,13 +124,15 @@ class ConfigForm(VerticalScroll):
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
         self._error_field: str | None = None  # the field whose message is shown
         self._loaded = False  # the selects post Changed as they mount, before any config is loaded
+        self._fresh: set[str] = set()  # family fields mounted just now: their first Changed is not an edit
+        self._family = "bert"  # the family whose head classes the head select lists
 
     def compose(self) -> ComposeResult:
         yield Label("preset", classes="field-label")
         yield Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
         for field in INPUT_FIELDS:
             with Horizontal(classes="field", id=f"row-{field}"):
-                yield Label(f"{FIELD_LABELS[field]} {SYMBOLS[field]}", classes="field-label")
+                yield Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS[field]}", classes="field-label")
                 yield FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
                 yield Static("", classes="field-cost", id=f"cost-{field}")
         with Horizontal(classes="field", id="row-pooler"):
@@ -131,9 +154,11 @@ class ConfigForm(VerticalScroll):
     def load(self, config: BertConfig, preset: str | None) -> None:
         """Fill every field from `config` (a preset was chosen), then report the result once."""
         self._base = config
+        self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
-            for field in INPUT_FIELDS:
-                self.query_one(f"#{field}", Input).value = str(getattr(config, field))
+            for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in config.fields)):
+                for found in self.query(f"#{field}").results(Input):  # a row mounted just now holds it already
+                    found.value = str(self._value(config, field))
             self._user_pooler = config.pooler
             self.query_one("#head", Select).value = config.head
             self.query_one("#model_type", Select).value = config.model_type
@@ -141,6 +166,46 @@ class ConfigForm(VerticalScroll):
             self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
         self._loaded = True
         self.refresh_state(edited=False)
+
+    @staticmethod
+    def _value(config: BertConfig, field: str) -> int:
+        return config.embedding_width if field == "embedding_size" else int(getattr(config, field))
+
+    def _show_family(self, config: BertConfig, edited: bool = False) -> None:
+        """Show the family's fields and nothing else: its own rows (mounted the first time a family needs
+        them: most runs never do) after the seven, a size it lacks hidden. A row mounted now is read (and
+        its cost shown) once it is in place: the form reports again then."""
+        if config.model_type != self._family:  # the head choices named as the family's classes
+            self._family = config.model_type
+            heads = FAMILY_HEADS[config.model_type]
+            choices = [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
+                        else f"{name} (no {config.model_type} class)", name) for name in HEADS]
+            head = self.query_one("#head", Select)
+            with self.prevent(Select.Changed):
+                current = head.value
+                head.set_options(choices)
+                head.value = current
+        fields = config.fields
+        for field in SIZE_FIELDS:
+            row = self.query_one(f"#row-{field}")
+            if row.display != (field in fields):
+                row.display = field in fields
+        after = self.query_one("#row-type_vocab_size")
+        for field in EXTRA_FIELDS:
+            found = self.query(f"#row-{field}")
+            if field in fields and not found:
+                row = Horizontal(Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS[field]}", classes="field-label"),
+                                 FieldInput(str(self._value(config, field)), restrict=r"[0-9]*", max_length=12, id=field,
+                                            tooltip=field, compact=True),
+                                 Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
+                self.mount(row, after=after)
+                self._fresh.add(field)
+                self.call_after_refresh(self.refresh_state, edited)
+                after = row
+            elif found:
+                found.first().display = field in fields
+                if field in fields:
+                    after = found.first()
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -156,12 +221,16 @@ class ConfigForm(VerticalScroll):
     def show_costs(self, costs: Iterable[Marginal]) -> None:
         """Show the marginal cost of each field (computed by the core, handed in by the app)."""
         for marginal in costs:
-            self.query_one(f"#cost-{marginal.field}", Static).update(cost_text(marginal))
+            for line in self.query(f"#cost-{marginal.field}").results(Static):
+                line.update(cost_text(marginal))
 
     @on(Input.Changed)
     @on(Switch.Changed)
     def _edited(self, event: Input.Changed | Switch.Changed) -> None:
         event.stop()
+        if isinstance(event, Input.Changed) and event.input.id in self._fresh:
+            self._fresh.discard(event.input.id)  # a row just mounted reports the value it was built with
+            return
         if isinstance(event, Switch.Changed):
             self._user_pooler = event.value
             self._describe_pooler("none")
@@ -176,6 +245,14 @@ class ConfigForm(VerticalScroll):
             return
         if event.select.id == "head":
             self._sync_pooler(str(event.value))
+        else:  # another family: its fields (values kept from the last config where the family has them)
+            try:
+                family = self._base.replace(model_type=str(event.value), head="none")
+            except ConfigError:
+                family = None
+            if family is not None:
+                self._show_family(family, edited=True)
+            self._sync_pooler(str(self.query_one("#head", Select).value))
         self._mark_edited()
         self.refresh_state()
 
@@ -183,9 +260,14 @@ class ConfigForm(VerticalScroll):
         with self.prevent(Select.Changed):
             self.query_one("#preset", Select).value = Select.NULL
 
+    def _model_type(self) -> str:
+        value = self.query_one("#model_type", Select).value
+        return value if isinstance(value, str) else "bert"
+
     def _sync_pooler(self, head: str) -> None:
-        """The switch shows what the head class builds; it is the user's to set only for BertModel."""
-        fixed = HEADS[head].pooler if head in HEADS else None
+        """The switch shows what the head class builds; it is the user's to set only for a base model that
+        takes the choice (BertModel, AlbertModel, ...)."""
+        fixed = pooler_of(self._model_type(), head)
         switch = self.query_one("#pooler", Switch)
         with self.prevent(Switch.Changed):
             switch.value = self._user_pooler if fixed is None else fixed
@@ -193,7 +275,7 @@ class ConfigForm(VerticalScroll):
         self._describe_pooler(head)
 
     def _describe_pooler(self, head: str) -> None:
-        fixed = HEADS[head].pooler if head in HEADS else None
+        fixed = pooler_of(self._model_type(), head)
         state = "on" if self.query_one("#pooler", Switch).value else "off"
         text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
         self.query_one("#cost-pooler", Static).update(text)
@@ -207,14 +289,21 @@ class ConfigForm(VerticalScroll):
     def read(self) -> BertConfig:
         """The form as a config; raises the core's `ConfigError` for the first field it refuses."""
         values: dict[str, object] = {}
-        for field in INPUT_FIELDS:
-            text = self.query_one(f"#{field}", Input).value.strip()
+        shown = [f for f in (*INPUT_FIELDS, *EXTRA_FIELDS) if any(row.display for row in self.query(f"#row-{f}"))]
+        for field in shown:
+            found = self.query(f"#{field}").results(Input)
+            field_input = next(found, None)
+            if field_input is None:  # its row was mounted just now: the loaded value stands
+                continue
+            text = field_input.value.strip()
             if not text:
                 raise ConfigError(field, text, "is empty: type a whole number")
             values[field] = text
         head = self.query_one("#head", Select).value
         values["head"] = head if isinstance(head, str) else "none"
         values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
+        if "num_labels" not in values:
+            values["num_labels"] = self._base.num_labels
         model_type = self.query_one("#model_type", Select).value
         values["model_type"] = model_type if isinstance(model_type, str) else "bert"
         return BertConfig.from_mapping(values, base=self._base)  # keys the form has no field for stay as loaded
@@ -223,9 +312,9 @@ class ConfigForm(VerticalScroll):
         """Validate, show or clear the inline message, and tell the app."""
         head = self.query_one("#head", Select).value
         labels_row = self.query_one("#row-num_labels")
-        uses_labels = isinstance(head, str) and HEADS[head].uses_num_labels
-        if labels_row.display != uses_labels:
-            labels_row.display = uses_labels
+        labelled = isinstance(head, str) and uses_labels(self._model_type(), head)
+        if labels_row.display != labelled:
+            labels_row.display = labelled
         try:
             config = self.read()
         except ConfigError as error:
@@ -241,7 +330,7 @@ class ConfigForm(VerticalScroll):
         target = None if error is None else error.field if error.field in ERROR_FIELDS else "head"
         if self._error_field not in (None, target):
             self._error_line(self._error_field).display = False
-            if self._error_field in INPUT_FIELDS:
+            if self._error_field in (*INPUT_FIELDS, *EXTRA_FIELDS):
                 self.query_one(f"#{self._error_field}", Input).remove_class("-invalid")
         self._error_field = target
         if error is None or target is None:
@@ -249,7 +338,7 @@ class ConfigForm(VerticalScroll):
         line = self._error_line(target)
         line.update(plain(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}"))
         line.display = True
-        if target in INPUT_FIELDS:
+        if target in (*INPUT_FIELDS, *EXTRA_FIELDS):
             self.query_one(f"#{target}", Input).add_class("-invalid")
 
     def _error_line(self, field: str) -> Static:

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from ..core.compare import Comparison
 from ..plain import plain
+from ..core.totals import layer_sharing
 from ..core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
 from ..core.units import short_bytes, short_count
 
@@ -75,7 +76,9 @@ class TotalsPane(Static):
             memory.add_row(dtype, short_bytes(n))
         memory.add_row("Adam train", short_bytes(training_bytes(total)))
         note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations (F5 adds them)", style="dim")
-        return Group(heading, status, Text(""), groups, Text(""), Text("weights", style="bold"), memory, note)
+        sharing = layer_sharing(model.config, total)
+        shared = [Text(""), Text("layers", style="bold"), Text(sharing.text)] if sharing is not None else []
+        return Group(heading, status, Text(""), groups, *shared, Text(""), Text("weights", style="bold"), memory, note)
 
 
 class DetailPane(Static):

@@ -29,7 +29,7 @@ from textual.widgets.tree import TreeNode
 from ..core import Module, Node, Param, ParamTree
 from ..core.tree import LayerStack, strip_body
 
-_LAYER_0 = re.compile(r"(encoder\.layer)\.\d+(?=\.|$)")
+_LAYER_0 = re.compile(r"(\b(?:layer|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # every stacked layer
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
 
@@ -384,7 +384,7 @@ SHARE_WIDTH = 6  # " 90.2%"
 
 def _measure_key(key: str) -> str:
     """`key` with its encoder layer index replaced by 0: layers are identical in names, shapes and counts."""
-    return _LAYER_0.sub(r"\1.0", key, count=1)
+    return _LAYER_0.sub(r"\1.0", key)
 
 
 def _shape_text(param: Param) -> str:
