@@ -25,8 +25,8 @@ def config(preset: str) -> BertConfig:
 @settings(max_examples=200, deadline=None)
 @given(valid_configs())
 def test_hand_count_without_conventions_is_the_exact_count(cfg: BertConfig) -> None:
-    assume(cfg.model_type in BERT_LAYOUT)  # the audit's conventions are BERT's; other families are refused
     assert sum(hand_count(cfg).values()) == closed_form_total(cfg) == build_tree(cfg).total
+    assume(cfg.model_type in BERT_LAYOUT)  # per-layer hand counts are BERT's; the other families are refused
     assert sum(hand_count(cfg, scope="layer").values()) == per_layer(cfg)
 
 
@@ -171,7 +171,23 @@ def test_a_full_count_that_a_convention_gives_exactly_stays_exact(capsys: pytest
     assert code == 1 and json.loads(out)["read_at_significant_figures"] is False
 
 
-def test_a_family_the_audit_does_not_model_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
-    """ALBERT is counted exactly, but the audit's conventions are BERT's: it says so instead of guessing."""
-    with pytest.raises(ClaimError, match="albert is counted exactly but not audited yet"):
-        audit(parse_claim("12M"), BertConfig(model_type="albert", embedding_size=128))
+def test_albert_counted_unshared_is_named() -> None:
+    """ALBERT-base's layer stored once and run 12 times: a count of 12 stored layers is ALBERT counted
+    unshared, and the audit says so (the count is the core's, the convention the family's)."""
+    cfg = config("albert-base-v2")
+    unshared = build_tree(cfg).total + 11 * per_layer(cfg)
+    result = audit(parse_claim(f"{unshared:,}"), cfg)
+    assert result.matches and result.matches[0].conventions == ("unshared-layers",)
+    assert result.matches[0].changes == {"encoder": 11 * per_layer(cfg)}
+
+
+def test_a_family_counted_without_its_embeddings_is_named() -> None:
+    cfg = config("electra-base-discriminator")
+    tree = build_tree(cfg)
+    result = audit(parse_claim(f"{tree.total - tree.groups()['embeddings']:,}"), cfg)
+    assert result.matches and result.matches[0].conventions == ("no-embeddings",)
+
+
+def test_family_layer_claims_are_refused_by_name() -> None:
+    with pytest.raises(ClaimError, match="per-layer claims are audited for the BERT layout"):
+        audit(parse_claim("7M"), config("albert-base-v2"), scope="layer")

@@ -25,7 +25,7 @@ from .core import (
     report,
     training_bytes,
 )
-from .core.audit import PART_NODES, Audit, Explanation, describe
+from .core.audit import Audit, Explanation, describe, part_name
 from .core.totals import layer_sharing
 from .core.tree import LayerStack, Module, strip_body
 from .core.units import short_bytes, short_count
@@ -200,7 +200,7 @@ def _explanation_lines(explanation: Explanation, config: BertConfig) -> list[str
         return ["   - the exact count itself" + (", rounded" if explanation.rounded is not None else "")]
     lines = [f"   - {describe(key, config)}" for key in explanation.conventions]
     lines.append("     changes:")
-    lines += [f"       {PART_NODES[part]}  {delta:+,}" for part, delta in explanation.changes.items()]
+    lines += [f"       {part_name(part, config)}  {delta:+,}" for part, delta in explanation.changes.items()]
     return lines
 
 

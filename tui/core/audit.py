@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from .config import BERT_LAYOUT, LM_HEADS, BertConfig
+from .config import BERT_LAYOUT, FAMILY_HEADS, LM_HEADS, BertConfig
 
 SCOPES = ("model", "layer")
 
@@ -47,6 +47,8 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("pretraining-heads", "MLM and NSP heads included (BertForPreTraining: what the hub's checkpoints hold)",
                    ("head",)),
         Convention("tied-twice", "the tied MLM decoder counted again (V × H + V), as if it were not shared", ("head",)),
+        Convention("unshared-layers", "ALBERT's shared layers counted once per run (L layers), not once stored (G·K)",
+                   ("encoder",)),
     )
 }
 # Where each part of a hand count lives in the parameter tree (`*`: every encoder layer).
@@ -63,7 +65,12 @@ PART_NODES: dict[str, str] = {
     "output": "encoder.layer.*.output.dense",
     "pooler": "pooler.dense",
     "head": "the head (cls / classifier / qa_outputs)",
+    "embeddings": "the embeddings (and a projection to H)",
+    "encoder": "the encoder's layers",
 }
+# The conventions for the families beyond BERT's layout, applied to their counted tree part by part.
+FAMILY_CONVENTIONS = ("no-biases", "no-layernorm", "pooler", "no-embeddings", "pretraining-heads", "tied-twice",
+                      "unshared-layers")
 LAYER_CONVENTIONS = ("no-biases", "no-layernorm", "qkv-full-per-head", "qkv-bias-per-head")
 
 
@@ -122,6 +129,8 @@ def round_figures(n: int, figures: int) -> int:
 
 def hand_count(config: BertConfig, conventions: Iterable[str] = (), scope: str = "model") -> dict[str, int]:
     """The count of each part under `conventions` (no convention: the exact count of `config.hf_class`)."""
+    if config.model_type not in BERT_LAYOUT:
+        return _family_count(config, set(conventions))
     on = set(conventions)
     c = config
     h, i, a, v = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.vocab_size
@@ -166,16 +175,71 @@ def _head(c: BertConfig, on: set[str], b: int, ln: int) -> int:
     return count
 
 
+def _family_count(config: BertConfig, on: set[str]) -> dict[str, int]:
+    """A hand count of a family beyond BERT's layout, read from its counted tree group by group: biases or
+    norms left out by kind, the embeddings or the pooler left out (or the pooler added), the class's
+    pre-training head included, a tied decoder counted again, ALBERT's layers counted once per run."""
+    from .families import build_tree
+    from .totals import layer_sharing
+
+    counted = config
+    if "pretraining-heads" in on:
+        counted = config.replace(head=_pretraining_head(config), pooler=True)
+    tree = build_tree(counted)
+    parts = dict(tree.groups())
+    parts.setdefault("head", 0)
+    for param in tree.unique_params():
+        if ("no-biases" in on and param.kind == "bias") or ("no-layernorm" in on and param.kind == "norm"):
+            parts[param.group] -= param.numel
+    if "no-embeddings" in on:
+        parts["embeddings"] = 0
+    if "pooler" in on:
+        h = config.hidden_size
+        parts["pooler"] = 0 if counted.has_pooler else h * h + (0 if "no-biases" in on else h)
+    if "tied-twice" in on:
+        parts["head"] += sum(p.numel for p in tree.tied_params() if p.kind != "embedding")
+    sharing = layer_sharing(config, tree.total)
+    if "unshared-layers" in on and sharing is not None:
+        parts["encoder"] += sharing.unshared - tree.total
+    return parts
+
+
+def _pretraining_head(config: BertConfig) -> str:
+    from .config import FAMILY_HEADS
+
+    return "pretraining" if "pretraining" in FAMILY_HEADS[config.model_type] else "mlm"
+
+
 def describe(key: str, config: BertConfig) -> str:
     """A convention in plain words, for this config (the pooler one says which way it goes)."""
     if key == "pooler":
         return "pooler (H² + H) omitted" if config.has_pooler else f"pooler (H² + H) included ({config.hf_class} has none)"
+    if config.model_type not in BERT_LAYOUT:
+        if key == "pretraining-heads":
+            head = config.replace(head=_pretraining_head(config), pooler=True).hf_class
+            return f"the pre-training head included ({head}: what the hub's checkpoints hold)"
+        if key == "tied-twice":
+            return "the tied LM decoder counted again, as if it were not shared"
+        if key == "no-biases":
+            return "biases omitted (every Linear and LayerNorm bias)"
     return CONVENTIONS[key].says
+
+
+def part_name(part: str, config: BertConfig) -> str:
+    """Where a part of a hand count lives: BERT's modules, or the group for the other families."""
+    return part if config.model_type not in BERT_LAYOUT else PART_NODES[part]
 
 
 def applicable(config: BertConfig, scope: str) -> list[str]:
     """The conventions that can change something for this config and scope."""
-    keys = list(LAYER_CONVENTIONS) if scope == "layer" else list(CONVENTIONS)
+    if config.model_type not in BERT_LAYOUT:
+        keys = [k for k in FAMILY_CONVENTIONS if k != "unshared-layers" or config.model_type == "albert"]
+        if config.head in ("mlm", "pretraining"):
+            keys.remove("pretraining-heads")
+        if FAMILY_HEADS[config.model_type].get("none", False) is False:
+            keys.remove("pooler")  # the family has no pooler to add or leave out
+        return keys
+    keys = list(LAYER_CONVENTIONS) if scope == "layer" else [k for k in CONVENTIONS if k != "unshared-layers"]
     if config.num_attention_heads == 1:  # one head: per-head and whole counts are the same
         keys = [k for k in keys if not k.startswith("qkv")]
     if config.head == "pretraining" or (config.model_type != "bert" and scope == "model"):
@@ -224,9 +288,9 @@ def audit(claim: Claim, config: BertConfig, scope: str = "model", limit: int = 8
     A count written in full with trailing zeros (110000000, 110,000,000) says nothing of its precision: when
     no combination gives it exactly, it is read at the precision of its significant digits (2 here), as
     '110M' is, and the result says so."""
-    if config.model_type not in BERT_LAYOUT:
-        raise ClaimError(f"the audit's conventions are written for the BERT layout ({', '.join(BERT_LAYOUT)}); "
-                         f"{config.model_type} is counted exactly but not audited yet")
+    if config.model_type not in BERT_LAYOUT and scope == "layer":
+        raise ClaimError(f"per-layer claims are audited for the BERT layout ({', '.join(BERT_LAYOUT)}); "
+                         f"{config.model_type} is audited per model")
     result = _audit(claim, config, scope, limit)
     figures = len(str(claim.value).rstrip("0"))
     if result.matches or claim.figures is not None or figures == len(str(claim.value)):
