@@ -191,3 +191,15 @@ def test_a_family_counted_without_its_embeddings_is_named() -> None:
 def test_family_layer_claims_are_refused_by_name() -> None:
     with pytest.raises(ClaimError, match="per-layer claims are audited for the BERT layout"):
         audit(parse_claim("7M"), config("albert-base-v2"), scope="layer")
+
+
+def test_diff_across_families_matches_parameters_by_role() -> None:
+    """BERT-base against DistilBERT: the six layers DistilBERT keeps match BERT's first six by role (its
+    q_lin is BERT's self.query), so what differs is the six layers it drops, the token types and the pooler."""
+    a, b = build_tree(config("bert-base-uncased")), build_tree(config("distilbert-base-uncased"))
+    result = diff(a, b)
+    assert sum(p.delta for p in result.params) == b.total - a.total
+    names = {row.name for row in result.rows()}
+    assert "encoder.layer.{6..11}.attention.self.query.weight" in names
+    assert not any(name.startswith("encoder.layer.{0..5}") or "q_lin" in name for name in names)
+    assert {"embeddings.token_type_embeddings.weight", "pooler.dense.weight"} <= names

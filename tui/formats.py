@@ -26,6 +26,7 @@ from .core import (
     training_bytes,
 )
 from .core.audit import Audit, Explanation, describe, part_name
+from .core.families import ROLES
 from .core.totals import layer_sharing
 from .core.tree import LayerStack, Module, strip_body
 from .core.units import short_bytes, short_count
@@ -224,6 +225,9 @@ def diff_text(result: Diff, title_a: str, title_b: str) -> str:
     for group, (a, b) in result.groups.items():
         lines.append(f"{group:<12} {a:>15,} {b:>15,} {b - a:>+18,}")
     rows = result.rows()
+    renamed = [kind for kind in dict.fromkeys(result.families) if kind in ROLES]
+    if renamed and result.families[0] != result.families[1]:
+        lines += ["", f"matched by role: {' and '.join(renamed)} names read as BERT's"]
     lines += ["", f"parameters that differ ({len(result.params)}):" if rows else "no parameter differs in shape"]
     for row in rows:
         times = f" × {row.times}" if row.times > 1 else ""

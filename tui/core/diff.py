@@ -1,6 +1,7 @@
 """Compare two counted models: total, per group and per parameter.
 
-Parameters are matched by name (without the `bert.` prefix, so a head class compares with BertModel).
+Parameters are matched by role: by name without the body prefix (`bert.`, so a head class compares with
+BertModel), each family's names read as BERT's (`role_name`: DistilBERT's `q_lin` is BERT's `self.query`).
 `rows` folds the encoder's layers: one row per parameter of a layer and per kind of change, with the range
 of layers it covers (`encoder.layer.{0..11}.attention.self.query.weight  [768, 768] → [1024, 1024]`).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .families import role_name
 from .tree import ParamTree, strip_body
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
@@ -45,6 +47,7 @@ class Diff:
     total_b: int
     groups: dict[str, tuple[int, int]]  # group → (A, B)
     params: tuple[ParamDelta, ...]  # only the parameters that differ, in B's order then A's leftovers
+    families: tuple[str, str] = ("bert", "bert")  # the model types compared (names matched by role when they differ)
 
     @property
     def delta(self) -> int:
@@ -67,8 +70,8 @@ class Diff:
 
 def diff(a: ParamTree, b: ParamTree) -> Diff:
     """What changes from A to B."""
-    params_a = {strip_body(p.name): p for p in a.unique_params()}
-    params_b = {strip_body(p.name): p for p in b.unique_params()}
+    params_a = {role_name(strip_body(p.name), a.config): p for p in a.unique_params()}
+    params_b = {role_name(strip_body(p.name), b.config): p for p in b.unique_params()}
     changed = []
     for name in [*params_b, *(n for n in params_a if n not in params_b)]:
         pa, pb = params_a.get(name), params_b.get(name)
@@ -77,4 +80,4 @@ def diff(a: ParamTree, b: ParamTree) -> Diff:
             changed.append(ParamDelta(name, shape_a, shape_b, pa.count if pa else 0, pb.count if pb else 0))
     groups_a, groups_b = a.groups(), b.groups()
     groups = {g: (groups_a.get(g, 0), groups_b.get(g, 0)) for g in [*groups_a, *(g for g in groups_b if g not in groups_a)]}
-    return Diff(a.total, b.total, groups, tuple(changed))
+    return Diff(a.total, b.total, groups, tuple(changed), (a.config.model_type, b.config.model_type))

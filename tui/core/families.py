@@ -9,6 +9,7 @@ for the family — its symbols' values and its facts — is `symbols_and_facts`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -247,3 +248,47 @@ def derived_closed_form(config: BertConfig) -> list[tuple[str, str, int]]:
             texts.append(inner)
         terms.append((group, " + ".join(texts), total))
     return terms
+
+
+# Parameters matched by role across families (`bert-tui diff`): each family's names written as BERT's.
+# Data: (pattern, BERT's words); ALBERT's stored layer g·K + k is its one computed index.
+ROLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "distilbert": (
+        (r"^transformer\.layer\.", "encoder.layer."),
+        (r"\.attention\.q_lin\.", ".attention.self.query."),
+        (r"\.attention\.k_lin\.", ".attention.self.key."),
+        (r"\.attention\.v_lin\.", ".attention.self.value."),
+        (r"\.attention\.out_lin\.", ".attention.output.dense."),
+        (r"\.sa_layer_norm\.", ".attention.output.LayerNorm."),
+        (r"\.ffn\.lin1\.", ".intermediate.dense."),
+        (r"\.ffn\.lin2\.", ".output.dense."),
+        (r"\.output_layer_norm\.", ".output.LayerNorm."),
+    ),
+    "mpnet": (
+        (r"\.attention\.attn\.q\.", ".attention.self.query."),
+        (r"\.attention\.attn\.k\.", ".attention.self.key."),
+        (r"\.attention\.attn\.v\.", ".attention.self.value."),
+        (r"\.attention\.attn\.o\.", ".attention.output.dense."),
+        (r"\.attention\.LayerNorm\.", ".attention.output.LayerNorm."),
+    ),
+    "albert": (
+        (r"\.attention\.(query|key|value)\.", r".attention.self.\1."),
+        (r"\.attention\.dense\.", ".attention.output.dense."),
+        (r"\.attention\.LayerNorm\.", ".attention.output.LayerNorm."),
+        (r"\.ffn\.", ".intermediate.dense."),
+        (r"\.ffn_output\.", ".output.dense."),
+        (r"\.full_layer_layer_norm\.", ".output.LayerNorm."),
+        (r"^pooler\.", "pooler.dense."),
+    ),
+}
+_ALBERT_LAYER = re.compile(r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
+
+
+def role_name(name: str, config: BertConfig) -> str:
+    """`name` (without its body prefix) as BERT names the same role: DistilBERT's
+    `transformer.layer.3.attention.q_lin.weight` is `encoder.layer.3.attention.self.query.weight`."""
+    if config.model_type == "albert":
+        name = _ALBERT_LAYER.sub(lambda m: f"encoder.layer.{int(m[1]) * config.inner_group_num + int(m[2])}.", name)
+    for pattern, words in ROLES.get(config.model_type, ()):
+        name = re.sub(pattern, words, name)
+    return name
