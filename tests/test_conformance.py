@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tui.core import MODEL_TYPES, BertConfig, build_tree, closed_form_total, report
-from tui.core.config import FAMILY_HEADS
+from tui.core.config import FAMILY_HEADS, FLAG_FIELDS
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -59,7 +59,7 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     """At least 20 seeded random configs per new family; every class of each; E below, at and above H
     (ELECTRA's projection present and absent); ALBERT with several groups and layers per group; MPNet's buckets
     varied; tied and untied decoders; the library's default config of each family read by our loader."""
-    for family in ("distilbert", "albert", "electra", "mpnet"):
+    for family in ("distilbert", "albert", "electra", "mpnet", "modernbert"):
         cases = [case for case in CASES if case["config"]["model_type"] == family]
         assert sum(case["id"].startswith(f"random-{family}-") for case in cases) >= 20
         assert {case["config"]["head"] for case in cases} == set(FAMILY_HEADS[family])
@@ -73,6 +73,10 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     albert = [c["config"] for c in CASES if c["config"]["model_type"] == "albert"]
     assert {c["num_hidden_groups"] for c in albert} >= {1, 2, 3} and {c["inner_group_num"] for c in albert} >= {1, 2, 3}
     assert len({c["config"]["relative_attention_num_buckets"] for c in CASES if c["config"]["model_type"] == "mpnet"}) >= 10
+    modernbert = [c["config"] for c in CASES if c["config"]["model_type"] == "modernbert"]
+    for flag in FLAG_FIELDS:  # every bias and norm flag both ways; more than one layer (the first has no attn_norm)
+        assert {c[flag] for c in modernbert} == {False, True}, flag
+    assert max(c["num_hidden_layers"] for c in modernbert) > 1
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))

@@ -67,6 +67,7 @@ MODEL_TYPES: dict[str, tuple[str, str]] = {
     "albert": ("Albert", "albert"),
     "electra": ("Electra", "electra"),
     "mpnet": ("MPNet", "mpnet"),
+    "modernbert": ("ModernBert", "model"),
 }
 ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
 BERT_LAYOUT = ("bert", *ROBERTA_STYLE)  # BERT's modules under other names: what audit and compute model
@@ -79,7 +80,11 @@ FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
     "electra": ("embedding_size",),
     "mpnet": ("relative_attention_num_buckets",),
 }
-MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",)}
+MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",),
+                                               "modernbert": ("max_position_embeddings", "type_vocab_size")}
+# Switches a family has (ModernBERT's bias and norm flags; the defaults are ModernBertConfig's).
+FLAG_FIELDS = ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias")
+FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": FLAG_FIELDS}
 EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets")
 EXTRA_SYMBOLS = {"embedding_size": "E", "num_hidden_groups": "G", "inner_group_num": "K",
                  "relative_attention_num_buckets": "R"}
@@ -98,6 +103,8 @@ FAMILY_HEADS: dict[str, dict[str, bool | None]] = {
     "electra": {head: False for head in _BERT_POOLERS if head != "next-sentence"},
     "mpnet": {"none": None, "mlm": False, "sequence-classification": False, "token-classification": False,
               "question-answering": False, "multiple-choice": True},
+    "modernbert": {head: False for head in ("none", "mlm", "sequence-classification", "token-classification",
+                                             "question-answering", "multiple-choice")},
 }
 LABELLED_PRETRAINING = ("albert",)  # AlbertForPreTraining's sentence-order head has num_labels outputs
 
@@ -137,6 +144,11 @@ class BertConfig:
     num_hidden_groups: int = 1  # G (ALBERT): layer groups stored
     inner_group_num: int = 1  # K (ALBERT): layers stored per group
     relative_attention_num_buckets: int = 32  # R (MPNet): rows of the relative attention bias
+    norm_bias: bool = False  # ModernBERT: LayerNorms with a bias
+    attention_bias: bool = False  # ModernBERT: Wqkv and Wo with biases
+    mlp_bias: bool = False  # ModernBERT: Wi and Wo of the MLP with biases
+    classifier_bias: bool = False  # ModernBERT: the prediction head's dense with a bias
+    decoder_bias: bool = True  # ModernBERT: the MLM decoder with a bias
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
@@ -164,7 +176,7 @@ class BertConfig:
         if self.num_hidden_groups * self.inner_group_num > MAX_LAYERS:
             raise ConfigError("num_hidden_groups", self.num_hidden_groups,
                               f"times inner_group_num must be at most {MAX_LAYERS:,} layers stored")
-        for flag in ("pooler", "tie_word_embeddings"):
+        for flag in ("pooler", "tie_word_embeddings", *FLAG_FIELDS):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "must be true or false")
         if not self.pooler and self.fixed_pooler:
@@ -242,7 +254,7 @@ class BertConfig:
                 continue
             if key in ("head", "model_type"):
                 changes[key] = str(value) if isinstance(value, str) else _bad(key, value, f"must be a {key} name")
-            elif key in ("pooler", "tie_word_embeddings"):
+            elif key in ("pooler", "tie_word_embeddings", *FLAG_FIELDS):
                 changes[key] = value if isinstance(value, bool) else _bad(key, value, "must be true or false")
             else:
                 changes[key] = parse_int(key, value)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .config import LM_HEADS, MODEL_TYPES, BertConfig
+from .config import FLAG_FIELDS, LM_HEADS, MODEL_TYPES, BertConfig
 from .layout import M, P, Poly, Spec, Stack, add, build, embedding, formula, layer_norm, linear, render, value
 from .tree import GROUPS, ParamTree, group_of
 
@@ -181,6 +181,38 @@ MPNET_BASE: tuple[Spec, ...] = (
 MPNET_CLASSES = {"none": (), **{head: (BODY, spec) for head, spec in ROBERTA_HEADS.items() if head != "causal-lm"}}
 
 
+# ModernBERT: `model.`; fused Q/K/V (3H × H) and a gated MLP (2I × H); no positions table (rotary), no token
+# types, no pooler; the first layer has no attention norm; biases and norm biases by the config's flags.
+def _mb_linear(name: str, out_dim: str, in_dim: str, bias: str) -> M:
+    return M(name, (P("weight", (out_dim, in_dim), "weight"), P("bias", (out_dim,), "bias", when=bias)))
+
+
+def _mb_norm(name: str, when: str | None = None) -> M:
+    return M(name, (P("weight", ("H",), "norm"), P("bias", ("H",), "norm", when="norm_bias")), when)
+
+
+MODERNBERT_LAYER = M("layer", (
+    _mb_norm("attn_norm", when="!first"),
+    M("attn", (_mb_linear("Wqkv", "3H", "H", "attention_bias"), _mb_linear("Wo", "H", "H", "attention_bias"))),
+    _mb_norm("mlp_norm"),
+    M("mlp", (_mb_linear("Wi", "2I", "H", "mlp_bias"), _mb_linear("Wo", "H", "I", "mlp_bias"))),
+))
+MODERNBERT_BASE: tuple[Spec, ...] = (
+    M("embeddings", (embedding("tok_embeddings", "V", share=WORD), _mb_norm("norm"))),
+    Stack("layers", "L", MODERNBERT_LAYER),
+    _mb_norm("final_norm"),
+)
+MODERNBERT_HEAD = M("head", (_mb_linear("dense", "H", "H", "classifier_bias"), _mb_norm("norm")))
+MODERNBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
+    "none": (),
+    "mlm": (BODY, MODERNBERT_HEAD, M("decoder", (P("weight", ("V", "H"), "weight", share=WORD),
+                                                 P("bias", ("V",), "bias", when="decoder_bias")))),
+    **{head: (BODY, MODERNBERT_HEAD, linear("classifier", "N", "H"))
+       for head in ("sequence-classification", "token-classification", "question-answering")},
+    "multiple-choice": (BODY, MODERNBERT_HEAD, linear("classifier", "1", "H")),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     """One family's layout: the base model and each head class's parts."""
@@ -198,6 +230,7 @@ FAMILIES: dict[str, Family] = {
     "albert": Family(ALBERT_BASE, ALBERT_CLASSES),
     "electra": Family(ELECTRA_BASE, ELECTRA_CLASSES),
     "mpnet": Family(MPNET_BASE, MPNET_CLASSES),
+    "modernbert": Family(MODERNBERT_BASE, MODERNBERT_CLASSES),
 }
 BODY_NAMES = tuple(sorted({body for _prefix, body in MODEL_TYPES.values()}))
 
@@ -206,7 +239,8 @@ def symbols_and_facts(config: BertConfig) -> tuple[dict[str, int], dict[str, boo
     """The values of the layout's symbols and its facts: the pooler as the class builds it, the LM decoder
     tied to the word embeddings unless the config unties it, and ELECTRA's projection where E ≠ H."""
     facts = {"pooler": config.has_pooler, "tie": config.head in LM_HEADS and config.tie_word_embeddings,
-             "project": config.embedding_width != config.hidden_size}
+             "project": config.embedding_width != config.hidden_size,
+             **{flag: getattr(config, flag) for flag in FLAG_FIELDS}}
     return config.symbol_values(), facts
 
 
@@ -239,8 +273,8 @@ def derived_closed_form(config: BertConfig) -> list[tuple[str, str, int]]:
         for multiplier, poly in grouped[group].items():
             inner = render(poly)
             factor = 1
-            for symbol in multiplier:
-                factor *= values[symbol]
+            for symbol in multiplier:  # `(L − 1)`: every layer but the first
+                factor *= values[symbol[1:-5]] - 1 if symbol.endswith(" − 1)") else values[symbol]
             total += factor * value(poly, values)
             if multiplier:
                 inner = f"({inner})" if len(poly) > 1 else inner

@@ -12,7 +12,7 @@ config means for a family (its symbols' values and its facts) is the family's on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 from .tree import Kind, LayerStack, Module, Node, Param
@@ -52,6 +52,15 @@ class Stack:
 
 
 Spec = Union[P, M, Stack]
+
+
+def _mentions(spec: Spec, fact: str) -> bool:
+    """Whether a condition inside `spec` reads `fact` (a layer that reads `first` differs at index 0)."""
+    if isinstance(spec, Stack):
+        return _mentions(spec.layer, fact)
+    if spec.when is not None and spec.when.removeprefix("!") == fact:
+        return True
+    return isinstance(spec, M) and any(_mentions(child, fact) for child in spec.children)
 
 
 def linear(name: str, out_dim: str, in_dim: str, *, heads: bool = False, when: str | None = None) -> M:
@@ -108,14 +117,17 @@ class _Engine:
         """The layers, each built when first looked at (`LayerStack`); a layer may hold a Stack of its own."""
         layer = stack.layer
 
+        distinct_first = _mentions(layer, "first")
+
         def build_layer(layer_name: str) -> Module:
             index = layer_name.rsplit(".", 1)[-1]
+            engine = _Engine(self.values, {**self.facts, "first": index == "0"}) if distinct_first else self
             match layer.children:
                 case (Stack() as inner,):
-                    return Module(layer_name, f"{stack.name}.{index}", self.stack(f"{layer_name}.{inner.name}", inner))
-            return Module(layer_name, f"{stack.name}.{index}", tuple(self.children(f"{layer_name}.", layer.children)))
+                    return Module(layer_name, f"{stack.name}.{index}", engine.stack(f"{layer_name}.{inner.name}", inner))
+            return Module(layer_name, f"{stack.name}.{index}", tuple(engine.children(f"{layer_name}.", layer.children)))
 
-        return LayerStack(name, self.size(stack.length), build_layer)
+        return LayerStack(name, self.size(stack.length), build_layer, distinct_first)
 
     def param(self, prefix: str, spec: P) -> Param:
         name = f"{prefix}{spec.name}"
@@ -127,7 +139,11 @@ class _Engine:
         return Param(name, spec.dims, shape, spec.kind, tied_to, self.values["A"] if spec.heads else 0)
 
     def size(self, dim: str) -> int:
-        return self.values[dim] if dim in self.values else int(dim)
+        """A dimension: a symbol (`H`), a literal size (`2`), or a multiple of a symbol (`3H`: fused Q, K, V)."""
+        if dim in self.values:
+            return self.values[dim]
+        coefficient, symbol = split_dim(dim)
+        return coefficient * self.values[symbol] if symbol else coefficient
 
 
 # Closed forms read from the same data: each parameter is the product of its dimensions, a Stack multiplies
@@ -149,26 +165,42 @@ def formula(parts: tuple[Spec, ...], facts: Mapping[str, bool]) -> list[tuple[st
         for spec in specs:
             if isinstance(spec, Stack):
                 walk(f"{prefix}{spec.name}.", spec.layer.children, (*multiplier, spec.length))
+            elif spec.when == "!first":  # in every layer but the first: (L − 1) of them
+                walk_one(prefix, replace(spec, when=None), (*multiplier[:-1], f"({multiplier[-1]} − 1)"))
+            elif spec.when == "first":
+                walk_one(prefix, replace(spec, when=None), multiplier[:-1])
             elif spec.when is not None and not engine.holds(spec.when):
                 continue
-            elif isinstance(spec, M):
-                walk(f"{prefix}{spec.name}.", spec.children, multiplier)
             else:
-                name = f"{prefix}{spec.name}"
-                if spec.share is not None and engine.holds(spec.share[1]):
-                    if engine.owners.setdefault(spec.share[0], name) != name:
-                        continue
-                coefficient, symbols = 1, []
-                for dim in spec.dims:
-                    if dim.isdigit():
-                        coefficient *= int(dim)
-                    else:
-                        symbols.append(dim)
-                monomial = tuple(sorted(symbols, key=SYMBOL_ORDER.index))
-                pieces.append((name, multiplier, {monomial: coefficient}))
+                walk_one(prefix, spec, multiplier)
+
+    def walk_one(prefix: str, spec: P | M, multiplier: tuple[str, ...]) -> None:
+        if spec.when is not None and not engine.holds(spec.when):
+            return
+        if isinstance(spec, M):
+            walk(f"{prefix}{spec.name}.", spec.children, multiplier)
+            return
+        name = f"{prefix}{spec.name}"
+        if spec.share is not None and engine.holds(spec.share[1]):
+            if engine.owners.setdefault(spec.share[0], name) != name:
+                return
+        coefficient, symbols = 1, []
+        for dim in spec.dims:
+            factor, symbol = split_dim(dim)
+            coefficient *= factor
+            if symbol:
+                symbols.append(symbol)
+        monomial = tuple(sorted(symbols, key=SYMBOL_ORDER.index))
+        pieces.append((name, multiplier, {monomial: coefficient}))
 
     walk("", parts, ())
     return pieces
+
+
+def split_dim(dim: str) -> tuple[int, str]:
+    """`3H` → (3, "H"); `H` → (1, "H"); `2` → (2, "")."""
+    digits = len(dim) - len(dim.lstrip("0123456789"))
+    return (int(dim[:digits]) if digits else 1), dim[digits:]
 
 
 def add(poly: Poly, other: Poly) -> Poly:

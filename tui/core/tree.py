@@ -79,14 +79,18 @@ class LayerStack(Sequence["Module"]):
     JSON export does), and looking one up (`ParamTree.find`) builds only its own layer.
     """
 
-    def __init__(self, name: str, length: int, build: Callable[[str], Module]) -> None:
+    def __init__(self, name: str, length: int, build: Callable[[str], Module], distinct_first: bool = False) -> None:
         self.name = name  # the ModuleList's full name (`bert.encoder.layer`): layer i is `{name}.{i}`
         self._length = length
         self._build = build
         self._built: dict[int, Module] = {}
-        self.param_count = length * self[0].count if length else 0  # not `count`: Sequence has count()
-        self.tensors = length * self[0].tensors if length else 0
-        self.tied = length * self[0].tied if length else 0
+        self.distinct_first = distinct_first and length > 1  # layer 0 differs (ModernBERT: no attention norm)
+        rest = self[1] if self.distinct_first else self[0] if length else None
+        first = self[0] if length else None
+        # not `count`: Sequence has count()
+        self.param_count = first.count + (length - 1) * rest.count if first and rest else 0
+        self.tensors = first.tensors + (length - 1) * rest.tensors if first and rest else 0
+        self.tied = first.tied + (length - 1) * rest.tied if first and rest else 0
 
     def __len__(self) -> int:
         return self._length
@@ -169,10 +173,10 @@ class Module:
 Node = Union[Module, Param]
 
 
-BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.")
+BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.", "model.")
 # The totals group of a body's top-level module (ELECTRA's projection counts with the embeddings).
 GROUP_OF_PART = {"embeddings": "embeddings", "embeddings_project": "embeddings", "encoder": "encoder",
-                 "transformer": "encoder", "pooler": "pooler"}
+                 "transformer": "encoder", "layers": "encoder", "final_norm": "encoder", "pooler": "pooler"}
 
 
 def strip_body(name: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from .files import ReadError, os_problem, parse_json, read_bytes
 from ..plain import printable
 from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_HEADS
+from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS
 
 MAX_CONFIG_BYTES = 1024 * 1024
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
@@ -35,6 +35,7 @@ HF_DEFAULTS: dict[str, dict[str, int]] = {
                "intermediate_size": 16384},
     "electra": {"embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
     "mpnet": {"vocab_size": 30527},
+    "modernbert": {"vocab_size": 50368, "intermediate_size": 1152, "num_hidden_layers": 22},
 }
 # DistilBertConfig's own names for the sizes (its attribute_map; hidden_dim is its FFN width).
 ALIASES: dict[str, dict[str, str]] = {
@@ -65,6 +66,11 @@ HONOURED: dict[str, str] = {
     "inner_group_num": "K (ALBERT): layers stored in each group",
     "relative_attention_num_buckets": "R (MPNet): rows of the relative attention bias (R × A)",
     "summary_use_proj": "ELECTRA's multiple-choice summary projection (H × H + H) while true",
+    "norm_bias": "ModernBERT: every LayerNorm's bias (H each)",
+    "attention_bias": "ModernBERT: the biases of Wqkv (3H) and Wo (H)",
+    "mlp_bias": "ModernBERT: the biases of Wi (2I) and Wo (H)",
+    "classifier_bias": "ModernBERT: the bias of the prediction head's dense (H)",
+    "decoder_bias": "ModernBERT: the MLM decoder's bias (V)",
 }
 # key: (the values bert-tui counts, why another value is refused); HF writes some of these as null.
 REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
@@ -144,6 +150,11 @@ def load_hf_config(path: Path) -> HFConfig:
     _refuse_unmodelled(path, data)
     if "tie_word_embeddings" in data:
         values["tie_word_embeddings"] = data["tie_word_embeddings"]
+    for flag in FAMILY_FLAGS.get(model_type, ()):
+        if flag in data:
+            if not isinstance(data[flag], bool):
+                raise SourceError(path, flag, f"{printable(repr(data[flag]))[:80]} must be true or false")
+            values[flag] = data[flag]
     defaults = HF_DEFAULTS.get(model_type, {})
     fields = BertConfig(model_type=model_type).fields
     notes = [f"{_file_name(model_type, key)} not in the file: HF's default {values.get(key, defaults.get(key, getattr(BertConfig(), key)))}"
@@ -210,4 +221,9 @@ def to_hf_keys(config: BertConfig) -> dict[str, Any]:
     keys = {renamed.get(name, name): getattr(config, name) for name in config.fields}
     if "embedding_size" in keys:
         keys["embedding_size"] = config.embedding_width
+    keys.update({flag: getattr(config, flag) for flag in FAMILY_FLAGS.get(config.model_type, ())})
+    if config.model_type == "modernbert":  # its special token ids (50281–50283) must lie in the vocabulary to build;
+        last = config.vocab_size - 1  # they change no parameter, so a small vocabulary takes its last row
+        keys.update({f"{name}_token_id": min(default, last) for name, default in
+                     (("pad", 50283), ("eos", 50282), ("bos", 50281), ("cls", 50281), ("sep", 50282))})
     return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}
