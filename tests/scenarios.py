@@ -52,6 +52,9 @@ class Scenario:
         return run_before
 
 
+ALBERT_KEYS = ("f3", "down", "down", "enter", "down", "down", "down", "enter")  # encoder ▸ albert_layer_groups open
+MODERNBERT_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "down", "down", "down",
+                   "enter")  # layers ▸ layers.0 and layers.1 open: the first has no attn_norm
 SCREENSHOTS = [
     Scenario("explorer-wide", "bert-base-uncased", WIDE, QUERY_LEAF_KEYS,
              "120×40: form | tree with the detail of a query weight | totals"),
@@ -63,6 +66,10 @@ SCREENSHOTS = [
     Scenario("help", "bert-base-uncased", NARROW, ("f1",), "the help screen (F1 or ?)"),
     Scenario("audit", "example-40k", WIDE, AUDIT_KEYS, "a: the published 186,828,288 explained"),
     Scenario("pinned-diff", "bert-base-uncased", WIDE, PINNED_KEYS, "b pins bert-base; 24 layers and H 1024 show deltas"),
+    Scenario("albert-wide", "albert-base-v2", WIDE, ALBERT_KEYS,
+             "ALBERT-base: one layer stored, run 12 times (totals); the shared layer group in the tree"),
+    Scenario("modernbert-wide", "ModernBERT-base", WIDE, MODERNBERT_KEYS,
+             "ModernBERT-base: its fields and flags; the first layer without attn_norm"),
     Scenario("compute-80x24", "bert-large-uncased", NARROW, COMPUTE_KEYS,
              "F5: a bert-large training step at batch 8 × 512 in amp-bf16: FLOPs, memory, what fits"),
     Scenario("compute-wide", "bert-large-uncased", WIDE, COMPUTE_KEYS,

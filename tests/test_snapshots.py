@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from .scenarios import AUDIT_KEYS, COMPUTE_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE, Scenario
+from .scenarios import (ALBERT_KEYS, AUDIT_KEYS, COMPUTE_KEYS, MODERNBERT_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE,
+                        Scenario)
 
 PRESETS = ["bert-base-uncased", "bert-large-uncased", "example-40k"]
 
@@ -48,6 +49,21 @@ class TestStates:
         """At 80×24 the tree is a tab; the summary line keeps the total in view."""
         keys = ("f3", "down", "down", "enter", "down", "enter")
         assert snap(snap_compare, Scenario("tree", "example-40k", NARROW, keys))
+
+
+class TestFamilies:
+    def test_albert_stored_once_run_twelve_times(self, snap_compare: Snap) -> None:
+        """ALBERT-base: E, G and K in the form; the totals say one layer is stored and run 12 times, and what
+        an unshared model would hold; the tree shows the one stored group."""
+        assert snap(snap_compare, Scenario("albert", "albert-base-v2", WIDE, ALBERT_KEYS))
+
+    def test_modernbert_fields_flags_and_first_layer(self, snap_compare: Snap) -> None:
+        """ModernBERT-base: no positions or token types in the form, its bias flags as switches; layers.0
+        without attn_norm beside layers.1 with it."""
+        assert snap(snap_compare, Scenario("modernbert", "ModernBERT-base", WIDE, MODERNBERT_KEYS))
+
+    def test_modernbert_narrow(self, snap_compare: Snap) -> None:
+        assert snap(snap_compare, Scenario("narrow", "ModernBERT-base", NARROW))
 
 
 class TestExplain:

@@ -123,19 +123,24 @@ def _sections(tree: ParamTree) -> Iterator[tuple[str, list[tuple[str, Param]]]]:
         stacked = _STACKED.match(name)
         if stacked is not None:
             stack, index, rest = stacked.groups()
-            if index != "0":
-                continue
             found = tree.find(f"{body}{stack}")
             layers = found.children if isinstance(found, Module) and isinstance(found.children, LayerStack) else None
-            n, each = (len(layers), layers[0].count) if layers else (tree.config.num_hidden_layers, per_layer(tree.config))
-            heading = f"{stack}.0 … {n - 1}  (× {n}, {each:,} each)"
+            n = len(layers) if layers else tree.config.num_hidden_layers
+            first = 1 if layers and layers.distinct_first else 0  # ModernBERT's first layer differs: shown apart
+            if index == "0" and first:
+                heading = f"{stack}.0  (the first layer, {layers[0].count:,})" if layers else f"{stack}.0"
+            elif index == str(first):
+                each = layers[first].count if layers else per_layer(tree.config)
+                heading = f"{stack}.{first} … {n - 1}  (× {n - first}, {each:,} each)"
+            else:
+                continue
         else:
             heading, rest = name.split(".", 1)
         sections.setdefault(heading, []).append((rest, p))
     yield from sections.items()
 
 
-_STACKED = re.compile(r"^(.*?\b(?:layer|albert_layer_groups))\.(\d+)\.(.*)$")
+_STACKED = re.compile(r"^(.*?\b(?:layer|layers|albert_layer_groups))\.(\d+)\.(.*)$")
 
 
 def _groups_table(tree: ParamTree) -> RenderableType:

@@ -68,9 +68,14 @@ class UnknownPresetError(LookupError):
     """A preset name that no file defines; the message lists the known names."""
 
     def __init__(self, name: str, known: Iterable[str], also: str = "") -> None:
+        import difflib
+
         self.name = name
-        self.known = tuple(known)
-        super().__init__(f"unknown preset {name!r}{also}; known presets: {', '.join(self.known)}")
+        self.known = tuple(sorted(known, key=str.lower))
+        by_lower = {k.lower(): k for k in self.known}
+        close = [by_lower[k] for k in difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)]
+        guess = f" (did you mean {', '.join(close)}?)" if close else ""
+        super().__init__(f"unknown preset {name!r}{also}{guess}; known presets: {', '.join(self.known)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
 
-from .config import BertConfig
+from .config import FAMILY_HEADS, BertConfig
 
 Kind = Literal["weight", "bias", "embedding", "norm"]
 GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")
@@ -212,7 +212,8 @@ class ParamTree:
 
     def groups(self) -> dict[str, int]:
         """Count per group; `pooler` is always present (0 when not built), `head` only with a head class."""
-        totals = dict.fromkeys(GROUPS[:3], 0)
+        # A family that never builds a pooler (DistilBERT, ELECTRA, ModernBERT) has no pooler group.
+        totals = dict.fromkeys(GROUPS[:3] if FAMILY_HEADS[self.config.model_type]["none"] is not False else GROUPS[:2], 0)
         if self.config.head != "none":
             totals["head"] = 0
         for part in self.root.children:

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
-from ..core.config import EXTRA_FIELDS, EXTRA_SYMBOLS, FAMILY_HEADS, LABELLED_PRETRAINING
+from ..core.config import EXTRA_FIELDS, EXTRA_SYMBOLS, FAMILY_FLAGS, FAMILY_HEADS, FLAG_FIELDS, LABELLED_PRETRAINING
 from ..core.units import short_count
 from ..plain import plain
 
@@ -53,6 +53,16 @@ INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
 ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
 # fields with a message line of their own
 ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
+
+
+FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
+               "classifier_bias": "head bias", "decoder_bias": "LM bias"}
+FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
+              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)"}
+
+
+def flag_text(flag: str, value: bool) -> str:
+    return f"{'on' if value else 'off'}: {FLAG_COSTS[flag]}"
 
 
 def pooler_of(model_type: str, head: str) -> bool | None:
@@ -156,6 +166,10 @@ class ConfigForm(VerticalScroll):
         self._base = config
         self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
+            for flag in FAMILY_FLAGS.get(config.model_type, ()):
+                for switch in self.query(f"#{flag}").results(Switch):
+                    switch.value = getattr(config, flag)
+                self._describe_flag(flag, getattr(config, flag))
             for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in config.fields)):
                 for found in self.query(f"#{field}").results(Input):  # a row mounted just now holds it already
                     found.value = str(self._value(config, field))
@@ -184,6 +198,7 @@ class ConfigForm(VerticalScroll):
             with self.prevent(Select.Changed):
                 current = head.value
                 head.set_options(choices)
+                head.value = "mlm" if current == "none" else "none"  # a change, so the shown label is redrawn
                 head.value = current
         fields = config.fields
         for field in SIZE_FIELDS:
@@ -206,6 +221,23 @@ class ConfigForm(VerticalScroll):
                 found.first().display = field in fields
                 if field in fields:
                     after = found.first()
+        flags = FAMILY_FLAGS.get(config.model_type, ())
+        for flag in FLAG_FIELDS:
+            found = self.query(f"#row-{flag}")
+            if flag in flags and not found:
+                row = Horizontal(Label(FLAG_LABELS[flag], classes="field-label"), Switch(getattr(config, flag), id=flag),
+                                 Static(flag_text(flag, getattr(config, flag)), classes="field-cost", id=f"cost-{flag}"),
+                                 classes="field", id=f"row-{flag}")
+                self.mount(row, after=after)
+                after = row
+            elif found:
+                found.first().display = flag in flags
+                if flag in flags:
+                    after = found.first()
+
+    def _describe_flag(self, flag: str, value: bool) -> None:
+        for line in self.query(f"#cost-{flag}").results(Static):
+            line.update(flag_text(flag, value))
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -231,9 +263,11 @@ class ConfigForm(VerticalScroll):
         if isinstance(event, Input.Changed) and event.input.id in self._fresh:
             self._fresh.discard(event.input.id)  # a row just mounted reports the value it was built with
             return
-        if isinstance(event, Switch.Changed):
+        if isinstance(event, Switch.Changed) and event.switch.id == "pooler":
             self._user_pooler = event.value
             self._describe_pooler("none")
+        elif isinstance(event, Switch.Changed):
+            self._describe_flag(str(event.switch.id), event.value)
         self._mark_edited()
         self.refresh_state()
 
@@ -278,6 +312,8 @@ class ConfigForm(VerticalScroll):
         fixed = pooler_of(self._model_type(), head)
         state = "on" if self.query_one("#pooler", Switch).value else "off"
         text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
+        if FAMILY_HEADS.get(self._model_type(), {}).get("none", None) is False:
+            text = f"{state}: no pooler"
         self.query_one("#cost-pooler", Static).update(text)
 
     @on(Select.Changed, "#preset")
@@ -302,6 +338,10 @@ class ConfigForm(VerticalScroll):
         head = self.query_one("#head", Select).value
         values["head"] = head if isinstance(head, str) else "none"
         values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
+        for flag in FLAG_FIELDS:
+            for switch in self.query(f"#{flag}").results(Switch):
+                if any(row.display for row in self.query(f"#row-{flag}")):
+                    values[flag] = switch.value
         if "num_labels" not in values:
             values["num_labels"] = self._base.num_labels
         model_type = self.query_one("#model_type", Select).value

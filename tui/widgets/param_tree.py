@@ -29,7 +29,7 @@ from textual.widgets.tree import TreeNode
 from ..core import Module, Node, Param, ParamTree
 from ..core.tree import LayerStack, strip_body
 
-_LAYER_0 = re.compile(r"(\b(?:layer|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # every stacked layer
+_LAYER_0 = re.compile(r"(\b(?:layer|layers|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # stacked layers
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
 TIED_MARK = "⇄"
 
@@ -275,7 +275,10 @@ class ParamTreeView(Tree[str]):
         if item is None:
             return label
         columns = self.columns()
-        label.pad_right(max(0, columns.name - self._name_end(node)))
+        over = self._name_end(node) - columns.name
+        if over > 0:  # a name too long for the pane gives way (with …) before the count does
+            label.truncate(max(1, label.cell_len - over), overflow="ellipsis")
+        label.pad_right(max(0, -over))
         mark, count, share, shape, extra = self._label_parts(node, item, columns)
         muted = self.get_component_rich_style("param-tree--shape", partial=True)
         count_style = self.get_component_rich_style("param-tree--count", partial=True)
@@ -294,7 +297,9 @@ class ParamTreeView(Tree[str]):
             return super().get_label_width(node)
         columns = self.columns()
         icon = INDENT if node.allow_expand else 0
-        return icon + max(columns.name - self._name_end(node), 0) + len(str(node.label)) + sum(
+        over = self._name_end(node) - columns.name
+        name = max(1, len(str(node.label)) - over) if over > 0 else len(str(node.label)) - over
+        return icon + name + sum(
             len(part) for part in self._label_parts(node, item, columns))
 
     def _measured(self, node: TreeNode[str]) -> Node | None:
@@ -331,6 +336,7 @@ class ParamTreeView(Tree[str]):
                 delta = max(delta, len(self._delta(key, item)), len(f"Δ {item.count:+,}"))
         count = max(len(f"{self._total:,}"), len("tied"))
         width = self.scrollable_content_region.width or 10**6  # not laid out yet: everything fits
+        name = min(name, max(width - GAP - count, MIN_NAME))  # long names are cut (…) so the count stays in view
         used = name + GAP + count
         # What gives way, in order: the share, then the shape, then the change; never the count.
         for share, shown_shape, shown_delta in ((True, shape, delta), (False, shape, delta), (False, 0, delta)):
@@ -380,6 +386,7 @@ class ParamTreeView(Tree[str]):
 
 
 SHARE_WIDTH = 6  # " 90.2%"
+MIN_NAME = 16  # the name column is never cut below this: a narrower pane scrolls sideways instead
 
 
 def _measure_key(key: str) -> str:
