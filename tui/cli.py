@@ -451,8 +451,9 @@ def run_presets(argv: Sequence[str]) -> int:
     catalog = _catalog()
     rows: list[dict[str, Any]] = [
         {"name": p.name, "title": p.title, "total": build_tree(p.config).total, "expected_total": p.expected_total,
-         "builtin": p.builtin, "path": str(p.path), "config": {f: getattr(p.config, f) for f in p.config.fields}}
-        for p in catalog.presets.values()
+         "builtin": p.builtin, "path": str(p.path), "model_type": p.config.model_type,
+         "config": {f: getattr(p.config, f) for f in p.config.fields}}
+        for p in sorted(catalog.presets.values(), key=lambda p: (p.config.model_type != "bert", p.config.model_type, p.name.lower()))
     ]
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -461,13 +462,14 @@ def run_presets(argv: Sequence[str]) -> int:
     from rich.table import Table
 
     table = Table(title="presets", title_justify="left")
-    for column, justify in (("name", "left"), ("V", "right"), ("H", "right"), ("L", "right"), ("A", "right"), ("total", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for column, justify in (("name", "left"), ("family", "left"), ("V", "right"), ("H", "right"), ("L", "right"),
+                            ("A", "right"), ("total", "right")):
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in rows:
         sizes = row["config"]
         name = plain(row["name"] + ("" if row["builtin"] else " (user)"))
         cells = (sizes["vocab_size"], sizes["hidden_size"], sizes["num_hidden_layers"], sizes["num_attention_heads"])
-        table.add_row(name, *(str(n) for n in cells), f"{row['total']:,}")
+        table.add_row(name, row["model_type"], *(str(n) for n in cells), f"{row['total']:,}")
     Console().print(table)
     return 0
 
