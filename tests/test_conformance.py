@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tui.core import MODEL_TYPES, BertConfig, build_tree, closed_form_total, report
-from tui.core.config import FAMILY_HEADS, FLAG_FIELDS
+from tui.core.config import FAMILY_FLAGS, FAMILY_HEADS
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -58,25 +58,34 @@ def test_fixtures_cover_every_preset_and_head() -> None:
 def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     """At least 20 seeded random configs per new family; every class of each; E below, at and above H
     (ELECTRA's projection present and absent); ALBERT with several groups and layers per group; MPNet's buckets
-    varied; tied and untied decoders; the library's default config of each family read by our loader."""
-    for family in ("distilbert", "albert", "electra", "mpnet", "modernbert"):
+    varied; ModernBERT's and DeBERTa's flags both ways; DeBERTa's token types absent, its relative span from
+    buckets, max_relative_positions or P, with and without the convolution; tied and untied decoders; the
+    library's default config of each family read by our loader."""
+    for family in ("distilbert", "albert", "electra", "mpnet", "modernbert", "deberta-v2"):
         cases = [case for case in CASES if case["config"]["model_type"] == family]
         assert sum(case["id"].startswith(f"random-{family}-") for case in cases) >= 20
         assert {case["config"]["head"] for case in cases} == set(FAMILY_HEADS[family])
         assert f"defaults/{family}" in {case["id"] for case in cases}
         untied = {case["config"]["head"] for case in cases if case["config"].get("tie_word_embeddings") is False}
         assert {"mlm"} <= untied
-    for family in ("albert", "electra"):
+    for family in ("albert", "electra", "deberta-v2"):
         widths = {(c["config"]["embedding_size"] > c["config"]["hidden_size"]) - (c["config"]["embedding_size"] < c["config"]["hidden_size"])
                   for c in CASES if c["config"]["model_type"] == family}
         assert widths == {-1, 0, 1}
     albert = [c["config"] for c in CASES if c["config"]["model_type"] == "albert"]
     assert {c["num_hidden_groups"] for c in albert} >= {1, 2, 3} and {c["inner_group_num"] for c in albert} >= {1, 2, 3}
     assert len({c["config"]["relative_attention_num_buckets"] for c in CASES if c["config"]["model_type"] == "mpnet"}) >= 10
-    modernbert = [c["config"] for c in CASES if c["config"]["model_type"] == "modernbert"]
-    for flag in FLAG_FIELDS:  # every bias and norm flag both ways; more than one layer (the first has no attn_norm)
-        assert {c[flag] for c in modernbert} == {False, True}, flag
-    assert max(c["num_hidden_layers"] for c in modernbert) > 1
+    for family, flags in FAMILY_FLAGS.items():
+        configs = [c["config"] for c in CASES if c["config"]["model_type"] == family]
+        for flag in flags:  # every flag both ways; more than one layer (ModernBERT's first has no attn_norm)
+            assert {c[flag] for c in configs} == {False, True}, flag
+        assert max(c["num_hidden_layers"] for c in configs) > 1
+    deberta = [c["config"] for c in CASES if c["config"]["model_type"] == "deberta-v2"]
+    assert {c["type_vocab_size"] == 0 for c in deberta} == {False, True}
+    assert {(c["position_buckets"] > 0, c["max_relative_positions"] > 0) for c in deberta} >= {(True, False), (False, True), (False, False)}
+    assert {c["conv_kernel_size"] > 0 for c in deberta} == {False, True}
+    spans = [(c["relative_attention"], c["share_att_key"], c["pos_att_c2p"], c["pos_att_p2c"]) for c in deberta]
+    assert {span for span in spans if span[0] and not span[1]} >= {(True, False, True, False), (True, False, False, True)}
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))

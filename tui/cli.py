@@ -62,10 +62,13 @@ OVERRIDE_HELP = {
     "intermediate_size": "I: feed-forward inner width (HF intermediate_size)",
     "max_position_embeddings": "P: rows of the position embedding (HF max_position_embeddings)",
     "type_vocab_size": "T: rows of the token-type embedding (HF type_vocab_size)",
-    "embedding_size": "E: embedding width of ALBERT and ELECTRA (HF embedding_size; default: the family's)",
+    "embedding_size": "E: embedding width of ALBERT, ELECTRA and DeBERTa (HF embedding_size; default: the family's)",
     "num_hidden_groups": "G: ALBERT's layer groups stored (HF num_hidden_groups)",
     "inner_group_num": "K: ALBERT's layers stored per group (HF inner_group_num)",
     "relative_attention_num_buckets": "R: MPNet's relative attention buckets (HF relative_attention_num_buckets)",
+    "position_buckets": "DeBERTa's relative position buckets: D, the span (0: none, HF's -1)",
+    "max_relative_positions": "DeBERTa's relative span without buckets (0: P, HF's -1)",
+    "conv_kernel_size": "C: DeBERTa-v2's convolution kernel beside the first layer (0: none)",
 }
 HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
 
@@ -116,8 +119,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
                        help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
     group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES),
-                       help="the family: bert (default), roberta, xlm-roberta, camembert, distilbert, albert, electra, "
-                       "mpnet")
+                       help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
 

@@ -68,6 +68,7 @@ MODEL_TYPES: dict[str, tuple[str, str]] = {
     "electra": ("Electra", "electra"),
     "mpnet": ("MPNet", "mpnet"),
     "modernbert": ("ModernBert", "model"),
+    "deberta-v2": ("DebertaV2", "deberta"),
 }
 ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
 BERT_LAYOUT = ("bert", *ROBERTA_STYLE)  # BERT's modules under other names: what audit and compute model
@@ -79,15 +80,29 @@ FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
     "albert": ("embedding_size", "num_hidden_groups", "inner_group_num"),
     "electra": ("embedding_size",),
     "mpnet": ("relative_attention_num_buckets",),
+    "deberta-v2": ("embedding_size", "position_buckets", "max_relative_positions", "conv_kernel_size"),
 }
 MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",),
                                                "modernbert": ("max_position_embeddings", "type_vocab_size")}
-# Switches a family has (ModernBERT's bias and norm flags; the defaults are ModernBertConfig's).
-FLAG_FIELDS = ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias")
-FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": FLAG_FIELDS}
-EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets")
+# Switches a family has (ModernBERT's bias and norm flags, DeBERTa's relative attention; the defaults are the
+# families' config classes').
+MODERNBERT_FLAGS = ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias")
+DEBERTA_FLAGS = ("relative_attention", "share_att_key", "pos_att_c2p", "pos_att_p2c", "norm_rel_ebd",
+                 "position_biased_input", "legacy")
+FLAG_FIELDS = (*MODERNBERT_FLAGS, *DEBERTA_FLAGS)
+FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": MODERNBERT_FLAGS, "deberta-v2": DEBERTA_FLAGS}
+EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets",
+                "position_buckets", "max_relative_positions", "conv_kernel_size")
 EXTRA_SYMBOLS = {"embedding_size": "E", "num_hidden_groups": "G", "inner_group_num": "K",
-                 "relative_attention_num_buckets": "R"}
+                 "relative_attention_num_buckets": "R", "conv_kernel_size": "C"}
+# Sizes where 0 means "none" or "the default" rather than an error (as the config classes read -1 or 0).
+ZERO_MEANS: dict[str, str] = {
+    "embedding_size": "H",
+    "position_buckets": "none (the span is max_relative_positions)",
+    "max_relative_positions": "P",
+    "conv_kernel_size": "none (no convolution)",
+}
+ZERO_TYPES = ("deberta-v2",)  # families whose type_vocab_size may be 0 (no token-type embedding)
 # Each family's head classes and whether each builds the pooler (None: the user chooses, BertModel-style).
 _BERT_POOLERS = {"none": None, "mlm": False, "causal-lm": False, "pretraining": True, "sequence-classification": True,
                  "token-classification": False, "question-answering": False, "multiple-choice": True,
@@ -105,6 +120,9 @@ FAMILY_HEADS: dict[str, dict[str, bool | None]] = {
               "question-answering": False, "multiple-choice": True},
     "modernbert": {head: False for head in ("none", "mlm", "sequence-classification", "token-classification",
                                              "question-answering", "multiple-choice")},
+    # DeBERTa's ContextPooler (`pooler.dense`) belongs to the sequence and multiple-choice classes.
+    "deberta-v2": {"none": False, "mlm": False, "sequence-classification": True, "token-classification": False,
+                   "question-answering": False, "multiple-choice": True},
 }
 LABELLED_PRETRAINING = ("albert",)  # AlbertForPreTraining's sentence-order head has num_labels outputs
 
@@ -149,15 +167,26 @@ class BertConfig:
     mlp_bias: bool = False  # ModernBERT: Wi and Wo of the MLP with biases
     classifier_bias: bool = False  # ModernBERT: the prediction head's dense with a bias
     decoder_bias: bool = True  # ModernBERT: the MLM decoder with a bias
+    position_buckets: int = 0  # DeBERTa: relative positions bucketed into this many (0: none, HF's -1)
+    max_relative_positions: int = 0  # DeBERTa: the relative span without buckets (0: P, HF's -1)
+    conv_kernel_size: int = 0  # C (DeBERTa-v2): the convolution beside the first layer (0: none)
+    relative_attention: bool = False  # DeBERTa: disentangled attention with relative position embeddings
+    share_att_key: bool = False  # DeBERTa: positions projected by the content key/query (no pos_*_proj)
+    pos_att_c2p: bool = False  # DeBERTa: "c2p" in pos_att_type (content to position: pos_key_proj)
+    pos_att_p2c: bool = False  # DeBERTa: "p2c" in pos_att_type (position to content: pos_query_proj)
+    norm_rel_ebd: bool = False  # DeBERTa: "layer_norm" in norm_rel_ebd (a LayerNorm of the relative embeddings)
+    position_biased_input: bool = True  # DeBERTa: an absolute position table added to the input
+    legacy: bool = True  # DeBERTa: the masked-LM head as `cls.predictions` (tied decoder) or `lm_predictions`
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
-            _check_size(name, getattr(self, name))
+            if not (name == "type_vocab_size" and self.model_type in ZERO_TYPES and self.type_vocab_size == 0):
+                _check_size(name, getattr(self, name))
         if self.num_hidden_layers > MAX_LAYERS:
             raise ConfigError("num_hidden_layers", self.num_hidden_layers, f"must be at most {MAX_LAYERS:,}")
         _check_size("num_labels", self.num_labels)
         for name in EXTRA_FIELDS:
-            if name != "embedding_size" or self.embedding_size:
+            if name not in ZERO_MEANS or getattr(self, name) != 0:
                 _check_size(name, getattr(self, name))
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError("hidden_size", self.hidden_size, _multiple_rule(self))
@@ -231,11 +260,18 @@ class BertConfig:
         """E: the embedding width (H where the family has no embedding_size, or the config leaves it out)."""
         return self.embedding_size or self.hidden_size
 
+    @property
+    def relative_span(self) -> int:
+        """D (DeBERTa): the relative distances embedded each way (`rel_embeddings` has 2D rows): the buckets,
+        else max_relative_positions, else P, as DebertaV2Encoder reads them."""
+        return self.position_buckets or self.max_relative_positions or self.max_position_embeddings
+
     def symbol_values(self) -> dict[str, int]:
-        """The value of each formula symbol (V, H, L, A, I, P, T, N, and E, G, K, R)."""
+        """The value of each formula symbol (V, H, L, A, I, P, T, N, and E, G, K, R, C, D)."""
         values = {symbol: getattr(self, name) for name, symbol in SYMBOLS.items()}
         values.update({symbol: getattr(self, name) for name, symbol in EXTRA_SYMBOLS.items()})
         values["E"] = self.embedding_width
+        values["D"] = self.relative_span
         return values
 
     def sizes(self) -> dict[str, int]:

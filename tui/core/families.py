@@ -1,5 +1,6 @@
 """Each family's layout as data: what transformers' classes register, in order, read from their modeling
-files (transformers 5.24: models/bert, roberta, xlm_roberta, camembert, distilbert, albert, electra, mpnet)
+files (transformers 5.24: models/bert, roberta, xlm_roberta, camembert, distilbert, albert, electra, mpnet,
+modernbert, deberta_v2)
 and checked against them (tests/fixtures/generate.py). The engine is `layout.build`.
 
 A family gives its base model (`base`) and, per head, the class's parts in registration order: `BODY`
@@ -213,6 +214,54 @@ MODERNBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
 }
 
 
+# DeBERTa-v2/v3: `deberta.`; embeddings of width E (projected to H without a bias when E ≠ H), the absolute
+# position table only while position_biased_input, token types only when T > 0; disentangled attention
+# (query_proj/key_proj/value_proj, and pos_key_proj/pos_query_proj unless the keys are shared); the relative
+# position embeddings (2D × H), their LayerNorm and the convolution are the encoder's own, after its layers.
+DEBERTA_LAYER = M("layer", (
+    M("attention", (
+        M("self", (*(linear(part, "H", "H", heads=True) for part in ("query_proj", "key_proj", "value_proj")),
+                   linear("pos_key_proj", "H", "H", when="pos_key_proj"),
+                   linear("pos_query_proj", "H", "H", when="pos_query_proj"))),
+        M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+    )),
+    M("intermediate", (linear("dense", "I", "H"),)),
+    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
+))
+DEBERTA_BASE: tuple[Spec, ...] = (
+    M("embeddings", (
+        embedding("word_embeddings", "V", "E", share=WORD),
+        embedding("position_embeddings", "P", "E", when="position_biased_input"),
+        embedding("token_type_embeddings", "T", "E", when="token_types"),
+        M("embed_proj", (P("weight", ("H", "E"), "weight"),), when="project"),
+        layer_norm("LayerNorm"),
+    )),
+    M("encoder", (
+        Stack("layer", "L", DEBERTA_LAYER),
+        embedding("rel_embeddings", "2D", when="relative_attention"),
+        layer_norm("LayerNorm", when="norm_rel_ebd"),
+        M("conv", (M("conv", (P("weight", ("H", "H", "C"), "weight"), P("bias", ("H",), "bias"))),
+                   layer_norm("LayerNorm")), when="conv"),
+    )),
+)
+DEBERTA_POOLER = M("pooler", (linear("dense", "H", "H"),), when="pooler")  # ContextPooler
+DEBERTA_CLASSES: dict[str, tuple[Spec, ...]] = {
+    "none": (),
+    # `legacy`: BERT's head on width E with the decoder tied; otherwise `lm_predictions`, which multiplies by
+    # the word embeddings and registers no decoder at all.
+    "mlm": (BODY,
+            M("cls", (M("predictions", (P("bias", ("V",), "bias", share=LM_BIAS),
+                                        M("transform", (linear("dense", "E", "H"), layer_norm("LayerNorm", "E"))),
+                                        E_DECODER)),), when="legacy"),
+            M("lm_predictions", (M("lm_head", (P("bias", ("V",), "bias"), linear("dense", "H", "H"),
+                                               layer_norm("LayerNorm"))),), when="!legacy")),
+    "sequence-classification": (BODY, DEBERTA_POOLER, linear("classifier", "N", "H")),
+    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "question-answering": (BODY, linear("qa_outputs", "N", "H")),
+    "multiple-choice": (BODY, DEBERTA_POOLER, linear("classifier", "1", "H")),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     """One family's layout: the base model and each head class's parts."""
@@ -231,17 +280,23 @@ FAMILIES: dict[str, Family] = {
     "electra": Family(ELECTRA_BASE, ELECTRA_CLASSES),
     "mpnet": Family(MPNET_BASE, MPNET_CLASSES),
     "modernbert": Family(MODERNBERT_BASE, MODERNBERT_CLASSES),
+    "deberta-v2": Family(DEBERTA_BASE, DEBERTA_CLASSES),
 }
 BODY_NAMES = tuple(sorted({body for _prefix, body in MODEL_TYPES.values()}))
 
 
 def symbols_and_facts(config: BertConfig) -> tuple[dict[str, int], dict[str, bool]]:
     """The values of the layout's symbols and its facts: the pooler as the class builds it, the LM decoder
-    tied to the word embeddings unless the config unties it, and ELECTRA's projection where E ≠ H."""
-    facts = {"pooler": config.has_pooler, "tie": config.head in LM_HEADS and config.tie_word_embeddings,
-             "project": config.embedding_width != config.hidden_size,
-             **{flag: getattr(config, flag) for flag in FLAG_FIELDS}}
-    return config.symbol_values(), facts
+    tied to the word embeddings unless the config unties it, ELECTRA's and DeBERTa's projection where E ≠ H,
+    the flags, and DeBERTa's position projections (relative attention, keys not shared, by pos_att_type)."""
+    c = config
+    separate_positions = c.relative_attention and not c.share_att_key
+    facts = {"pooler": c.has_pooler, "tie": c.head in LM_HEADS and c.tie_word_embeddings,
+             "project": c.embedding_width != c.hidden_size, "token_types": c.type_vocab_size > 0,
+             "conv": c.conv_kernel_size > 0, "pos_key_proj": separate_positions and c.pos_att_c2p,
+             "pos_query_proj": separate_positions and c.pos_att_p2c,
+             **{flag: getattr(c, flag) for flag in FLAG_FIELDS}}
+    return c.symbol_values(), facts
 
 
 def parts_of(config: BertConfig) -> tuple[Spec, ...]:

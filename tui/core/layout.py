@@ -68,12 +68,13 @@ def linear(name: str, out_dim: str, in_dim: str, *, heads: bool = False, when: s
     return M(name, (P("weight", (out_dim, in_dim), "weight", heads), P("bias", (out_dim,), "bias", heads)), when)
 
 
-def layer_norm(name: str, dim: str = "H") -> M:
-    return M(name, (P("weight", (dim,), "norm"), P("bias", (dim,), "norm")))
+def layer_norm(name: str, dim: str = "H", *, when: str | None = None) -> M:
+    return M(name, (P("weight", (dim,), "norm"), P("bias", (dim,), "norm")), when)
 
 
-def embedding(name: str, rows: str, dim: str = "H", share: tuple[str, str | None] | None = None) -> M:
-    return M(name, (P("weight", (rows, dim), "embedding", share=share),))
+def embedding(name: str, rows: str, dim: str = "H", share: tuple[str, str | None] | None = None, *,
+              when: str | None = None) -> M:
+    return M(name, (P("weight", (rows, dim), "embedding", share=share),), when)
 
 
 def build(title: str, parts: tuple[Spec, ...], values: Mapping[str, int], facts: Mapping[str, bool]) -> Module:
@@ -151,7 +152,7 @@ class _Engine:
 
 Monomial = tuple[str, ...]  # sorted symbols, repeated for powers: ("H", "H") is H²
 Poly = dict[Monomial, int]
-SYMBOL_ORDER = "VPTEHIARNGKL"
+SYMBOL_ORDER = "VPDCTEHIARNGKL"
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 

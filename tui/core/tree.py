@@ -173,7 +173,7 @@ class Module:
 Node = Union[Module, Param]
 
 
-BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.", "model.")
+BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.", "model.", "deberta.")
 # The totals group of a body's top-level module (ELECTRA's projection counts with the embeddings).
 GROUP_OF_PART = {"embeddings": "embeddings", "embeddings_project": "embeddings", "encoder": "encoder",
                  "transformer": "encoder", "layers": "encoder", "final_norm": "encoder", "pooler": "pooler"}
@@ -213,7 +213,8 @@ class ParamTree:
     def groups(self) -> dict[str, int]:
         """Count per group; `pooler` is always present (0 when not built), `head` only with a head class."""
         # A family that never builds a pooler (DistilBERT, ELECTRA, ModernBERT) has no pooler group.
-        totals = dict.fromkeys(GROUPS[:3] if FAMILY_HEADS[self.config.model_type]["none"] is not False else GROUPS[:2], 0)
+        poolers = FAMILY_HEADS[self.config.model_type].values()
+        totals = dict.fromkeys(GROUPS[:3] if any(pooler is not False for pooler in poolers) else GROUPS[:2], 0)
         if self.config.head != "none":
             totals["head"] = 0
         for part in self.root.children:

@@ -16,7 +16,7 @@ from typing import Any
 from .files import ReadError, os_problem, parse_json, read_bytes
 from ..plain import printable
 from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS
+from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS, ZERO_MEANS
 
 MAX_CONFIG_BYTES = 1024 * 1024
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
@@ -36,6 +36,8 @@ HF_DEFAULTS: dict[str, dict[str, int]] = {
     "electra": {"embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
     "mpnet": {"vocab_size": 30527},
     "modernbert": {"vocab_size": 50368, "intermediate_size": 1152, "num_hidden_layers": 22},
+    "deberta-v2": {"vocab_size": 128100, "hidden_size": 1536, "num_hidden_layers": 24, "num_attention_heads": 24,
+                   "intermediate_size": 6144, "type_vocab_size": 0},
 }
 # DistilBertConfig's own names for the sizes (its attribute_map; hidden_dim is its FFN width).
 ALIASES: dict[str, dict[str, str]] = {
@@ -71,6 +73,18 @@ HONOURED: dict[str, str] = {
     "mlp_bias": "ModernBERT: the biases of Wi (2I) and Wo (H)",
     "classifier_bias": "ModernBERT: the bias of the prediction head's dense (H)",
     "decoder_bias": "ModernBERT: the MLM decoder's bias (V)",
+    "relative_attention": "DeBERTa: the relative position embeddings (2D × H) and the position projections",
+    "position_buckets": "DeBERTa: D, the relative span, when above 0 (rows of rel_embeddings: 2D)",
+    "max_relative_positions": "DeBERTa: D when there are no buckets (below 1: P)",
+    "share_att_key": "DeBERTa: true, positions go through the content key/query: no pos_key_proj/pos_query_proj",
+    "pos_att_type": "DeBERTa: c2p adds pos_key_proj, p2c pos_query_proj (H² + H each, per layer) unless shared",
+    "norm_rel_ebd": "DeBERTa: layer_norm adds the encoder's LayerNorm of the relative embeddings (2H)",
+    "position_biased_input": "DeBERTa: false drops the absolute position table (P × E)",
+    "conv_kernel_size": "DeBERTa-v2: C above 0 adds the convolution beside the first layer (C·H² + H, and 2H)",
+    "legacy": "DeBERTa: the masked-LM head's layout (cls.predictions, or lm_predictions without a decoder)",
+    "attention_head_size": "DeBERTa: counted when it is H / A (the only width its output projection accepts)",
+    "pooler_hidden_size": "DeBERTa: counted when it is H (the classifier reads H)",
+    "conv_groups": "DeBERTa-v2: counted when 1",
 }
 # key: (the values bert-tui counts, why another value is refused); HF writes some of these as null.
 REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
@@ -145,19 +159,24 @@ def load_hf_config(path: Path) -> HFConfig:
     for name, key in names.items():
         if name in data:
             values[key] = _integer(path, name, data[name])
-            if key in EXTRA_FIELDS and values[key] < 1:
+            if key in ZERO_MEANS and key != "embedding_size":  # DeBERTa reads -1 (below 1) as none/default
+                values[key] = max(values[key], 0)
+            elif key in EXTRA_FIELDS and values[key] < 1:
                 raise SourceError(path, name, f"{values[key]!r} must be at least 1")
     _refuse_unmodelled(path, data)
+    if model_type == "deberta-v2":
+        values.update(_deberta_keys(path, data, values.get("hidden_size", HF_DEFAULTS[model_type]["hidden_size"]),
+                                    values.get("num_attention_heads", HF_DEFAULTS[model_type]["num_attention_heads"])))
     if "tie_word_embeddings" in data:
         values["tie_word_embeddings"] = data["tie_word_embeddings"]
     for flag in FAMILY_FLAGS.get(model_type, ()):
-        if flag in data:
+        if flag in data and flag not in DEBERTA_WORDS:
             if not isinstance(data[flag], bool):
                 raise SourceError(path, flag, f"{printable(repr(data[flag]))[:80]} must be true or false")
             values[flag] = data[flag]
     defaults = HF_DEFAULTS.get(model_type, {})
     fields = BertConfig(model_type=model_type).fields
-    notes = [f"{_file_name(model_type, key)} not in the file: HF's default {values.get(key, defaults.get(key, getattr(BertConfig(), key)))}"
+    notes = [f"{_file_name(model_type, key)} not in the file: HF's default {_default_text(key, values.get(key, defaults.get(key, getattr(BertConfig(), key))))}"
              for key in fields if key not in values]
     for key, value in defaults.items():
         values.setdefault(key, value)
@@ -178,6 +197,45 @@ def load_hf_config(path: Path) -> HFConfig:
     except ConfigError as error:
         raise SourceError(path, error.field, f"{error.value!r}: {error.rule}") from None
     return HFConfig(path, config, architecture, tuple(notes))
+
+
+# DeBERTa's keys whose values are words, not booleans: `pos_att_type` ("p2c|c2p" or a list) and `norm_rel_ebd`.
+DEBERTA_WORDS = ("pos_att_c2p", "pos_att_p2c", "norm_rel_ebd")
+POS_ATT_TYPES = ("c2p", "p2c")
+
+
+def _deberta_keys(path: Path, data: dict[str, Any], hidden: int, heads: int) -> dict[str, Any]:
+    """DeBERTa-v2's flags as DebertaV2Config and its modules read them, and the keys counted only at one value."""
+    values: dict[str, Any] = {}
+    for key in ("relative_attention", "share_att_key", "position_biased_input", "legacy"):
+        if key in data:
+            if not isinstance(data[key], bool):
+                raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} must be true or false")
+            values[key] = data[key]
+    kinds = data.get("pos_att_type")
+    if isinstance(kinds, str):
+        kinds = [kind.strip() for kind in kinds.lower().split("|")]
+    if kinds is None:
+        kinds = []
+    if not isinstance(kinds, list) or not all(isinstance(kind, str) and kind in POS_ATT_TYPES for kind in kinds):
+        raise SourceError(path, "pos_att_type", f"{printable(repr(data['pos_att_type']))[:80]} must be a list of (or "
+                          f"'|'-separated) {' and '.join(POS_ATT_TYPES)}")
+    values.update(pos_att_c2p="c2p" in kinds, pos_att_p2c="p2c" in kinds)
+    norm = data.get("norm_rel_ebd", "none")
+    if not isinstance(norm, str):
+        raise SourceError(path, "norm_rel_ebd", f"{printable(repr(norm))[:80]} must be a string such as 'layer_norm'")
+    values["norm_rel_ebd"] = "layer_norm" in [word.strip() for word in norm.lower().split("|")]
+    counted = {"attention_head_size": hidden // heads if heads > 0 else None, "pooler_hidden_size": hidden, "conv_groups": 1}
+    for key, only in counted.items():
+        if key in data and data[key] != only:
+            raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: bert-tui counts "
+                              f"{key} = {only} only ({HONOURED[key].split(': ', 1)[1]})")
+    return values
+
+
+def _default_text(key: str, value: object) -> str:
+    """A default as a user reads it: DeBERTa's 0s are the config class's -1 or absent key."""
+    return f"{value}" if value != 0 or key not in ZERO_MEANS else ZERO_MEANS[key]
 
 
 def _file_name(model_type: str, key: str) -> str:
@@ -222,6 +280,13 @@ def to_hf_keys(config: BertConfig) -> dict[str, Any]:
     if "embedding_size" in keys:
         keys["embedding_size"] = config.embedding_width
     keys.update({flag: getattr(config, flag) for flag in FAMILY_FLAGS.get(config.model_type, ())})
+    if config.model_type == "deberta-v2":
+        for word in DEBERTA_WORDS:
+            del keys[word]
+        keys.update(pos_att_type=[kind for kind in POS_ATT_TYPES if getattr(config, f"pos_att_{kind}")],
+                    norm_rel_ebd="layer_norm" if config.norm_rel_ebd else "none",
+                    position_buckets=config.position_buckets or -1,
+                    max_relative_positions=config.max_relative_positions or -1)
     if config.model_type == "modernbert":  # its special token ids (50281–50283) must lie in the vocabulary to build;
         last = config.vocab_size - 1  # they change no parameter, so a small vocabulary takes its last row
         keys.update({f"{name}_token_id": min(default, last) for name, default in
