@@ -6,6 +6,8 @@ random configs), run against the real classes on the meta device and committed.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,3 +96,25 @@ def test_preset_expected_total_is_what_transformers_and_the_core_give(preset: st
     hf_total = next(case["total"] for case in CASES if case["id"] == f"{preset}/none")
     assert found.expected_total == hf_total
     assert build_tree(found.config).total == found.expected_total
+
+
+HUB_CASES = [case for case in CASES if case["id"].startswith("hub/")]
+HUB_FOLDER = Path(__file__).parent / "fixtures" / "hub"
+
+
+def test_a_real_config_json_of_every_family_is_a_fixture() -> None:
+    assert {case["config"]["model_type"] for case in HUB_CASES} == set(MODEL_TYPES) - {"roberta", "xlm-roberta", "camembert"}
+    assert sorted(path.parent.name for path in HUB_FOLDER.glob("*/config.json")) == sorted(c["id"][4:] for c in HUB_CASES)
+
+
+@pytest.mark.parametrize("case", HUB_CASES, ids=[case["id"] for case in HUB_CASES])
+def test_count_config_reads_a_real_config_json_as_transformers_builds_it(case: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """`bert-tui count --config FILE --format json` on the published file (transformers was given the raw
+    keys by the generator, not our reading of them): the class, every name and shape in order, the total."""
+    from tui.cli import main
+
+    code = main(["count", "--config", str(HUB_FOLDER / case["id"][4:] / "config.json"), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["model"] == case["class"] and data["total"] == case["total"]
+    assert [[p["name"], p["shape"]] for p in data["parameters"]] == case["params"]

@@ -22,7 +22,7 @@ from tui.core import (
     report,
     training_bytes,
 )
-from tui.core.config import FAMILY_HEADS, MAX_LAYERS, MAX_SIZE
+from tui.core.config import FAMILY_HEADS, FLAG_FIELDS, MAX_LAYERS, MAX_SIZE, ZERO_TYPES
 
 
 @st.composite
@@ -38,7 +38,7 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         num_attention_heads=heads,
         intermediate_size=draw(st.integers(1, 65_536)),
         max_position_embeddings=draw(st.integers(1, 16_384)),
-        type_vocab_size=draw(st.integers(1, 64)),
+        type_vocab_size=draw(st.integers(0 if model_type in ZERO_TYPES else 1, 64)),
         head=head,
         pooler=draw(st.booleans()) if head == "none" else True,
         num_labels=2 if labelled_qa else draw(st.integers(1, 1000)),
@@ -48,6 +48,10 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         num_hidden_groups=draw(st.integers(1, 4)),
         inner_group_num=draw(st.integers(1, 4)),
         relative_attention_num_buckets=draw(st.integers(1, 128)),
+        position_buckets=draw(st.integers(0, 512)),
+        max_relative_positions=draw(st.integers(0, 2048)),
+        conv_kernel_size=draw(st.integers(0, 7)),
+        **{flag: draw(st.booleans()) for flag in FLAG_FIELDS},
     )
 
 

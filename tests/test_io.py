@@ -254,3 +254,50 @@ def test_untied_word_embeddings_and_causal_lm_classes_from_a_config(tmp_path: Pa
                     encoding="utf-8")
     config = load_hf_config(path).config
     assert config.hf_class == architecture and build_tree(config).total == hf_total(case)
+
+
+DEBERTA = json.loads((FIXTURES / "hub" / "deberta-v3-base" / "config.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("attention_head_size", 32, "attention_head_size = 64 only"),
+        ("pooler_hidden_size", 1024, "pooler_hidden_size = 768 only"),
+        ("conv_groups", 2, "conv_groups = 1 only"),
+        ("pos_att_type", "p2c|p2p", "must be a list of (or '|'-separated) c2p and p2c"),
+        ("pos_att_type", 3, "must be a list of"),
+        ("norm_rel_ebd", True, "must be a string such as 'layer_norm'"),
+        ("share_att_key", "yes", "must be true or false"),
+        ("position_buckets", 2.5, "must be a JSON integer"),
+    ],
+)
+def test_deberta_keys_counted_only_at_one_value_or_malformed_are_refused_by_name(
+        tmp_path: Path, key: str, value: object, fragment: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**DEBERTA, key: value}), encoding="utf-8")
+    with pytest.raises(SourceError) as caught:
+        load_hf_config(path)
+    assert caught.value.key == key and fragment in caught.value.problem
+    result = cli("count", "--config", str(path))
+    assert result.returncode == 2 and f"{key}: " in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, {"position_buckets": 256, "max_relative_positions": 0, "pos_att_c2p": True, "pos_att_p2c": True,
+              "norm_rel_ebd": True, "type_vocab_size": 0}),
+        ({"pos_att_type": ["c2p"], "share_att_key": False}, {"pos_att_c2p": True, "pos_att_p2c": False}),
+        ({"pos_att_type": None, "norm_rel_ebd": "none"}, {"pos_att_c2p": False, "norm_rel_ebd": False}),
+        ({"position_buckets": -1, "max_relative_positions": 128}, {"position_buckets": 0, "max_relative_positions": 128}),
+        ({"attention_head_size": 64, "pooler_hidden_size": 768, "conv_groups": 1}, {"conv_kernel_size": 0}),
+    ],
+)
+def test_deberta_keys_read_as_the_config_class_reads_them(tmp_path: Path, changes: dict[str, object],
+                                                           expected: dict[str, object]) -> None:
+    """HF's -1 is bert-tui's 0 ("none" / P); pos_att_type as "p2c|c2p", a list or null; norm_rel_ebd a word."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**DEBERTA, **changes}), encoding="utf-8")
+    config = load_hf_config(path).config
+    assert {key: getattr(config, key) for key in expected} == expected
