@@ -393,3 +393,34 @@ async def test_below_120_columns_the_panes_are_tabs_and_the_tree_shows_whole_cou
         tree = app.query_one(ParamTreeView)
         assert not app.query_one("#form").display and tree.scrollable_content_region.width > 60
         assert any("335,141,888" in line for line in _lines(tree))
+
+
+async def test_deberta_form_shows_its_fields_and_flags_and_every_switch_counts() -> None:
+    """DeBERTa-v3-base: the form holds its four sizes and seven switches (nothing of ALBERT's or ModernBERT's);
+    each switch changes the total to what the core counts for the changed config (the fixtures check the
+    core against transformers); switching to BERT hides them again."""
+    from tui.core.config import DEBERTA_FLAGS, EXTRA_FIELDS, FLAG_FIELDS
+
+    app = app_for("deberta-v3-base")
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        assert total_shown(app) == hf_total("deberta-v3-base/none")
+
+        def shown(names: tuple[str, ...]) -> set[str]:
+            return {name for name in names if any(row.display for row in app.query(f"#row-{name}"))}
+
+        assert shown(EXTRA_FIELDS) == {"embedding_size", "position_buckets", "max_relative_positions", "conv_kernel_size"}
+        assert shown(FLAG_FIELDS) == set(DEBERTA_FLAGS)
+        config = load_catalog().get("deberta-v3-base").config
+        for flag in DEBERTA_FLAGS:
+            app.query_one(f"#{flag}", Switch).value = not getattr(config, flag)
+            await pilot.pause()
+            config = config.replace(**{flag: not getattr(config, flag)})
+            assert not app.stale and total_shown(app) == build_tree(config).total, flag
+        app.query_one("#model_type", Select).value = "bert"  # BERT has no T = 0: the types field says so
+        await pilot.pause()
+        assert app.stale and "must be between 1" in text_of(app, "#error-type_vocab_size")
+        app.query_one("#type_vocab_size", Input).value = "2"
+        await pilot.pause()
+        assert shown(EXTRA_FIELDS) == set() and shown(FLAG_FIELDS) == set()
+        assert not app.stale and app.model is not None and app.model.config.model_type == "bert"

@@ -203,3 +203,25 @@ def test_diff_across_families_matches_parameters_by_role() -> None:
     assert "encoder.layer.{6..11}.attention.self.query.weight" in names
     assert not any(name.startswith("encoder.layer.{0..5}") or "q_lin" in name for name in names)
     assert {"embeddings.token_type_embeddings.weight", "pooler.dense.weight"} <= names
+
+
+@pytest.mark.parametrize(("preset", "claim"), [("deberta-v3-small", "44M"), ("deberta-v3-base", "86M"),
+                                               ("deberta-v3-large", "304M")])
+def test_deberta_backbone_claims_are_the_model_without_embeddings_with_a_pretraining_head(preset: str, claim: str) -> None:
+    """The model cards' "backbone" figures: no embeddings (V·E and their LayerNorm), the relative position
+    embeddings kept, and the pre-training checkpoint's head counted: the fewest assumptions that give each."""
+    cfg = config(preset)
+    result = audit(parse_claim(claim), cfg)
+    assert result.matches and result.matches[0].conventions == ("no-embeddings", "pretraining-heads")
+    assert result.matches[0].changes["embeddings"] == -build_tree(cfg).groups()["embeddings"]
+
+
+def test_deberta_diff_matches_its_projections_by_role() -> None:
+    """DeBERTa's query_proj is BERT's self.query: what differs is what DeBERTa adds or drops, not every layer."""
+    a, b = build_tree(config("bert-base-uncased")), build_tree(config("deberta-v3-base"))
+    result = diff(a, b)
+    assert sum(p.delta for p in result.params) == b.total - a.total
+    names = {row.name for row in result.rows()}
+    assert names == {"embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                     "embeddings.token_type_embeddings.weight", "encoder.rel_embeddings.weight",
+                     "encoder.LayerNorm.weight", "encoder.LayerNorm.bias", "pooler.dense.weight", "pooler.dense.bias"}

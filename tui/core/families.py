@@ -360,6 +360,7 @@ ROLES: dict[str, tuple[tuple[str, str], ...]] = {
         (r"\.attention\.attn\.o\.", ".attention.output.dense."),
         (r"\.attention\.LayerNorm\.", ".attention.output.LayerNorm."),
     ),
+    "deberta-v2": ((r"\.attention\.self\.(query|key|value)_proj\.", r".attention.self.\1."),),
     "albert": (
         (r"\.attention\.(query|key|value)\.", r".attention.self.\1."),
         (r"\.attention\.dense\.", ".attention.output.dense."),

@@ -34,6 +34,9 @@ FIELD_LABELS = {
     "num_hidden_groups": "groups",
     "inner_group_num": "per group",
     "relative_attention_num_buckets": "buckets",
+    "position_buckets": "pos buckets",
+    "max_relative_positions": "rel span",
+    "conv_kernel_size": "conv kernel",
 }
 COST_UNITS = {
     "vocab_size": "token",
@@ -48,6 +51,9 @@ COST_UNITS = {
     "num_hidden_groups": "group",
     "inner_group_num": "K",
     "relative_attention_num_buckets": "bucket",
+    "position_buckets": "bucket",
+    "max_relative_positions": "position",
+    "conv_kernel_size": "C",
 }
 INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
 ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
@@ -56,9 +62,14 @@ ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
 
 
 FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
-               "classifier_bias": "head bias", "decoder_bias": "LM bias"}
+               "classifier_bias": "head bias", "decoder_bias": "LM bias", "relative_attention": "relative",
+               "share_att_key": "shared keys", "pos_att_c2p": "c2p", "pos_att_p2c": "p2c",
+               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM"}
 FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
-              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)"}
+              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
+              "share_att_key": "no pos_*_proj", "pos_att_c2p": "+H² + H/layer unless keys shared",
+              "pos_att_p2c": "+H² + H/layer unless keys shared",
+              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.predictions"}
 
 
 def flag_text(flag: str, value: bool) -> str:
@@ -142,7 +153,7 @@ class ConfigForm(VerticalScroll):
         yield Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
         for field in INPUT_FIELDS:
             with Horizontal(classes="field", id=f"row-{field}"):
-                yield Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS[field]}", classes="field-label")
+                yield Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip(), classes="field-label")
                 yield FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
                 yield Static("", classes="field-cost", id=f"cost-{field}")
         with Horizontal(classes="field", id="row-pooler"):
@@ -209,7 +220,7 @@ class ConfigForm(VerticalScroll):
         for field in EXTRA_FIELDS:
             found = self.query(f"#row-{field}")
             if field in fields and not found:
-                row = Horizontal(Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS[field]}", classes="field-label"),
+                row = Horizontal(Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip(), classes="field-label"),
                                  FieldInput(str(self._value(config, field)), restrict=r"[0-9]*", max_length=12, id=field,
                                             tooltip=field, compact=True),
                                  Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
@@ -282,10 +293,9 @@ class ConfigForm(VerticalScroll):
         else:  # another family: its fields (values kept from the last config where the family has them)
             try:
                 family = self._base.replace(model_type=str(event.value), head="none")
-            except ConfigError:
-                family = None
-            if family is not None:
-                self._show_family(family, edited=True)
+            except ConfigError:  # the last config is not one of this family (DeBERTa's T = 0 for BERT): its
+                family = BertConfig(model_type=str(event.value))  # fields all the same; the form says what to fix
+            self._show_family(family, edited=True)
             self._sync_pooler(str(self.query_one("#head", Select).value))
         self._mark_edited()
         self.refresh_state()
