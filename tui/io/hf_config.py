@@ -205,13 +205,9 @@ POS_ATT_TYPES = ("c2p", "p2c")
 
 
 def _deberta_keys(path: Path, data: dict[str, Any], hidden: int, heads: int) -> dict[str, Any]:
-    """DeBERTa-v2's flags as DebertaV2Config and its modules read them, and the keys counted only at one value."""
+    """DeBERTa-v2's flags written as words (its boolean ones are read with every family's flags), and the keys
+    counted only at one value."""
     values: dict[str, Any] = {}
-    for key in ("relative_attention", "share_att_key", "position_biased_input", "legacy"):
-        if key in data:
-            if not isinstance(data[key], bool):
-                raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} must be true or false")
-            values[key] = data[key]
     kinds = data.get("pos_att_type")
     if isinstance(kinds, str):
         kinds = [kind.strip() for kind in kinds.lower().split("|")]
