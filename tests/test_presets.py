@@ -77,3 +77,39 @@ def test_unknown_preset_lists_the_known_ones() -> None:
     with pytest.raises(UnknownPresetError) as caught:
         load_catalog().get("bert-huge")
     assert "bert-huge" in str(caught.value) and "bert-base-uncased" in str(caught.value)
+
+
+def test_every_shipped_preset_is_named_as_its_file() -> None:
+    """The catalog knows built-in presets by their file names before reading them (see `Presets`)."""
+    for path in sorted(builtin_dir().glob("*.y*ml")):
+        assert load_preset(path, builtin=True).name == path.stem, path
+
+
+def test_the_catalog_reads_a_builtin_file_only_when_its_preset_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.presets as presets
+
+    read: list[str] = []
+    real = presets.load_preset
+
+    def counting(path: Path, *, builtin: bool = False) -> presets.Preset:
+        read.append(path.stem)
+        return real(path, builtin=builtin)
+
+    monkeypatch.setattr(presets, "load_preset", counting)
+    catalog = load_catalog()
+    assert read == [] and REQUIRED <= set(catalog.presets)
+    assert catalog.get("bert-large-uncased").config.num_hidden_layers == 24
+    assert catalog.get("bert-large-uncased") is catalog.get("bert-large-uncased")
+    assert read == ["bert-large-uncased"]
+
+
+def test_a_shipped_file_whose_name_differs_from_its_file_name_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.presets as presets
+
+    (tmp_path / "bert-tiny.yaml").write_text("name: bert-small\nconfig: {hidden_size: 128, num_attention_heads: 2}\n")
+    monkeypatch.setattr(presets, "builtin_dir", lambda: tmp_path)
+    catalog = load_catalog()
+    assert list(catalog.presets) == ["bert-tiny"]
+    with pytest.raises(PresetError, match="named as its file"):
+        catalog.get("bert-tiny")

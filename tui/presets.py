@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from .core import BertConfig, ConfigError
-from .core.audit import SCOPES, ClaimError, parse_claim
 from .io.files import ReadError, os_problem, probe, parse_yaml, read_text, write_atomic
 
 DEFAULT_PRESET = "bert-base-uncased"
@@ -78,12 +77,38 @@ class UnknownPresetError(LookupError):
         super().__init__(f"unknown preset {name!r}{also}{guess}; known presets: {', '.join(self.known)}")
 
 
+class Presets(Mapping[str, Preset]):
+    """Presets by name, each file read when its preset is first asked for: the explorer's start reads one.
+
+    Built-in presets are known by their file names (a shipped file's name is its preset's name: a test holds
+    every shipped file to it); user presets are read at once, since their files name them (and a broken one
+    must be reported)."""
+
+    def __init__(self, found: Mapping[str, Preset | Path]) -> None:
+        self._found: dict[str, Preset | Path] = dict(found)
+
+    def __getitem__(self, name: str) -> Preset:
+        item = self._found[name]
+        if isinstance(item, Path):
+            item = load_preset(item, builtin=True)
+            if item.name != name:
+                raise PresetError(item.path, "name", f"{item.name!r}: a shipped preset is named as its file ({name!r})")
+            self._found[name] = item
+        return item
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
 @dataclass(frozen=True, slots=True)
 class Catalog:
     """Every preset found, by name (user presets after built-ins, so a user file can shadow one), and the
-    files that could not be read."""
+    user's files that could not be read."""
 
-    presets: dict[str, Preset]
+    presets: Presets
     errors: tuple[PresetError, ...]
 
     def get(self, name: str) -> Preset:
@@ -134,22 +159,29 @@ def user_dir() -> Path:
 
 
 def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
-    """Built-in presets, then the user's, then any `extra_dirs`; a later file of the same name shadows."""
-    presets: dict[str, Preset] = {}
+    """Built-in presets, then the user's, then any `extra_dirs`; a later file of the same name shadows. The
+    built-in files are read on first use (see `Presets`)."""
+    found: dict[str, Preset | Path] = {}
     errors: list[PresetError] = []
-    for folder, builtin in ((builtin_dir(), True), (user_dir(), False), *((d, False) for d in extra_dirs)):
-        _load_folder(folder, builtin, presets, errors)
-    return Catalog(presets, tuple(errors))
+    for path in _preset_files(builtin_dir(), errors):
+        found[path.stem] = path
+    for folder in (user_dir(), *extra_dirs):
+        _load_folder(folder, False, found, errors)
+    return Catalog(Presets(found), tuple(errors))
 
 
-def _load_folder(folder: Path, builtin: bool, presets: dict[str, Preset], errors: list[PresetError]) -> None:
-    """Every preset file in `folder` into `presets`; a file (or the folder) that cannot be read into `errors`."""
+def _preset_files(folder: Path, errors: list[PresetError]) -> list[Path]:
+    """The preset files in `folder`, sorted; a folder that cannot be listed into `errors`."""
     try:
-        paths = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+        return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     except (OSError, ValueError) as error:
         errors.append(PresetError(folder, None, f"presets folder {os_problem(error)}"))
-        return
-    for path in paths:
+        return []
+
+
+def _load_folder(folder: Path, builtin: bool, presets: dict[str, Preset | Path], errors: list[PresetError]) -> None:
+    """Every preset file in `folder` into `presets`; a file (or the folder) that cannot be read into `errors`."""
+    for path in _preset_files(folder, errors):
         try:
             preset = load_preset(path, builtin=builtin)
         except PresetError as error:
@@ -164,10 +196,10 @@ def find_preset(name: str) -> Preset:
     built-in one is named `NAME.yaml` (the CLI's fast path)."""
     if not name.strip():
         raise UnknownPresetError(name, load_catalog().presets)
-    user: dict[str, Preset] = {}
+    user: dict[str, Preset | Path] = {}
     _load_folder(user_dir(), False, user, [])
-    if name in user:
-        return user[name]
+    if isinstance(mine := user.get(name), Preset):
+        return mine
     path = builtin_dir() / f"{name}.yaml"
     if _PLAIN_NAME.fullmatch(name) and probe(path, Path.is_file):  # names are plain: no other file can hold it
         preset = load_preset(path, builtin=True)
@@ -212,6 +244,8 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
     """`claims:` a list of {value, source, scope}; each value must read as a count."""
     if not isinstance(items, list):
         raise PresetError(path, "claims", "must be a list of {value, source, scope}")
+    from .core.audit import SCOPES, ClaimError, parse_claim  # here: the audit's grammar, for claims only
+
     claims = []
     for index, item in enumerate(items):
         field = f"claims[{index}]"
