@@ -189,6 +189,7 @@ async def test_palette_switches_preset() -> None:
 async def test_preset_selector_switches_preset() -> None:
     app = app_for()
     async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()  # the fields are mounted right after the first frame (its preview)
         app.query_one("#preset", Select).value = "example-40k"
         await pilot.pause()
         assert total_shown(app) == hf_total("example-40k/none") == 88_409_856

@@ -121,7 +121,7 @@ class BertTuiApp(App[None]):
         yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"),
                    Tab("Compute", id="tab-compute"), id="pane-tabs")
         with Horizontal(id="main"):
-            yield ConfigForm(self.catalog.presets, id="form")
+            yield ConfigForm(self.catalog.presets, self._start, id="form")
             with Vertical(id="center"):
                 yield ParamTreeView(id="tree")
                 yield DetailPane(id="detail")
@@ -135,12 +135,18 @@ class BertTuiApp(App[None]):
         config, preset = self._start
         self.query_one(ConfigForm).load(config, preset)
         self._layout(self.size.width)
-        self.call_after_refresh(self._release_keys)  # the keys typed while it started
+        self.call_after_refresh(self._build_form)  # after the first frame, which shows the form's preview
+
+    async def _build_form(self) -> None:
+        """Mount the form's fields in place of its preview, then handle the keys typed meanwhile (once the
+        screen has laid them out: until then the focus chain does not have them in order)."""
+        await self.query_one(ConfigForm).build()
+        self.call_after_refresh(self._release_keys)
 
     async def on_event(self, event: Event) -> None:
-        """Keys typed while the explorer starts (a fast typist, a buffered SSH link) wait until the form is
-        loaded and focused, then are handled in the order they came: before that, Tab found no focus and
-        digits no field, and `Tab End ctrl+u 40000` typed at launch was lost or applied half-way."""
+        """Keys typed while the explorer starts (a fast typist, a buffered SSH link) wait until the form's
+        fields are mounted and focused, then are handled in the order they came: before that, Tab found no
+        focus and digits no field, and `Tab End ctrl+u 40000` typed at launch was lost or applied half-way."""
         if self._waiting_keys is not None and isinstance(event, events.Key) and not event.is_forwarded:
             self._waiting_keys.append(event)
             return

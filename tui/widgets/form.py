@@ -8,18 +8,30 @@ never counts anything: the marginal costs beside the fields are handed to it by 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
+from typing import TYPE_CHECKING
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.scrollbar import ScrollBarRender
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
 from ..core.config import EXTRA_FIELDS, EXTRA_SYMBOLS, FAMILY_FLAGS, FAMILY_HEADS, FLAG_FIELDS, LABELLED_PRETRAINING
 from ..core.units import short_count
 from ..plain import plain
+
+if TYPE_CHECKING:
+    from textual.widget import AwaitMount
 
 FIELD_LABELS = {
     "vocab_size": "vocab",
@@ -86,12 +98,176 @@ def uses_labels(model_type: str, head: str) -> bool:
     return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and model_type in LABELLED_PRETRAINING))
 
 
+def field_label(field: str) -> str:
+    return f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip()
+
+
+def head_choices(config: BertConfig) -> list[tuple[str, str]]:
+    """The head select's options, named as the family's classes."""
+    heads = FAMILY_HEADS[config.model_type]
+    return [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
+             else f"{name} (no {config.model_type} class)", name) for name in HEADS]
+
+
+def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, bool, str]:
+    """The pooler switch as the head class sets it: (on, fixed by the class, its description)."""
+    fixed = pooler_of(model_type, head)
+    value = user_pooler if fixed is None else fixed
+    state = "on" if value else "off"
+    text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
+    if FAMILY_HEADS.get(model_type, {}).get("none", None) is False:
+        text = f"{state}: no pooler"
+    return value, fixed is not None, text
+
+
+def as_read(config: BertConfig) -> BertConfig:
+    """The config the form reports once its fields hold `config` (what `ConfigForm.read` returns then): a size
+    the config leaves to a default (DeBERTa's E following H) is read from its field as a number."""
+    shown = [f for f in (*SIZE_FIELDS, *EXTRA_FIELDS) if f in config.fields]
+    values: dict[str, object] = {field: str(ConfigForm._value(config, field)) for field in shown}
+    values["num_labels"] = config.num_labels
+    values["head"] = config.head
+    values["pooler"] = pooler_state(config.model_type, config.head, config.pooler)[0] if config.head == "none" else True
+    values.update((flag, getattr(config, flag)) for flag in FAMILY_FLAGS.get(config.model_type, ()))
+    values["model_type"] = config.model_type
+    try:
+        return BertConfig.from_mapping(values, base=config)
+    except ConfigError:  # not expected: the fields hold a config the core accepted
+        return config
+
+
 def cost_text(marginal: Marginal) -> str:
     """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
     if marginal.field == "num_attention_heads":
         return "+0: split H"
     per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
     return f"+{short_count(marginal.delta)}/{per}"
+
+
+def first_line(text: str, width: int) -> str:
+    """What a one-line label shows of `text`: Rich wraps at words ('conv kernel C' in 12 cells: 'conv kernel')."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut].rstrip() if cut > 0 else text[:width]
+
+
+# A cell run of the preview: text, the component class that styles it, the width it takes (padded).
+Run = tuple[str, str, int]
+LABEL_WIDTH, VALUE_WIDTH = 12, 10  # as app.tcss sets them: `.field-label` and the form's Input and Switch
+
+
+class FormPreview(Widget):
+    """The form as its first frame shows it, drawn as lines by one widget.
+
+    The form's sixty-odd widgets were two thirds of the explorer's start-up: the app paints its first frame
+    with this preview and mounts the fields right after (`ConfigForm.build`), in one frame that looks the
+    same. Its component classes restate the real widgets' rules (Textual's own CSS for compact Input, Select
+    and Switch, app.tcss for labels and costs), so the colours come from the theme as theirs do; a test holds
+    the screen before and after the swap to be the same, cell by cell, for every preset.
+    """
+
+    COMPONENT_CLASSES = {"preview--label", "preview--input", "preview--select", "preview--select-focus",
+                         "preview--prompt-focus", "preview--arrow", "preview--arrow-focus", "preview--switch",
+                         "preview--slider-on", "preview--slider-off"}
+    DEFAULT_CSS = """
+    FormPreview { height: auto; }
+    FormPreview > .preview--label { color: $text-muted; }
+    FormPreview > .preview--input { background: $surface; color: $foreground; }
+    FormPreview > .preview--select { background: $surface; color: $foreground; }
+    FormPreview > .preview--select-focus { background: $surface; background-tint: $foreground 5%; color: $foreground; }
+    FormPreview > .preview--prompt-focus { background: $surface; background-tint: $foreground 5%; color: $foreground 50%; }
+    FormPreview > .preview--arrow { background: $surface; color: $foreground 50%; }
+    FormPreview > .preview--arrow-focus { background: $surface; background-tint: $foreground 5%; color: $foreground 50%; }
+    FormPreview > .preview--switch { background: $surface; }
+    FormPreview > .preview--slider-on { color: $success; background: $panel-darken-2; }
+    FormPreview > .preview--slider-off { color: $panel; background: $panel-darken-2; }
+    """
+
+    @staticmethod
+    def draws(config: BertConfig, preset: str | None) -> bool:
+        """Whether the preview draws the form for `config` as its fields look: not when the pooler switch is
+        fixed by the head class (Textual dims a disabled widget in two passes, its background and then every
+        colour, which the preview does not reproduce), nor a preset name long enough to wrap in its select
+        (up to 64 characters). Those forms are composed at once."""
+        return not pooler_state(config.model_type, config.head, config.pooler)[1] and len(preset or "") <= 32
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._rows: list[list[Run] | None] = []  # None: a blank line
+        self._costs: dict[str, str] = {}
+
+    def show(self, config: BertConfig, preset: str | None) -> None:
+        """The rows the form shows for `config`, in its order (see `ConfigForm._fields` and `_show_family`)."""
+        def select(text: str, focused: bool = False) -> list[Run]:
+            name = "preview--prompt-focus" if focused and preset is None else f"preview--select{'-focus' * focused}"
+            return [(text, name, -2), ("▼", f"preview--arrow{'-focus' * focused}", 1),
+                    ("", f"preview--select{'-focus' * focused}", 1)]
+
+        def row(label: str, value: str, field: str) -> list[Run]:  # the cost is looked up as it is drawn
+            return [(label, "preview--label", LABEL_WIDTH), (value, "preview--input", VALUE_WIDTH),
+                    (" ", "", 1), (field, "cost", 0)]
+
+        def switch(label: str, on: bool, cost: str) -> list[Run]:
+            return [(label, "preview--label", LABEL_WIDTH), ("", f"switch:{'on' if on else 'off'}", VALUE_WIDTH),
+                    (" ", "", 1), (cost, "preview--label", 0)]
+
+        fields = config.fields
+        rows: list[list[Run] | None] = [None, [("preset", "preview--label", 0)],
+                                        select(plain(preset).plain if preset is not None else "(edited)", focused=True), None]
+        for field in SIZE_FIELDS:
+            if field in fields:
+                rows.append(row(field_label(field), str(ConfigForm._value(config, field)), field))
+        rows += [row(field_label(field), str(ConfigForm._value(config, field)), field)
+                 for field in EXTRA_FIELDS if field in fields]
+        rows += [switch(FLAG_LABELS[flag], getattr(config, flag), flag_text(flag, getattr(config, flag)))
+                 for flag in FLAG_FIELDS if flag in FAMILY_FLAGS.get(config.model_type, ())]
+        rows.append(None)
+        on, _, text = pooler_state(config.model_type, config.head, config.pooler)
+        rows.append(switch("pooler", on, text))
+        choices = dict((name, label) for label, name in head_choices(config))
+        rows += [None, [("head", "preview--label", 0)], select(choices[config.head]),
+                 None, [("model type", "preview--label", 0)], select(config.model_type)]
+        if uses_labels(config.model_type, config.head):
+            rows.append(row(field_label("num_labels"), str(config.num_labels), "num_labels"))
+        self._rows = rows
+        self.refresh(layout=True)
+
+    def show_costs(self, costs: Iterable[Marginal]) -> None:
+        self._costs = {marginal.field: cost_text(marginal) for marginal in costs}
+        self.refresh()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._rows)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        row = self._rows[y] if y < len(self._rows) else None
+        base = Style(bgcolor=self.rich_style.bgcolor)  # what lies under the form: its background, no colour
+        segments: list[Segment] = []
+        for text, name, cells in row or ():
+            cells = width + cells if cells < 0 else cells or max(0, width - sum(s.cell_length for s in segments))
+            if name.startswith("switch:"):
+                segments += self._switch(name == "switch:on", cells, base)
+                continue
+            if name == "cost":
+                text, name = self._costs.get(text, ""), "preview--label"
+            style = base + self.get_component_rich_style(name) if name else base
+            text = first_line(text, cells)
+            pad = style if name == "preview--input" else base if name == "preview--label" else Style(bgcolor=style.bgcolor)
+            segments += [Segment(part, part_style) for part, part_style in ((text, style), (" " * (cells - len(text)), pad))
+                         if part]
+        return Strip(segments).adjust_cell_length(width, base)
+
+    def _switch(self, on: bool, cells: int, base: Style) -> list[Segment]:
+        """A Switch as Textual draws it: its slider is a horizontal scroll bar."""
+        slider = self.get_component_rich_style(f"preview--slider-{'on' if on else 'off'}")
+        switch = self.get_component_rich_style("preview--switch")
+        bar = ScrollBarRender.render_bar(size=cells, virtual_size=100, window_size=50, position=50 * on, thickness=1,
+                                         vertical=False, back_color=slider.bgcolor or Color.parse("#555555"),
+                                         bar_color=slider.color or Color.parse("bright_magenta"))
+        return [Segment(segment.text, base + switch + (segment.style or Style()))
+                for segment in bar.segments if segment.text != "\n"]
 
 
 class FieldInput(Input):
@@ -138,44 +314,85 @@ class ConfigForm(VerticalScroll):
             self.name = name
             super().__init__()
 
-    def __init__(self, presets: Iterable[str], *, id: str | None = None) -> None:
+    def __init__(self, presets: Iterable[str], start: tuple[BertConfig, str | None] | None = None, *,
+                 id: str | None = None) -> None:
         super().__init__(id=id)
+        self._start = start or (BertConfig(), None)  # what it is first loaded with: the preview draws it if it can
         self._base = BertConfig()  # the config last loaded: what the form has no field for comes from it
         self._preset_names = list(presets)
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
         self._error_field: str | None = None  # the field whose message is shown
-        self._loaded = False  # the selects post Changed as they mount, before any config is loaded
+        self._loaded = False  # set once a config is in the fields
+        # What the class selects hold as the form knows it: a select posts Changed as it mounts (with the value
+        # it was built with), and that one is no edit.
+        self._class_values = {"head": "none", "model_type": "bert"}
         self._fresh: set[str] = set()  # family fields mounted just now: their first Changed is not an edit
         self._family = "bert"  # the family whose head classes the head select lists
+        self._built = False  # the fields are mounted (until then the preview stands in their place)
+        self._pending: tuple[BertConfig, str | None] | None = None  # loaded before the fields were mounted
 
     def compose(self) -> ComposeResult:
-        yield Label("preset", classes="field-label")
-        yield Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)", id="preset", compact=True)
-        for field in INPUT_FIELDS:
-            with Horizontal(classes="field", id=f"row-{field}"):
-                yield Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip(), classes="field-label")
-                yield FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True)
-                yield Static("", classes="field-cost", id=f"cost-{field}")
-        with Horizontal(classes="field", id="row-pooler"):
-            yield Label("pooler", classes="field-label")
-            yield Switch(value=True, id="pooler")
-            yield Static("", classes="field-cost", id="cost-pooler")
-        yield Label("head", classes="field-label")
-        yield Select([(f"{name} ({spec.hf_class})", name) for name, spec in HEADS.items()], allow_blank=False, value="none", id="head", compact=True)
-        yield Label("model type", classes="field-label")
-        yield Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value="bert", id="model_type", compact=True)
+        """Its first frame is the preview (one widget) where the preview draws the fields as they look; the
+        fields are mounted by `build`, after that frame. Otherwise they are composed at once."""
+        if FormPreview.draws(*self._start):
+            yield FormPreview(id="form-preview")
+        else:
+            self._built = True
+            yield from self._fields(self._start[0])
 
-    def on_mount(self) -> None:
-        self._sort_focus_order()
+    def _fields(self, config: BertConfig) -> list[Widget]:
+        """The fields in focus order: preset, the sizes, pooler, head, model type, labels (shown for heads
+        that take them); the class selects built holding `config`'s classes."""
+        self._family = config.model_type
+        self._class_values = {"head": config.head, "model_type": config.model_type}
+        def row(field: str) -> Horizontal:
+            return Horizontal(Label(field_label(field), classes="field-label"),
+                              FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True),
+                              Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
 
-    def _sort_focus_order(self) -> None:
-        """Labels after the model type select in DOM order; move them to the end of the form."""
-        self.move_child(self.query_one("#row-num_labels"), after=self.query_one("#model_type"))
+        return [
+            Label("preset", classes="field-label"),
+            Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)",
+                   id="preset", compact=True),
+            *(row(field) for field in SIZE_FIELDS),
+            Horizontal(Label("pooler", classes="field-label"), Switch(value=True, id="pooler"),
+                       Static("", classes="field-cost", id="cost-pooler"), classes="field", id="row-pooler"),
+            Label("head", classes="field-label"),
+            Select(head_choices(config), allow_blank=False, value=config.head, id="head", compact=True),
+            Label("model type", classes="field-label"),
+            Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value=config.model_type, id="model_type",
+                   compact=True),
+            row("num_labels"),
+        ]
+
+    async def build(self) -> None:
+        """Mount the fields in the preview's place, filled with what was loaded, in one frame: the screen
+        looks the same before and after (a test holds it to that); the preset select takes the focus."""
+        if self._built or not self.is_attached:  # built, or the app closed before its first frame
+            return
+        with self.app.batch_update():
+            config, preset = self._pending or (self._base, None)
+            await self.mount_all(self._fields(config))
+            self._built = True
+            for mounting in self._fill(config, preset):
+                await mounting
+            await self.query_one(FormPreview).remove()
+            if self.screen.focused is None:
+                self.screen.set_focus(self.query_one("#preset"))
 
     def load(self, config: BertConfig, preset: str | None) -> None:
         """Fill every field from `config` (a preset was chosen), then report the result once."""
         self._base = config
-        self._show_family(config)
+        if not self._built:  # the preview shows it, and the config is reported as loaded
+            self._pending = (config, preset)
+            self.query_one(FormPreview).show(config, preset if preset in self._preset_names else None)
+            self.post_message(self.Changed(as_read(config), preset if preset in self._preset_names else None, False))
+            return
+        self._fill(config, preset)
+
+    def _fill(self, config: BertConfig, preset: str | None) -> list[AwaitMount]:
+        """`load` on the mounted fields; the family rows it mounts (their mounts, to await)."""
+        mounting = self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for flag in FAMILY_FLAGS.get(config.model_type, ()):
                 for switch in self.query(f"#{flag}").results(Switch):
@@ -187,30 +404,30 @@ class ConfigForm(VerticalScroll):
             self._user_pooler = config.pooler
             self.query_one("#head", Select).value = config.head
             self.query_one("#model_type", Select).value = config.model_type
+            self._class_values = {"head": config.head, "model_type": config.model_type}
             self._sync_pooler(config.head)
             self.query_one("#preset", Select).value = preset if preset in self._preset_names else Select.NULL
         self._loaded = True
         self.refresh_state(edited=False)
+        return mounting
 
     @staticmethod
     def _value(config: BertConfig, field: str) -> int:
         return config.embedding_width if field == "embedding_size" else int(getattr(config, field))
 
-    def _show_family(self, config: BertConfig, edited: bool = False) -> None:
+    def _show_family(self, config: BertConfig, edited: bool = False) -> list[AwaitMount]:
         """Show the family's fields and nothing else: its own rows (mounted the first time a family needs
         them: most runs never do) after the seven, a size it lacks hidden. A row mounted now is read (and
         its cost shown) once it is in place: the form reports again then."""
         if config.model_type != self._family:  # the head choices named as the family's classes
             self._family = config.model_type
-            heads = FAMILY_HEADS[config.model_type]
-            choices = [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
-                        else f"{name} (no {config.model_type} class)", name) for name in HEADS]
             head = self.query_one("#head", Select)
             with self.prevent(Select.Changed):
                 current = head.value
-                head.set_options(choices)
+                head.set_options(head_choices(config))
                 head.value = "mlm" if current == "none" else "none"  # a change, so the shown label is redrawn
                 head.value = current
+        mounting: list[AwaitMount] = []
         fields = config.fields
         for field in SIZE_FIELDS:
             row = self.query_one(f"#row-{field}")
@@ -220,11 +437,11 @@ class ConfigForm(VerticalScroll):
         for field in EXTRA_FIELDS:
             found = self.query(f"#row-{field}")
             if field in fields and not found:
-                row = Horizontal(Label(f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip(), classes="field-label"),
+                row = Horizontal(Label(field_label(field), classes="field-label"),
                                  FieldInput(str(self._value(config, field)), restrict=r"[0-9]*", max_length=12, id=field,
                                             tooltip=field, compact=True),
                                  Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
-                self.mount(row, after=after)
+                mounting.append(self.mount(row, after=after))
                 self._fresh.add(field)
                 self.call_after_refresh(self.refresh_state, edited)
                 after = row
@@ -239,12 +456,13 @@ class ConfigForm(VerticalScroll):
                 row = Horizontal(Label(FLAG_LABELS[flag], classes="field-label"), Switch(getattr(config, flag), id=flag),
                                  Static(flag_text(flag, getattr(config, flag)), classes="field-cost", id=f"cost-{flag}"),
                                  classes="field", id=f"row-{flag}")
-                self.mount(row, after=after)
+                mounting.append(self.mount(row, after=after))
                 after = row
             elif found:
                 found.first().display = flag in flags
                 if flag in flags:
                     after = found.first()
+        return mounting
 
     def _describe_flag(self, flag: str, value: bool) -> None:
         for line in self.query(f"#cost-{flag}").results(Static):
@@ -263,6 +481,9 @@ class ConfigForm(VerticalScroll):
 
     def show_costs(self, costs: Iterable[Marginal]) -> None:
         """Show the marginal cost of each field (computed by the core, handed in by the app)."""
+        if not self._built:
+            self.query_one(FormPreview).show_costs(costs)
+            return
         for marginal in costs:
             for line in self.query(f"#cost-{marginal.field}").results(Static):
                 line.update(cost_text(marginal))
@@ -276,7 +497,7 @@ class ConfigForm(VerticalScroll):
             return
         if isinstance(event, Switch.Changed) and event.switch.id == "pooler":
             self._user_pooler = event.value
-            self._describe_pooler("none")
+            self.query_one("#cost-pooler", Static).update(pooler_state(self._model_type(), "none", event.value)[2])
         elif isinstance(event, Switch.Changed):
             self._describe_flag(str(event.switch.id), event.value)
         self._mark_edited()
@@ -286,8 +507,9 @@ class ConfigForm(VerticalScroll):
     @on(Select.Changed, "#model_type")
     def _class_changed(self, event: Select.Changed) -> None:
         event.stop()
-        if not self._loaded:
+        if not self._loaded or self._class_values.get(str(event.select.id)) == event.value:
             return
+        self._class_values[str(event.select.id)] = str(event.value)
         if event.select.id == "head":
             self._sync_pooler(str(event.value))
         else:  # another family: its fields (values kept from the last config where the family has them)
@@ -311,19 +533,11 @@ class ConfigForm(VerticalScroll):
     def _sync_pooler(self, head: str) -> None:
         """The switch shows what the head class builds; it is the user's to set only for a base model that
         takes the choice (BertModel, AlbertModel, ...)."""
-        fixed = pooler_of(self._model_type(), head)
+        value, fixed, text = pooler_state(self._model_type(), head, self._user_pooler)
         switch = self.query_one("#pooler", Switch)
         with self.prevent(Switch.Changed):
-            switch.value = self._user_pooler if fixed is None else fixed
-        switch.disabled = fixed is not None
-        self._describe_pooler(head)
-
-    def _describe_pooler(self, head: str) -> None:
-        fixed = pooler_of(self._model_type(), head)
-        state = "on" if self.query_one("#pooler", Switch).value else "off"
-        text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
-        if FAMILY_HEADS.get(self._model_type(), {}).get("none", None) is False:
-            text = f"{state}: no pooler"
+            switch.value = value
+        switch.disabled = fixed
         self.query_one("#cost-pooler", Static).update(text)
 
     @on(Select.Changed, "#preset")
