@@ -34,6 +34,7 @@ from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
 from .widgets.param_tree import ParamTreeView
 from .widgets.param_tree import key_of
+from .widgets.tabs_preview import TabsPreview
 
 if TYPE_CHECKING:
     from textual.actions import ActionParseResult
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 # (formats, audit, file I/O) at start-up would delay the first paint for screens most runs never open.
 
 WIDE = 120  # columns from which the panes stand side by side (below, the tree would be too narrow for its counts)
+TABS = [("Config", "form"), ("Tree", "tree"), ("Totals", "totals"), ("Compute", "compute")]
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box", "compute": "#compute-box"}
 CENTER = "#center"  # the tree's pane: the tree with its detail strip
 
@@ -118,8 +120,7 @@ class BertTuiApp(App[None]):
         # The layout's class is set before the widgets mount: set after, it would restyle every one of them.
         self.screen.set_class(self.size.width < WIDE, "-narrow")
         yield Static("", id="summary")
-        yield Tabs(Tab("Config", id="tab-form"), Tab("Tree", id="tab-tree"), Tab("Totals", id="tab-totals"),
-                   Tab("Compute", id="tab-compute"), id="pane-tabs")
+        yield TabsPreview([label for label, _ in TABS], id="pane-tabs")  # the Tabs mount after the first frame
         with Horizontal(id="main"):
             yield ConfigForm(self.catalog.presets, self._start, id="form")
             with Vertical(id="center"):
@@ -133,14 +134,19 @@ class BertTuiApp(App[None]):
     def on_mount(self) -> None:
         self.theme = "textual-dark"
         config, preset = self._start
-        self.query_one(ConfigForm).load(config, preset)
+        self._load_form(config, preset)
         self._layout(self.size.width)
         self.call_after_refresh(self._build_form)  # after the first frame, which shows the form's preview
 
     async def _build_form(self) -> None:
-        """Mount the form's fields in place of its preview, then handle the keys typed meanwhile (once the
-        screen has laid them out: until then the focus chain does not have them in order)."""
-        await self.query_one(ConfigForm).build()
+        """Mount the form's fields and the pane tabs in place of their previews, in one frame, then handle the
+        keys typed meanwhile (once the screen has laid them out: until then the focus chain lacks them)."""
+        with self.batch_update():
+            preview = self.query_one("#pane-tabs")
+            await preview.remove()
+            await self.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
+                             after="#summary")
+            await self.query_one(ConfigForm).build()
         self.call_after_refresh(self._release_keys)
 
     async def on_event(self, event: Event) -> None:
@@ -160,6 +166,11 @@ class BertTuiApp(App[None]):
             await super().on_event(event)
 
     # State: the form's config → the core's tree → the panes.
+
+    def _load_form(self, config: BertConfig, preset: str | None) -> None:
+        report = self.query_one(ConfigForm).load(config, preset)
+        if report is not None:  # the form's preview: its report comes back at once
+            self._config_changed(report)
 
     @on(ConfigForm.Changed)
     def _config_changed(self, event: ConfigForm.Changed) -> None:
@@ -279,7 +290,7 @@ class BertTuiApp(App[None]):
         if preset is None:
             self.notify(f"unknown preset {name!r}", severity="error")
             return
-        self.query_one(ConfigForm).load(preset.config, preset.name)
+        self._load_form(preset.config, preset.name)
 
     def _marks(self) -> dict[str, str]:
         """Tree keys whose tensor the opened checkpoint stores differently, with what it stores."""
@@ -332,7 +343,7 @@ class BertTuiApp(App[None]):
         source, checkpoint = opened
         self.stored = [(t.name, t.shape) for t in checkpoint.tensors] if checkpoint is not None else None
         self._source_title = source.name
-        self.query_one(ConfigForm).load(source.config, None)
+        self._load_form(source.config, None)
         for note in source.notes:
             self.notify(note, timeout=6)
 

@@ -16,7 +16,8 @@
   (goal: 96 and 1,000 layers within 1.5× of bert-base);
 * peak memory (VmHWM, the high-water RSS) of the explorer at 1,000 layers with the encoder open, against the minimal app.
 
-Medians; CPU time (`time.process_time`), not Pilot wall time (Pilot waits in 20 ms steps).
+Medians; start-up figures take the baseline and bert-tui in turn, run by run (a shared machine's slower
+spells weigh on both alike). Edits: CPU time (`time.process_time`), not Pilot wall time (Pilot waits in 20 ms steps).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -99,18 +102,33 @@ make_app(load_catalog(), BertConfig(num_hidden_layers=1000)).run(headless=True, 
 """
 
 
-def paint_seconds(code: str, runs: int) -> tuple[float, float]:
-    """Medians of seconds from launching a fresh interpreter to its first frame with the total, and to its
-    first idle (ready for input)."""
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=ENV, capture_output=True)  # warm-up
-    painted, ready = [], []
+def interleaved(measure_once: Callable[[str], Any], labels: tuple[str, str], runs: int) -> list[list[Any]]:
+    """`runs` measurements of each of two subjects, taken in turn (A, B, A, B, ...) after one warm-up each, so
+    that a slower spell of a shared machine weighs on both alike."""
+    for label in labels:
+        measure_once(label)  # warm-up: .pyc, page cache
+    results: list[list[Any]] = [[], []]
     for _ in range(runs):
-        env = {**ENV, "BENCH_LAUNCH": repr(time.time())}
-        result = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, capture_output=True, text=True)
-        first, idle = result.stdout.split()[-2:]
-        painted.append(float(first))
-        ready.append(float(idle))
-    return statistics.median(painted), statistics.median(ready)
+        for index, label in enumerate(labels):
+            results[index].append(measure_once(label))
+    return results
+
+
+def paint_once(code: str) -> tuple[float, float]:
+    """Seconds from launching a fresh interpreter to its first frame with the total, and to its first idle."""
+    env = {**ENV, "BENCH_LAUNCH": repr(time.time())}
+    result = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, capture_output=True, text=True)
+    first, idle = result.stdout.split()[-2:]
+    return float(first), float(idle)
+
+
+def paint_seconds(runs: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Medians (first frame with the total, first idle) of the minimal app and of the explorer."""
+    def medians(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+        return statistics.median(pair[0] for pair in pairs), statistics.median(pair[1] for pair in pairs)
+
+    minimal, ours = interleaved(paint_once, (MINIMAL_APP, OUR_APP), runs)
+    return medians(minimal), medians(ours)
 
 
 MINIMAL_TERMINAL_APP = """
@@ -123,9 +141,11 @@ One().run()
 """
 
 
-def on_screen_seconds(argv: list[str], runs: int, text: bytes = b"109,482,240") -> float:
-    """Median seconds from launch until `text` is on the screen of a real pseudo-terminal (80×24), as a user
-    sees it: the command is started in the pty, its output read until the total appears, then it is ended."""
+def on_screen_seconds(commands: tuple[list[str], list[str]], runs: int,
+                      text: bytes = b"109,482,240") -> tuple[float, float]:
+    """Medians of seconds from launch until `text` is on the screen of a real pseudo-terminal (80×24), as a
+    user sees it, for two commands measured in turn: each is started in the pty, its output read until the
+    total appears, then it is ended."""
     import fcntl
     import os
     import pty
@@ -134,7 +154,7 @@ def on_screen_seconds(argv: list[str], runs: int, text: bytes = b"109,482,240") 
     import struct
     import termios
 
-    def once() -> float:
+    def once(argv: list[str]) -> float:
         start = time.perf_counter()
         pid, fd = pty.fork()
         if pid == 0:
@@ -155,8 +175,8 @@ def on_screen_seconds(argv: list[str], runs: int, text: bytes = b"109,482,240") 
             os.close(fd)
         return elapsed
 
-    once()  # warm-up: .pyc, page cache
-    return statistics.median(once() for _ in range(runs))
+    first, second = interleaved(lambda index: once(commands[int(index)]), ("0", "1"), runs)
+    return statistics.median(first), statistics.median(second)
 
 
 def lifetime_seconds(code: str, runs: int) -> float:
@@ -190,14 +210,13 @@ async def edit_seconds(config: BertConfig, keys: tuple[str, ...], edits: int) ->
 
 def measure(runs: int, edits: int) -> list[tuple[str, float, float, str]]:
     rows: list[tuple[str, float, float, str]] = []
-    (minimal, minimal_ready), (ours, ours_ready) = paint_seconds(MINIMAL_APP, runs), paint_seconds(OUR_APP, runs)
+    (minimal, minimal_ready), (ours, ours_ready) = paint_seconds(runs)
     rows += [("first frame with the total, in-process: minimal Textual app (baseline)", minimal, 1.0, ""),
              ("first frame with the total, in-process: bert-tui explorer", ours, ours / minimal, "goal ≤ 1.5×"),
              ("ready for input (first idle), in-process: minimal app (baseline)", minimal_ready, 1.0, ""),
              ("ready for input (first idle): explorer, its fields mounted", ours_ready, ours_ready / minimal_ready,
               "no goal: keys typed before wait, in order")]
-    minimal = on_screen_seconds([sys.executable, "-c", MINIMAL_TERMINAL_APP], runs)
-    ours = on_screen_seconds([sys.executable, "-m", "tui"], runs)
+    minimal, ours = on_screen_seconds(([sys.executable, "-c", MINIMAL_TERMINAL_APP], [sys.executable, "-m", "tui"]), runs)
     rows += [("total on screen, real terminal (pty): minimal (baseline)", minimal, 1.0, ""),
              ("total on screen, real terminal (pty): bert-tui explorer", ours, ours / minimal,
               "goal ≤ 1.5×")]

@@ -329,6 +329,7 @@ class ConfigForm(VerticalScroll):
         self._fresh: set[str] = set()  # family fields mounted just now: their first Changed is not an edit
         self._family = "bert"  # the family whose head classes the head select lists
         self._built = False  # the fields are mounted (until then the preview stands in their place)
+        self._costs: list[Marginal] = []  # the last costs shown
         self._pending: tuple[BertConfig, str | None] | None = None  # loaded before the fields were mounted
 
     def compose(self) -> ComposeResult:
@@ -376,19 +377,23 @@ class ConfigForm(VerticalScroll):
             self._built = True
             for mounting in self._fill(config, preset):
                 await mounting
+            self.show_costs(self._costs)  # the rows mounted just now too (the next report would be a frame late)
             await self.query_one(FormPreview).remove()
             if self.screen.focused is None:
                 self.screen.set_focus(self.query_one("#preset"))
 
-    def load(self, config: BertConfig, preset: str | None) -> None:
-        """Fill every field from `config` (a preset was chosen), then report the result once."""
+    def load(self, config: BertConfig, preset: str | None) -> ConfigForm.Changed | None:
+        """Fill every field from `config` (a preset was chosen), then report the result once. Before the fields
+        are mounted the preview shows it, and the report is returned instead of posted: taken at once, the
+        first frame has the count (a posted one arrived three frames later)."""
         self._base = config
-        if not self._built:  # the preview shows it, and the config is reported as loaded
+        if not self._built:
             self._pending = (config, preset)
-            self.query_one(FormPreview).show(config, preset if preset in self._preset_names else None)
-            self.post_message(self.Changed(as_read(config), preset if preset in self._preset_names else None, False))
-            return
+            shown = preset if preset in self._preset_names else None
+            self.query_one(FormPreview).show(config, shown)
+            return self.Changed(as_read(config), shown, False)
         self._fill(config, preset)
+        return None
 
     def _fill(self, config: BertConfig, preset: str | None) -> list[AwaitMount]:
         """`load` on the mounted fields; the family rows it mounts (their mounts, to await)."""
@@ -481,6 +486,7 @@ class ConfigForm(VerticalScroll):
 
     def show_costs(self, costs: Iterable[Marginal]) -> None:
         """Show the marginal cost of each field (computed by the core, handed in by the app)."""
+        self._costs = costs = list(costs)
         if not self._built:
             self.query_one(FormPreview).show_costs(costs)
             return
