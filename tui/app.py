@@ -141,12 +141,12 @@ class BertTuiApp(App[None]):
     async def _build_form(self) -> None:
         """Mount the form's fields and the pane tabs in place of their previews, in one frame, then handle the
         keys typed meanwhile (once the screen has laid them out: until then the focus chain lacks them)."""
+        base = self.screen_stack[0]  # the explorer's screen (code may have opened a palette over it already)
         with self.batch_update():
-            preview = self.query_one("#pane-tabs")
-            await preview.remove()
-            await self.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
-                             after="#summary")
-            await self.query_one(ConfigForm).build()
+            await base.query_one("#pane-tabs").remove()
+            await base.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
+                             after=base.query_one("#summary"))
+            await base.query_one(ConfigForm).build()
         self.call_after_refresh(self._release_keys)
 
     async def on_event(self, event: Event) -> None:

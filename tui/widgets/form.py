@@ -330,6 +330,7 @@ class ConfigForm(VerticalScroll):
         self._family = "bert"  # the family whose head classes the head select lists
         self._built = False  # the fields are mounted (until then the preview stands in their place)
         self._costs: list[Marginal] = []  # the last costs shown
+        self._reported: tuple[BertConfig, str | None] | None = None  # the last valid (config, preset) reported
         self._pending: tuple[BertConfig, str | None] | None = None  # loaded before the fields were mounted
 
     def compose(self) -> ComposeResult:
@@ -391,7 +392,8 @@ class ConfigForm(VerticalScroll):
             self._pending = (config, preset)
             shown = preset if preset in self._preset_names else None
             self.query_one(FormPreview).show(config, shown)
-            return self.Changed(as_read(config), shown, False)
+            self._reported = (as_read(config), shown)
+            return self.Changed(*self._reported, False)
         self._fill(config, preset)
         return None
 
@@ -589,11 +591,15 @@ class ConfigForm(VerticalScroll):
             config = self.read()
         except ConfigError as error:
             self._show_error(error)
+            self._reported = None
             self.post_message(self.Invalid(error))
         else:
             self._show_error(None)
             preset = self.query_one("#preset", Select).value
-            self.post_message(self.Changed(config, preset if isinstance(preset, str) else None, edited))
+            report = (config, preset if isinstance(preset, str) else None)
+            if edited or report != self._reported:  # a load that changes nothing (the fields mounted in place of
+                self._reported = report             # the preview, holding what it showed) is not reported again
+                self.post_message(self.Changed(*report, edited))
 
     def _show_error(self, error: ConfigError | None) -> None:
         """One message at a time, at its field; only what changes is touched (each touch costs a layout)."""
