@@ -24,20 +24,6 @@ from typing import Any, NoReturn
 from . import COMMANDS, __version__
 from .core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, build_tree
 from .core.config import EXTRA_FIELDS
-from .core.audit import SCOPES, ClaimError, audit, parse_claim
-from .formats import (
-    FORMATS,
-    audit_data,
-    audit_text,
-    checkpoint_data,
-    checkpoint_text,
-    diff_data,
-    diff_text,
-    to_csv,
-    to_json,
-    to_markdown,
-    to_table,
-)
 from .plain import plain, printable
 from .presets import DEFAULT_PRESET, Catalog, load_catalog
 from .sources import (
@@ -148,6 +134,8 @@ def build_parser() -> _Parser:
 
 
 def build_count_parser() -> _Parser:
+    from .formats import FORMATS  # here: the explorer does not need the export formats
+
     parser = _Parser(
         prog="bert-tui count",
         description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
@@ -165,6 +153,8 @@ def build_count_parser() -> _Parser:
 
 
 def build_audit_parser() -> _Parser:
+    from .core.audit import SCOPES
+
     parser = _Parser(
         prog="bert-tui audit",
         description="Explain a published parameter count: which counting conventions (biases or LayerNorm "
@@ -216,6 +206,7 @@ def build_verify_parser() -> _Parser:
 
 def build_compute_parser() -> _Parser:
     from .core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
+    from .formats import FORMATS
 
     parser = _Parser(
         prog="bert-tui compute",
@@ -337,6 +328,8 @@ def run_count(argv: Sequence[str]) -> int:
 
 def print_count(selection: Selection, fmt: str) -> int:
     """What `bert-tui count` prints for `selection` in format `fmt`."""
+    from .formats import checkpoint_data, checkpoint_text, to_csv, to_json, to_markdown, to_table
+
     tree = build_tree(selection.config)
     for note in selection.notes:
         print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
@@ -397,6 +390,9 @@ def run_compute(argv: Sequence[str]) -> int:
 
 
 def run_audit(argv: Sequence[str]) -> int:
+    from .core.audit import ClaimError, audit, parse_claim
+    from .formats import audit_data, audit_text
+
     args = build_audit_parser().parse_args(argv)
     try:
         claim = parse_claim(args.claim)
@@ -415,6 +411,8 @@ def run_audit(argv: Sequence[str]) -> int:
 
 
 def run_diff(argv: Sequence[str]) -> int:
+    from .formats import diff_data, diff_text
+
     args = build_diff_parser().parse_args(argv)
     from .core.diff import diff
 
