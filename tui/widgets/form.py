@@ -330,7 +330,7 @@ class ConfigForm(VerticalScroll):
         self._family = "bert"  # the family whose head classes the head select lists
         self._built = False  # the fields are mounted (until then the preview stands in their place)
         self._costs: list[Marginal] = []  # the last costs shown
-        self._reported: tuple[BertConfig, str | None] | None = None  # the last valid (config, preset) reported
+        self._previewed: tuple[BertConfig, str | None] | None = None  # reported by the preview, until `build` ends
         self._pending: tuple[BertConfig, str | None] | None = None  # loaded before the fields were mounted
 
     def compose(self) -> ComposeResult:
@@ -376,8 +376,11 @@ class ConfigForm(VerticalScroll):
             config, preset = self._pending or (self._base, None)
             await self.mount_all(self._fields(config))
             self._built = True
-            for mounting in self._fill(config, preset):
-                await mounting
+            try:
+                for mounting in self._fill(config, preset):
+                    await mounting
+            finally:
+                self._previewed = None
             self.show_costs(self._costs)  # the rows mounted just now too (the next report would be a frame late)
             await self.query_one(FormPreview).remove()
             if self.screen.focused is None:
@@ -392,8 +395,8 @@ class ConfigForm(VerticalScroll):
             self._pending = (config, preset)
             shown = preset if preset in self._preset_names else None
             self.query_one(FormPreview).show(config, shown)
-            self._reported = (as_read(config), shown)
-            return self.Changed(*self._reported, False)
+            self._previewed = (as_read(config), shown)
+            return self.Changed(*self._previewed, False)
         self._fill(config, preset)
         return None
 
@@ -591,14 +594,12 @@ class ConfigForm(VerticalScroll):
             config = self.read()
         except ConfigError as error:
             self._show_error(error)
-            self._reported = None
             self.post_message(self.Invalid(error))
         else:
             self._show_error(None)
             preset = self.query_one("#preset", Select).value
             report = (config, preset if isinstance(preset, str) else None)
-            if edited or report != self._reported:  # a load that changes nothing (the fields mounted in place of
-                self._reported = report             # the preview, holding what it showed) is not reported again
+            if report != self._previewed:  # the fields mounted in place of the preview report nothing new
                 self.post_message(self.Changed(*report, edited))
 
     def _show_error(self, error: ConfigError | None) -> None:
