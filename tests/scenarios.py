@@ -41,6 +41,7 @@ class Scenario:
         """
 
         async def run_before(pilot: Pilot[Any]) -> None:
+            await pilot.pause()  # the form's fields are mounted right after the first frame
             for field in pilot.app.query(Input):
                 field.cursor_blink = False
             if self.keys:

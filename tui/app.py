@@ -264,6 +264,8 @@ class BertTuiApp(App[None]):
         from .core.compute import compute
 
         pane = cast("ComputePane", found.first())
+        if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
+            return
         error = self._workload_error
         if error is None:
             try:
