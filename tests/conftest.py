@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from .fakehub import FakeHub, Server
+from .ready import ready_first
 
 # Collection reads the catalog too (parametrized tests): it must not see the user's real presets either. No test
 # sees the user's Hugging Face cache or token, and the Hub's address is a loopback port where nothing listens:
@@ -56,6 +57,16 @@ def no_network() -> Iterator[None]:
     yield
     if _blocked:
         pytest.fail(f"a test reached for the network: {_blocked}")
+
+
+@pytest.fixture(autouse=True)
+def explorer_ready_first(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Pilot test gets the explorer once its fields are mounted (a condition, not a pause), except the
+    tests of start-up itself (`@pytest.mark.startup`), which look at what comes before."""
+    if request.node.get_closest_marker("startup") is None:
+        from tui.app import BertTuiApp
+
+        monkeypatch.setattr(BertTuiApp, "run_test", ready_first(BertTuiApp.run_test))
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,8 @@ from textual.widgets import Input
 from tui.app import BertTuiApp, make_app
 from tui.presets import load_catalog
 
+from .ready import until_ready
+
 NARROW = (80, 24)
 WIDE = (120, 40)
 AUDIT_KEYS = ("a",)
@@ -41,7 +43,7 @@ class Scenario:
         """
 
         async def run_before(pilot: Pilot[Any]) -> None:
-            await pilot.pause()  # the form's fields are mounted right after the first frame
+            await until_ready(pilot)  # the form's fields are mounted right after the first frame
             for field in pilot.app.query(Input):
                 field.cursor_blink = False
             if self.keys:

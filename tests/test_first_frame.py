@@ -16,6 +16,8 @@ from tui.core import BertConfig
 from tui.presets import load_catalog
 from tui.widgets.form import FormPreview
 
+pytestmark = pytest.mark.startup  # these tests look at the explorer before its fields are mounted
+
 CATALOG = load_catalog()
 DRAWN = [name for name in CATALOG.presets if FormPreview.draws(CATALOG.get(name).config, name)]
 

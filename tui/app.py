@@ -182,6 +182,12 @@ class BertTuiApp(App[None]):
             return
         await super().on_event(event)
 
+    @property
+    def ready(self) -> bool:
+        """Whether the explorer takes keys as they come: its form's fields are mounted and the keys typed while
+        it started have been handled (tests and scripts wait for this, not for a pause of some length)."""
+        return self._waiting_keys is None
+
     async def _release_keys(self) -> None:
         """Handle the keys typed while the explorer started, in order (Tab moves the focus at once: it is a
         priority binding, so the keys after it reach the field it moved to)."""
