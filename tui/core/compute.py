@@ -47,7 +47,7 @@ class Workload:
     precision: str = "fp32"
     optimizer: str = "adamw"
     checkpointing: bool = False
-    attention: str = "eager"
+    attention: str = "sdpa"  # as transformers builds these classes
     padding_mask: bool = False
     device: str = "cpu"
     choices: int = 2  # multiple-choice only: candidate answers per example (C)
@@ -96,6 +96,7 @@ class Conventions:
     softmax: int  # attention probabilities (CUDA autocast runs softmax in float32)
     loss: int  # the loss's log-probabilities (autocast runs cross-entropy in float32)
     bool_masks: bool  # dropout keeps a 1-byte mask (CUDA) instead of a noise tensor in its input's dtype (CPU)
+    fused: bool = False  # sdpa runs a fused kernel (CUDA): no b·A·s² tensors; on CPU it takes the math path
 
     def mask(self, of: int) -> int:
         """Bytes per element of a dropout mask whose input has `of` bytes per element."""
@@ -118,7 +119,7 @@ class Conventions:
         else:
             softmax = 4 if workload.amp and (cuda or masked) else half
         loss = 4 if workload.amp else half
-        return cls(weight, half, residual, stats, heads, softmax, loss, cuda)
+        return cls(weight, half, residual, stats, heads, softmax, loss, cuda, cuda and workload.attention == "sdpa")
 
     def lines(self, workload: Workload) -> list[str]:
         """Every convention that changes bytes, named as the output shows it."""
@@ -135,10 +136,12 @@ class Conventions:
         if workload.amp:
             lines.append("autocast keeps a 16-bit copy of every Linear weight for the backward")
             lines.append(f"autocast: softmax in {names[self.softmax]}, cross-entropy in float32")
-        if workload.device == "cuda":
-            lines.append("CUDA conventions are derived, not measured (the oracle runs on CPU)")
-            if workload.attention == "sdpa":
-                lines.append("sdpa on CUDA counted as its math path; fused kernels keep less (no b·A·s² terms)")
+        if self.fused:
+            kernel = "memory-efficient" if self.compute == 4 else "cuDNN"
+            lines.append(f"sdpa on CUDA: the fused {kernel} kernel (q, k, v, output and a float32 log-sum-exp kept; "
+                         "no b·A·s² tensors; its backward recomputes the scores: 2.5 × the attention's forward)")
+        elif workload.attention == "sdpa":
+            lines.append("sdpa on CPU: the math path (softmax and dropout over b·A·s² scores, as eager)")
             if workload.optimizer == "adamw":
                 lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
         if workload.train:
@@ -173,6 +176,7 @@ class Flop:
     what: str
     factors: tuple[str, ...]
     coef: int = 1
+    attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
 
     def flops(self, values: dict[str, int]) -> int:
         return 2 * self.coef * prod(values[f] for f in self.factors)
@@ -200,6 +204,7 @@ class Compute:
     parameter_tensors: int
     buffers: int
     conventions: Conventions
+    layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
     fits: tuple[Fit, ...] = field(default=())
 
     # FLOPs -------------------------------------------------------------------------------------------------
@@ -224,10 +229,19 @@ class Compute:
 
     @property
     def flops_backward(self) -> int:
-        """Twice the forward (a gradient for each operand of every product), plus the checkpointing recompute."""
+        """Twice the forward (a gradient for each operand of every product), plus the checkpointing recompute and
+        what a fused attention's backward recomputes."""
         if not self.workload.train:
             return 0
-        return 2 * self.flops_forward + self.flops_recompute
+        return 2 * self.flops_forward + self.flops_recompute + self.flops_rescore
+
+    @property
+    def flops_rescore(self) -> int:
+        """A fused attention's backward recomputes the scores: FlopCounterMode counts it as 2.5 × the attention's
+        forward products (Q·Kᵀ and P·V), half of them more than the math path's 2 ×."""
+        if not (self.workload.train and self.conventions.fused):
+            return 0
+        return self.values["L"] * sum(t.flops(self.values) for t in self.flop_terms if t.attention) // 2
 
     @property
     def flops_recompute(self) -> int:
@@ -297,10 +311,25 @@ class Compute:
         return (self.weights + self.buffers + self.gradients + self.optimizer + self.activations
                 + self.recompute_peak)
 
+    @cached_property
+    def _peak(self) -> tuple[int, str]:
+        from .peak import peak
+
+        return peak(self)
+
+    @property
+    def peak(self) -> int:
+        """The most the allocator holds during the step: the largest of its phases' peaks (`tui.core.peak`)."""
+        return self._peak[0]
+
+    @property
+    def peak_phase(self) -> str:
+        return self._peak[1]
+
     def memory(self) -> dict[str, int]:
         return {"weights": self.weights, "buffers": self.buffers, "gradients": self.gradients,
                 "optimizer": self.optimizer, "activations": self.activations,
-                "recompute": self.recompute_peak, "total": self.total}
+                "recompute": self.recompute_peak, "total": self.total, "peak": self.peak}
 
 
 def _by_component(terms: Iterable[Any], values: dict[str, int], measure: Any) -> dict[str, int]:
@@ -315,6 +344,7 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
     """Values of the symbols: b' is the number of sequences (b·C for multiple choice), n = b'·s tokens."""
     sequences = workload.batch * (workload.choices if config.head == "multiple-choice" else 1)
     return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
+            "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "I": config.intermediate_size, "A": config.num_attention_heads,
             "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": config.num_hidden_layers,
             "1": 1, "2": 2}
@@ -342,56 +372,36 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     check(config, workload)
     if tree is None or tree.config != config:
         tree = build_tree(config)
-    conventions = Conventions.of(workload, additive_mask(config, workload))
-    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
-    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
-    result = Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config)), saved,
-                     recompute, tree.total, tree.root.tensors, 16 * config.max_position_embeddings, conventions)
+    layer = tree.groups().get("encoder", 0) // max(1, config.num_hidden_layers)
+    result = measure(config, workload, tree.total, tree.root.tensors, layer)
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     return replace(result, fits=fits(result, sizes))
 
 
+def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
+    """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
+    conventions = Conventions.of(workload, additive_mask(config, workload))
+    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
+    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
+    return Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config)), saved,
+                   recompute, parameters, tensors, 16 * config.max_position_embeddings, conventions,
+                   layer_parameters)
+
+
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
-    """The largest batch that fits each size: the total is affine in b from b = 2 on (see `_split`), and b = 1
-    is checked on its own."""
-    fixed, slope = _split(result)
-    one = fixed + slope + sum(t.nbytes(result.values) for t in _causal_labels(replace(result.workload, batch=1))
-                              if result.config.head == "causal-lm" and result.workload.train)
-    return tuple(Fit(gib, size, _max_batch(size, fixed, slope, one), asked) for gib, size, asked in sizes)
+    """The largest batch whose step peaks within each size (the headroom rule in `peak.usable`): each phase's
+    peak is affine in b from b = 2 on, so three batches settle every size."""
+    from .peak import at_batch, max_batch, phase_peaks
+
+    peaks = {b: phase_peaks(at_batch(result, b)) for b in (1, 2, 3)}
+    return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
 
 
-BATCH_SYMBOLS = frozenset({"b", "b'", "n"})  # each holds the batch once: b' = b·C, n = b·C·s
-
-
-def _split(result: Compute) -> tuple[int, int]:
-    """(bytes that do not grow with the batch, bytes per example) of the step's total, for batches of 2 and more:
-    every saved tensor either holds one batch factor or none (the one exception is left out: `_causal_labels`)."""
-    fixed = result.weights + result.buffers + result.gradients + result.optimizer
-    per_example, batch = 0, result.workload.batch
-    counted = [*result.saved_bytes, *((t, t.nbytes(result.values)) for t in result.recompute_terms)]
-    for term, nbytes in counted:
-        if term.batch_one:
-            continue
-        if BATCH_SYMBOLS.intersection(term.factors):
-            per_example += nbytes // batch
-        else:
-            fixed += nbytes
-    return fixed, per_example
-
-
-def _max_batch(size: int, fixed: int, slope: int, one: int) -> int:
-    """Largest b with fixed + slope·b ≤ size (b ≥ 2), else 1 if batch 1 fits, else 0."""
-    if one > size:
-        return 0
-    best = min(MAX_BATCH, (size - fixed) // slope) if slope else MAX_BATCH
-    return best if best >= 2 else 1
-
-
-def compute_total(config: BertConfig, workload: Workload, batch: int) -> int:
-    """The step's total at another batch, computed afresh (what the fits table is checked against)."""
-    return compute(config, replace(workload, batch=batch)).total
+def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
+    """The step's peak at another batch, computed afresh (what the fits table is checked against)."""
+    return compute(config, replace(workload, batch=batch)).peak
 
 
 def unused(config: BertConfig) -> tuple[int, int]:
@@ -407,8 +417,8 @@ def unused(config: BertConfig) -> tuple[int, int]:
 # FLOPs of the forward ----------------------------------------------------------------------------------------
 def flop_terms(config: BertConfig) -> Iterator[Flop]:
     yield Flop("layer", "query, key, value projections", ("n", "H", "H"), 3)
-    yield Flop("layer", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"))
-    yield Flop("layer", "attention context P·V", ("b'", "s", "s", "H"))
+    yield Flop("layer", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"), attention=True)
+    yield Flop("layer", "attention context P·V", ("b'", "s", "s", "H"), attention=True)
     yield Flop("layer", "attention output projection", ("n", "H", "H"))
     yield Flop("layer", "feed-forward up (intermediate)", ("n", "H", "I"))
     yield Flop("layer", "feed-forward down (output)", ("n", "I", "H"))
@@ -472,12 +482,7 @@ def _layer(workload: Workload, c: Conventions, *, with_input: bool) -> Iterator[
         yield Saved("layer", "16-bit copies of the FFN weights", ("H", "I"), c.compute, 2)
     elif with_input:
         yield Saved("layer", "layer input (Q/K/V projections)", ("n", "H"), c.residual)
-    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.heads, 3)
-    yield Saved("layer", "attention probabilities (softmax output)", ("b'", "A", "s", "s"), c.softmax)
-    yield Saved("layer", "attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
-    # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
-    yield Saved("layer", "attention probabilities after dropout", ("b'", "A", "s", "s"), c.heads)
-    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
+    yield from (_fused_attention(workload, c) if c.fused else _eager_attention(c))
     yield Saved("layer", "attention output dropout mask", ("n", "H"), c.mask(c.compute))
     yield Saved("layer", "attention LayerNorm input", ("n", "H"), c.residual)
     yield Saved("layer", "attention LayerNorm mean and rstd", ("n",), c.stats, 2)
@@ -487,6 +492,31 @@ def _layer(workload: Workload, c: Conventions, *, with_input: bool) -> Iterator[
     yield Saved("layer", "output dropout mask", ("n", "H"), c.mask(c.compute))
     yield Saved("layer", "output LayerNorm input", ("n", "H"), c.residual)
     yield Saved("layer", "output LayerNorm mean and rstd", ("n",), c.stats, 2)
+
+
+def _eager_attention(c: Conventions) -> Iterator[Saved]:
+    """The math path: softmax(Q·Kᵀ/√d + mask) with dropout, then ·V (eager anywhere, sdpa on CPU)."""
+    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.heads, 3)
+    yield Saved("layer", "attention probabilities (softmax output)", ("b'", "A", "s", "s"), c.softmax)
+    yield Saved("layer", "attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
+    # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
+    yield Saved("layer", "attention probabilities after dropout", ("b'", "A", "s", "s"), c.heads)
+    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
+
+
+def _fused_attention(workload: Workload, c: Conventions) -> Iterator[Saved]:
+    """sdpa's fused CUDA kernels (cuDNN for 16-bit inputs, memory-efficient for float32), as measured on an H200:
+    q, k, v and the output (the output projection's input, one storage), the float32 log-sum-exp of every row
+    (the memory-efficient kernel pads its rows to a multiple of 32: `kAlignLSE`), the dropout RNG's seed and
+    offset, and the padding mask as a float bias: sdpa converts the boolean mask at every call, so every layer
+    keeps its own (the memory-efficient kernel pads its rows to a multiple of 16 when s is not one)."""
+    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.compute, 3)
+    yield Saved("layer", "log-sum-exp of every row (float32)", ("b'", "A", "s₃₂" if c.compute == 4 else "s"), 4)
+    if workload.train:
+        yield Saved("layer", "dropout RNG seed and offset", ("1",), 8, 2)
+    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
+    if workload.padded:
+        yield Saved("layer", "padding mask as a float bias", ("b'", "s", "s₁₆" if c.compute == 4 else "s"), c.compute)
 
 
 def _pooler_and_head(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
@@ -517,6 +547,8 @@ def _linear_input(what: str, factors: tuple[str, ...], weight: tuple[str, ...], 
 
 
 def _cross_entropy(rows: tuple[str, ...], classes: str, c: Conventions, what: str = "") -> Iterator[Saved]:
+    if c.loss != c.compute and c.bool_masks:  # CUDA autocast: the 16-bit logits are kept as well (measured, H200)
+        yield Saved("head", f"{what}16-bit logits (autocast's cross-entropy input)", (*rows, classes), c.compute)
     yield Saved("head", f"{what}log-probabilities (cross-entropy)", (*rows, classes), c.loss)
     yield Saved("head", f"{what}labels", rows, 8)
     yield Saved("head", f"{what}loss weight total", ("1",), c.loss)
@@ -541,7 +573,7 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
         yield from _linear_input("LM decoder input", ("n", "H"), ("V", "H"), c, amp, False,
                                  4 if amp else c.compute)
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
-        yield from _cross_entropy(("n",), "V", replace(c, loss=4) if head == "causal-lm" else c)
+        yield from _cross_entropy(("n",), "V", replace(c, loss=4, compute=4) if head == "causal-lm" else c)
         if head == "causal-lm":
             yield from _causal_labels(workload)
     if head in ("pretraining", "next-sentence"):
@@ -566,6 +598,8 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
     if head == "question-answering":
         yield from _linear_input("last hidden state", ("n", "H"), ("2", "H"), c, amp, last_saved, c.residual)
         for end in ("start", "end"):
+            if c.loss != c.compute and c.bool_masks:  # as `_cross_entropy` (not measured for this head)
+                yield Saved("head", f"{end} 16-bit logits (autocast's cross-entropy input)", ("b", "s"), c.compute)
             yield Saved("head", f"{end} log-probabilities over positions", ("b", "s"), c.loss)
             yield Saved("head", f"{end} positions", ("b",), 8)
             yield Saved("head", f"{end} loss weight total", ("1",), c.loss)
@@ -573,7 +607,7 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
 
 # Closed forms ------------------------------------------------------------------------------------------------
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "H", "I", "V", "N", "2", "1")
+SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "I", "V", "N", "2", "1")
 
 
 def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:
@@ -621,8 +655,9 @@ def closed_forms(result: Compute) -> dict[str, str]:
     forms: dict[str, str] = {}
     for component in dict.fromkeys(t.component for t in result.flop_terms):
         forms[f"flops.forward.{component}"] = render(flops_form(result, component))
-    forms["flops.backward"] = "2 × forward" + (" + L × layer forward (recompute)"
-                                                if result.workload.checkpointing else "")
+    forms["flops.backward"] = ("2 × forward" + (" + L × layer forward (recompute)" if result.workload.checkpointing
+                                                 else "") + (" + ½ × L × attention products (fused backward)"
+                                                             if result.flops_rescore else ""))
     for component in dict.fromkeys(t.component for t in result.saved_terms):
         forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
     if result.recompute_terms:
