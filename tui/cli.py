@@ -213,7 +213,8 @@ def build_compute_parser() -> _Parser:
         description="FLOPs and memory of a training step (or an inference forward) at a batch and sequence length, "
         "exact to torch's own measurements of transformers' classes: FLOPs as torch's FlopCounterMode counts them "
         "(2 per multiply-accumulate, matrix products only), the activations autograd saves for backward, weights, "
-        "gradients and optimizer states, and the largest batch that fits common GPU sizes (a lower bound). "
+        "gradients and optimizer states, the step's peak (the most the GPU holds at once, phase by phase) and the "
+        "largest batch whose peak fits common GPU sizes. "
         "A training step is the class's forward with labels (its own loss), the backward and one optimizer step; "
         "for BertModel, which has no loss, the loss is the sum of its outputs.",
         epilog="examples:\n  bert-tui compute bert-large-uncased --batch 32 --seq 512 --precision amp-bf16 "
@@ -236,11 +237,13 @@ def build_compute_parser() -> _Parser:
                        help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
     group.add_argument("--checkpointing", action="store_true",
                        help="activation checkpointing of every encoder layer (recomputed in the backward)")
-    group.add_argument("--attention", choices=ATTENTIONS, default="eager", help="attention implementation (default eager)")
+    group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",
+                       help="attention implementation: sdpa (default, as transformers builds these classes; fused "
+                       "kernels on CUDA) or eager (the math path: softmax over b·A·s² scores)")
     group.add_argument("--padding-mask", action="store_true", help="the batch carries a padding attention mask")
     group.add_argument("--device", choices=DEVICES, default="cuda",
                        help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
-                       "statistics; derived) or cpu (what the oracle measures); default cuda")
+                       "statistics, sdpa's fused kernels; measured on an H200) or cpu (what the CPU oracle measures); default cuda")
     group.add_argument("--choices", metavar="C", default="4", help="multiple-choice only: answers per example (default 4)")
     group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table: 24GiB, 80GB, 24 (GiB)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")

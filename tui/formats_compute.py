@@ -11,12 +11,13 @@ from typing import Any
 
 from .core import config_dict
 from .core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
+from .core.peak import HEADROOM_RULE, phases
 from .core.units import short_bytes, short_count, short_flops
 from .plain import printable
 
 COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
 MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
-LOWER_BOUND = "lower bound: no allocator overhead, no framework workspace, no transient buffers"
+TOTAL_NOTE = "the sum of what the step allocates; the peak is what the GPU must hold at once"
 
 
 def workload_data(result: Compute, gpu_memory: int | None) -> dict[str, Any]:
@@ -39,11 +40,14 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
                   "rule_of_thumb": {"formula": f"{6 if result.workload.train else 2} × parameters × tokens",
                                     "flops": rule, "difference": rule - result.flops_step}},
         "memory_bytes": result.memory(),
+        "peak_phase": result.peak_phase,
+        "phases": {phase.name: {"peak": phase.peak, "held": dict(phase.held), "transient": dict(phase.transient)}
+                   for phase in phases(result)},
         "activations_by_component": _ordered(result.activations_by_component()),
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
-        "fits_note": LOWER_BOUND,
+        "fits_note": f"largest batch whose peak fits: {HEADROOM_RULE}",
         "conventions": result.conventions.lines(result.workload),
         "closed_forms": closed_forms(result),
     }
@@ -125,14 +129,16 @@ def versus(diff: int, exact: int) -> str:
 def memory_lines(result: Compute) -> list[str]:
     memory = result.memory()
     total = memory["total"]
-    lines = [f"memory for the {'step' if result.workload.train else 'forward'} (bytes; {LOWER_BOUND})"]
+    lines = [f"memory for the {'step' if result.workload.train else 'forward'} (bytes; total: {TOTAL_NOTE})"]
     for kind in MEMORY_KINDS:
         if kind == "recompute" and not result.workload.checkpointing:
             continue
         n = memory[kind]
         label = "recompute (1 layer)" if kind == "recompute" else kind
-        lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total)} {_pct(n, total)}")
+        lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
     lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}")
+    lines.append(f"  {'peak':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
+    lines += phase_lines(result)
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
         for component, n in _ordered(result.activations_by_component()).items():
@@ -141,19 +147,30 @@ def memory_lines(result: Compute) -> list[str]:
         layer = result.layer_activations()
         lines.append(f"  one layer saves ({short_bytes(sum(layer.values()))}):")
         for what, n in layer.items():
-            lines.append(f"    {what:<48}{n:>16,}  {short_bytes(n):>10}")
-    else:
-        lines.append("  inference keeps no activations for a backward (transient buffers are not counted)")
+            lines.append(f"    {what[:48]:<48}{n:>16,}  {short_bytes(n):>10}")
+    return lines
+
+
+def phase_lines(result: Compute) -> list[str]:
+    """Each phase's peak, and what it holds and works with, term by term."""
+    lines = ["  phases (what the allocator holds at each phase's worst moment):"]
+    for phase in phases(result):
+        mark = "  ← the peak" if phase.name == result.peak_phase else ""
+        lines.append(f"    {phase.name:<18}{phase.peak:>20,}  {short_bytes(phase.peak):>10}{mark}")
+        for what, n in (*phase.held, *phase.transient):
+            if n:
+                lines.append(f"      {what[:50]:<50}{short_bytes(n):>12}")
     return lines
 
 
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
-    lines = [f"largest batch that fits at sequence {w.seq:,} ({LOWER_BOUND}):"]
+    rule, why = HEADROOM_RULE.split(" (", 1)
+    lines = [f"largest batch whose peak fits, at sequence {w.seq:,}:", f"  {rule}", f"  ({why}"]
     for fit in result.fits:
         size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
         if fit.max_batch >= MAX_BATCH:
-            answer = "fits at any batch (no memory per example is counted)"
+            answer = "fits at any batch"
         else:
             answer = f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "does not fit at batch 1"
         lines.append(f"  {size:>10}  {answer}" + ("  (--gpu-memory)" if fit.asked else ""))
@@ -172,6 +189,8 @@ def compute_csv(result: Compute) -> str:
         writer.writerow([f"flops.forward.{component}", n])
     for kind, n in result.memory().items():
         writer.writerow([f"memory_bytes.{kind}", n])
+    for phase in phases(result):
+        writer.writerow([f"phases.{phase.name}.peak", phase.peak])
     for component, n in _ordered(result.activations_by_component()).items():
         writer.writerow([f"activations.{component}", n])
     for fit in result.fits:
@@ -188,6 +207,7 @@ def compute_markdown(result: Compute, title: str) -> str:
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
-    lines += ["", f"Largest batches are a {LOWER_BOUND}.", ""]
+    lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
+              f"Largest batches by the peak: {HEADROOM_RULE}.", ""]
     lines += [f"- {line}" for line in result.conventions.lines(result.workload)]
     return "\n".join(lines) + "\n"

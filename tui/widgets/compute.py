@@ -68,7 +68,7 @@ class ComputePane(VerticalScroll):
         self.query_one("#compute-error").display = False
 
     def read(self) -> Workload:
-        """The fields as a workload (CUDA conventions, eager attention, a training step); the core validates."""
+        """The fields as a workload (CUDA, sdpa attention, a training step); the core validates."""
         sizes = {}
         for name in ("batch", "seq"):
             text = self.query_one(f"#{name}", Input).value.strip()
@@ -126,7 +126,7 @@ def render_result(result: Compute, stale: bool) -> Text:
     memory = result.memory()
     total = memory["total"]
     text.append("memory for a step ", style="dim")
-    text.append("(lower bound: no allocator overhead or workspace)\n", style="dim")
+    text.append("(what it allocates; the peak is what it holds at once)\n", style="dim")
     for kind in KINDS:
         n = memory[kind] + (memory["recompute"] if kind == "activations" else 0)
         filled = round(BAR * n / total) if total else 0
@@ -136,10 +136,13 @@ def render_result(result: Compute, stale: bool) -> Text:
         text.append(f" {100 * n / total:5.1f} %\n" if total else "\n")
     text.append(f"  {'total':<12}", style="bold")
     text.append(f"{short_bytes(total):>11}\n", style="bold")
-    text.append(f"largest batch at s = {result.workload.seq:,}:\n", style="dim")
+    text.append(f"  {'peak':<12}", style="bold")
+    text.append(f"{short_bytes(result.peak):>11}", style="bold")
+    text.append(f"  in the {result.peak_phase}\n")
+    text.append(f"largest batch whose peak fits at s = {result.workload.seq:,}:\n", style="dim")
     cells = [f"{fit.gib:g} GiB " + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}")
                                      if fit.max_batch else "none") for fit in result.fits]
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
-    text.append("CUDA conventions, eager attention; `bert-tui compute` has every option", style="dim")
+    text.append("CUDA, sdpa; card − 512 MiB context, × 0.97; `bert-tui compute` has every option", style="dim")
     return text

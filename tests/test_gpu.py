@@ -1,0 +1,123 @@
+"""`bert-tui compute --device cuda` against real training steps of transformers' BERT classes on an NVIDIA H200
+(torch 2.11, transformers 5.17; tests/fixtures/gpu/h200-steps.json, measured by tests/gpu/measure_steps_cuda.py).
+
+Exact: the bytes every case saves for backward (one layer tensor by tensor, by component, by total), the recompute
+peak, the optimizer states, FlopCounterMode's forward and backward with the real kernels. Within 3 %: the step's
+peak (`torch.cuda.max_memory_allocated`). Never above what ran: the largest batch under a memory cap.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.cli import main
+
+DATA = json.loads((Path(__file__).parent / "fixtures" / "gpu" / "h200-steps.json").read_text(encoding="utf-8"))
+STEPS = {case["case"]: case for case in DATA["steps"]}
+SAVED = {case["case"]: case for case in DATA["saved_and_flops"]}
+FITS = {case["case"]: case for case in DATA["fits"]}
+PEAK_TOLERANCE = 0.03
+
+
+@cache
+def predicted(argv: tuple[str, ...]) -> dict[str, Any]:
+    """What `bert-tui compute ARGV --format json` prints (the case's own command line)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["compute", *argv, "--format", "json"]) == 0
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
+def argv_of(case: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(str(part) for part in case["argv"])
+
+
+@pytest.mark.parametrize("name", [name for name, case in STEPS.items() if case.get("layer0_saved")])
+def test_one_layer_saves_what_the_gpu_saved(name: str) -> None:
+    case = STEPS[name]
+    layer = predicted(argv_of(case))["activations_one_layer"]
+    assert sum(layer.values()) == sum(row["bytes"] for row in case["layer0_saved"])
+
+
+@pytest.mark.parametrize("name", [name for name, case in STEPS.items() if "saved_by_component" in case])
+def test_every_component_saves_what_the_gpu_saved(name: str) -> None:
+    case = STEPS[name]
+    data = predicted(argv_of(case))
+    assert data["activations_by_component"] == case["saved_by_component"]
+    assert data["memory_bytes"]["activations"] == case["saved_total"]
+
+
+@pytest.mark.parametrize("name", list(SAVED))
+def test_saved_bytes_states_and_flops_are_exact(name: str) -> None:
+    case = SAVED[name]
+    data = predicted(argv_of(case))
+    memory = data["memory_bytes"]
+    assert memory["activations"] == case["saved_total"]
+    assert memory["recompute"] == case["recompute_peak_saved"]
+    assert memory["optimizer"] == case["optimizer_state_bytes_on_gpu"]
+    assert data["flops"]["forward"] == case["flop_counter_forward"]
+    assert data["flops"]["backward"] == case["flop_counter_backward"]
+    if "--checkpointing" not in case["argv"]:  # the measurement's module stack credits checkpoint inputs to the head
+        by_component = {k: v for k, v in case["saved_by_component"].items() if v}
+        assert {k: v for k, v in data["activations_by_component"].items() if v} == by_component
+
+
+def leftover(case: dict[str, Any], data: dict[str, Any]) -> int:
+    """What the measured step started with beyond the weights, buffers, optimizer states and batch it holds: what
+    earlier cases of the same process left behind (0 to 71 MB in this data; none of it the step's)."""
+    held = dict(next(iter(data["phases"].values()))["held"])
+    held.pop("saved for backward", None), held.pop("gradients", None)
+    return max(0, case["memory_allocated"]["start"] - sum(held.values()))
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_the_peak_is_within_3_percent_of_the_gpus(name: str) -> None:
+    case = STEPS[name]
+    data = predicted(argv_of(case))
+    measured = case["peak"] - leftover(case, data)
+    assert abs(data["memory_bytes"]["peak"] - measured) <= PEAK_TOLERANCE * case["peak"]
+    assert abs(data["memory_bytes"]["peak"] - case["peak"]) <= 0.035 * case["peak"]  # as measured, leftovers too
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_the_phase_that_sets_the_peak(name: str) -> None:
+    """The phase named is the one that peaked on the GPU, or within 1 % of it."""
+    case = STEPS[name]
+    data = predicted(argv_of(case))
+    memory = case["memory_allocated"]
+    measured = {phase: memory[f"peak_{phase}"] for phase in data["phases"]}
+    assert measured[data["peak_phase"]] >= 0.99 * max(measured.values())
+
+
+@pytest.mark.parametrize("name", list(FITS))
+def test_what_fits_never_claims_a_batch_that_ran_out_of_memory(name: str) -> None:
+    case = FITS[name]
+    fit = next(fit for fit in predicted(argv_of(case))["fits"] if fit["asked"])
+    assert fit["max_batch"] < case["first_batch_out_of_memory"]
+    assert fit["max_batch"] <= case["largest_batch_that_ran"]
+    assert fit["max_batch"] >= 0.9 * case["largest_batch_that_ran"]
+
+
+def test_the_default_attention_is_sdpa_and_eager_is_one_flag_away() -> None:
+    base = ("bert-base-uncased", "--head", "sequence-classification", "--batch", "8", "--seq", "512", "--precision",
+            "amp-bf16", "--device", "cuda")
+    assert predicted(base)["workload"]["attention"] == "sdpa"
+    assert predicted(base) == predicted((*base, "--attention", "sdpa"))
+    eager = STEPS["b-sc-8x512-ampbf16-eager"]
+    assert predicted((*base, "--attention", "eager"))["activations_one_layer"] == predicted(argv_of(eager))[
+        "activations_one_layer"]
+
+
+def test_phases_hold_what_the_step_holds() -> None:
+    """Sanity of the phase model's own arithmetic: each phase's peak is its terms' sum."""
+    data = predicted(argv_of(STEPS["b-mlm-32x128-ampbf16-sdpa"]))
+    for phase in data["phases"].values():
+        assert phase["peak"] == sum(phase["held"].values()) + sum(phase["transient"].values())
