@@ -11,13 +11,12 @@ from typing import Any
 
 from .core import config_dict
 from .core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
-from .core.peak import HEADROOM_RULE, phases
+from .core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
 from .core.units import short_bytes, short_count, short_flops
 from .plain import printable
 
 COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
 MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
-TOTAL_NOTE = "the sum of what the step allocates; the peak is what the GPU must hold at once"
 
 
 def workload_data(result: Compute, gpu_memory: int | None) -> dict[str, Any]:
@@ -129,15 +128,15 @@ def versus(diff: int, exact: int) -> str:
 def memory_lines(result: Compute) -> list[str]:
     memory = result.memory()
     total = memory["total"]
-    lines = [f"memory for the {'step' if result.workload.train else 'forward'} (bytes; total: {TOTAL_NOTE})"]
+    lines = [f"memory for the {'step' if result.workload.train else 'forward'} (bytes)"]
     for kind in MEMORY_KINDS:
         if kind == "recompute" and not result.workload.checkpointing:
             continue
         n = memory[kind]
         label = "recompute (1 layer)" if kind == "recompute" else kind
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
-    lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}")
-    lines.append(f"  {'peak':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
+    lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}  all it allocates")
+    lines.append(f"  {'peak':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  at once, in the {result.peak_phase}")
     lines += phase_lines(result)
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
@@ -165,8 +164,7 @@ def phase_lines(result: Compute) -> list[str]:
 
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
-    rule, why = HEADROOM_RULE.split(" (", 1)
-    lines = [f"largest batch whose peak fits, at sequence {w.seq:,}:", f"  {rule}", f"  ({why}"]
+    lines = [f"largest batch whose peak fits, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
     for fit in result.fits:
         size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
         if fit.max_batch >= MAX_BATCH:
