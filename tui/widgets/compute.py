@@ -144,5 +144,5 @@ def render_result(result: Compute, stale: bool) -> Text:
                                      if fit.max_batch else "none") for fit in result.fits]
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
-    text.append("CUDA, sdpa; card − 512 MiB context, × 0.97; `bert-tui compute` has every option", style="dim")
+    text.append("CUDA, sdpa; fits: (card − 512 MiB) × 0.97; more: `bert-tui compute`", style="dim")
     return text
