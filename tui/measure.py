@@ -149,14 +149,18 @@ def _autocast(workload: Workload, device: str) -> contextlib.AbstractContextMana
     return torch.autocast("cpu" if device == "meta" else device, dtype=dtype)
 
 
-def measure_flops(config: BertConfig, workload: Workload) -> tuple[int, int, dict[str, int]]:
+def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") -> tuple[int, int, dict[str, int]]:
+    """FlopCounterMode's forward and backward: on the meta device (no weights, the math path), or on CUDA with the
+    real kernels (sdpa's fused attention counts its backward as 2.5 × its forward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     plain = Workload(**{**workload.as_dict(), "padding_mask": False, "precision": "fp32"})
-    model = build_model(config, plain, "meta")
-    batch = inputs(config, plain, "meta")
+    if device != "meta":
+        plain = workload
+    model = build_model(config, plain, device)
+    batch = inputs(config, plain, device)
     prefix = type(model).__name__
-    with FlopCounterMode(display=False) as forward_mode:
+    with FlopCounterMode(display=False) as forward_mode, _autocast(plain, device):
         loss = loss_of(model(**batch)) if workload.mode == "train" else model(**batch)
     by_component: dict[str, int] = {}
     for name, counts in forward_mode.get_flop_counts().items():
@@ -211,12 +215,13 @@ def _module_stack(model: Any) -> Iterator[list[str]]:
             handle.remove()
 
 
-def measure_memory(config: BertConfig, workload: Workload) -> tuple[dict[str, int], int, int, int, int]:
+def measure_memory(config: BertConfig, workload: Workload,
+                   device: str = "cpu") -> tuple[dict[str, int], int, int, int, int]:
     """(activations by component, recompute peak, weights, gradients, optimizer states) in bytes, on CPU."""
     import torch
 
-    model = build_model(config, workload, "cpu")
-    batch = inputs(config, workload, "cpu")
+    model = build_model(config, workload, device)
+    batch = inputs(config, workload, device)
     fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     saved: dict[int, tuple[str, int]] = {}
     alive: list[Any] = []  # saved tensors held until the end, so no freed address is reused and miscounted
@@ -229,7 +234,7 @@ def measure_memory(config: BertConfig, workload: Workload) -> tuple[dict[str, in
             return tensor
 
         grad = torch.enable_grad() if workload.mode == "train" else torch.no_grad()
-        with grad, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(workload, "cpu"):
+        with grad, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(workload, device):
             outputs = model(**batch)
     by_component: dict[str, int] = {}
     for component, nbytes in saved.values():
@@ -301,7 +306,9 @@ def _optimizer_step(model: Any, workload: Workload) -> int:
     return total
 
 
-def measure(config: BertConfig, workload: Workload) -> Measurement:
-    forward, backward, flops_by_component = measure_flops(config, workload)
-    activations, recompute, weights, gradients, optimizer = measure_memory(config, workload)
+def measure(config: BertConfig, workload: Workload, device: str = "cpu") -> Measurement:
+    """The oracle on `device`: on the CPU, FLOPs on the meta device and bytes on the CPU (the fixtures); on
+    "cuda", both with the real kernels (tests/gpu/measure_steps_cuda.py adds the peak, phase by phase)."""
+    forward, backward, flops_by_component = measure_flops(config, workload, "meta" if device == "cpu" else device)
+    activations, recompute, weights, gradients, optimizer = measure_memory(config, workload, device)
     return Measurement(forward, backward, flops_by_component, activations, recompute, weights, gradients, optimizer)
