@@ -150,6 +150,31 @@ def test_marginal_costs_are_exact_differences() -> None:
     assert labels["num_labels"].delta == 769
 
 
+@pytest.mark.parametrize("changes", [
+    {"num_hidden_layers": 10_000}, {"num_hidden_layers": 9_999}, {"num_hidden_layers": 1},
+    {"vocab_size": 2**31 - 1}, {"vocab_size": 1}, {"intermediate_size": 2**31 - 1},
+    {"max_position_embeddings": 2**31 - 1}, {"type_vocab_size": 2**31 - 1},
+    {"hidden_size": 2**31 - 1, "num_attention_heads": 1}, {"hidden_size": 12},
+])
+def test_every_marginal_cost_is_its_own_fields_at_the_limits(changes: dict[str, int]) -> None:
+    """At a field's maximum no +1 exists: the cost says so and gives what the last step added, never another
+    field's cost (layers at 10,000 showed hidden size's +1.48 B / 12 H)."""
+    config = BertConfig(**changes)
+    base = closed_form_total(config)
+    for cost in marginal_costs(config):
+        if cost.field == "num_attention_heads":
+            continue
+        current = getattr(config, cost.field)
+        if cost.at_limit:
+            with pytest.raises(ConfigError):
+                config.replace(**{cost.field: current + cost.step})
+            assert cost.delta == base - closed_form_total(config.replace(**{cost.field: current - cost.step}))
+        else:
+            assert cost.delta == closed_form_total(config.replace(**{cost.field: current + cost.step})) - base
+    layers = next(cost for cost in marginal_costs(config) if cost.field == "num_hidden_layers")
+    assert layers.step == 1 and layers.at_limit == (config.num_hidden_layers == 10_000)
+
+
 def test_memory_per_dtype_and_training() -> None:
     total = build_tree(BertConfig()).total
     assert memory_bytes(total) == {

@@ -28,7 +28,7 @@ from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 from .core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
 from .core.compare import Comparison, compare
 from .core.units import short_count
-from .plain import printable
+from .plain import middle_ellipsis, printable
 from .presets import Catalog, load_catalog
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
@@ -116,6 +116,7 @@ class BertTuiApp(App[None]):
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
         self._collector_paused = False  # the garbage collector is paused while the explorer starts
+        self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -213,7 +214,18 @@ class BertTuiApp(App[None]):
 
     @on(ConfigForm.Invalid)
     def _config_invalid(self, event: ConfigForm.Invalid) -> None:
+        self._invalid = event.error
         self.stale = True
+
+    def _refuse_stale(self, action: str) -> bool:
+        """Export and save write what the form shows: while a field holds a refused value, say so and do nothing
+        (the panes show the last valid count, not the form)."""
+        if not self.stale or self._invalid is None:
+            return False
+        error = self._invalid
+        self.notify(f"nothing {action}: {error.field} {error.value} {error.rule}; the panes show the last valid "
+                    "count (stale) until it is fixed", severity="warning", timeout=6)
+        return True
 
     @on(ConfigForm.PresetSelected)
     def _preset_selected(self, event: ConfigForm.PresetSelected) -> None:
@@ -244,8 +256,14 @@ class BertTuiApp(App[None]):
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""
         pinned = f"   Δ {total - self.baseline.total:+,} vs pinned" if self.baseline is not None else ""
-        head = f"{self.model.config.hf_class} · {printable(self._source_title)}   "
-        summary.update(Text.assemble(head, (f"{total:,}", "bold"), f" ({short_count(total)}){pinned}{mark}"))
+        count = f"{total:,}"
+        rest = f" ({short_count(total)}){pinned}{mark}"
+        width = (summary.content_region.width or self.size.width) - 1
+        name = self.model.config.hf_class
+        room = width - len(name) - 6 - len(count) - len(rest)  # " · " and three spaces before the total
+        title = middle_ellipsis(printable(self._source_title), room) if room >= 4 else ""
+        head = f"{name} · {title}   " if title else f"{middle_ellipsis(name, width - len(count) - len(rest) - 3)}   "
+        summary.update(Text.assemble(head, (count, "bold"), rest))
         summary.set_class(self.stale, "-stale")
 
     # The Compute pane: its workload and the app's config → the core's Compute → the pane.
@@ -322,6 +340,7 @@ class BertTuiApp(App[None]):
         if preset is None:
             self.notify(f"unknown preset {name!r}", severity="error")
             return
+        self.stored = None  # another model: an opened checkpoint's comparison ends with its own
         self._load_form(preset.config, preset.name)
 
     def _marks(self) -> dict[str, str]:
@@ -354,7 +373,7 @@ class BertTuiApp(App[None]):
     def action_export(self) -> None:
         from .screens import ExportScreen
 
-        if self.model is None or isinstance(self.screen, ExportScreen):
+        if self.model is None or isinstance(self.screen, ExportScreen) or self._refuse_stale("exported"):
             return
         suggestion = f"{self._source_title.replace(' (edited)', '-edited')}.json"
         self.push_screen(ExportScreen(self.model, self._source_title, suggestion), self._exported)
@@ -382,7 +401,7 @@ class BertTuiApp(App[None]):
     def action_save_preset(self) -> None:
         from .screens import SavePresetScreen
 
-        if self.model is None or isinstance(self.screen, SavePresetScreen):
+        if self.model is None or isinstance(self.screen, SavePresetScreen) or self._refuse_stale("saved"):
             return
         builtin = {name for name, p in self.catalog.presets.items() if p.builtin}
         suggestion = self._source_title.replace(" (edited)", "-edited").replace("/", "-").replace(" ", "-")
@@ -396,6 +415,7 @@ class BertTuiApp(App[None]):
         form.add_preset(name)
         self._source_title = name
         form.select_preset(name)
+        self._show_totals()
         self.notify(f"saved preset {name}: in the selector and the palette now", timeout=4)
 
     def action_command_palette(self) -> None:
@@ -456,6 +476,7 @@ class BertTuiApp(App[None]):
 
     def on_resize(self, event: Resize) -> None:
         self._layout(event.size.width)
+        self._show_totals()  # the summary shortens the source's name to keep the total
 
     def _layout(self, width: int) -> None:
         """Side by side from 120 columns; below, only the active tab's pane. Display is set on the three

@@ -31,3 +31,15 @@ def plain(text: str, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(printable(text), style=style)
+
+
+def middle_ellipsis(text: str, width: int) -> str:
+    """`text` in at most `width` cells, its middle given up first (`tests/fix…/legacy`): both ends of a path or
+    name say the most. Wide characters count as one cell here: names and paths are mostly narrow."""
+    if len(text) <= width:
+        return text
+    if width < 1:
+        return ""
+    head = width // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")

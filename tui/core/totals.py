@@ -81,6 +81,7 @@ class Marginal:
     delta: int
     step: int = 1
     note: str = ""
+    at_limit: bool = False  # the field is at its maximum: `delta` is what its last `step` added
 
 
 def marginal_costs(config: BertConfig) -> list[Marginal]:
@@ -96,13 +97,24 @@ def _marginal(config: BertConfig, name: str, base: int) -> Marginal:
     if name == "num_attention_heads":
         return Marginal(name, config.relative_attention_num_buckets, note="R relative-position biases per head")
     current = config.embedding_width if name == "embedding_size" else getattr(config, name)
+    step = config.num_attention_heads if name == "hidden_size" and config.num_attention_heads > 1 else 1
+    for size in (1, step) if step > 1 else (1,):  # H + 1 is not a multiple of A: the next valid H instead
+        try:
+            delta = closed_form_total(config.replace(**{name: current + size})) - base
+        except ConfigError:
+            continue
+        note = f"per +{size}: H must stay a multiple of A = {size}" if size > 1 else ""
+        return Marginal(name, delta, size, note)
+    return _at_limit(config, name, current, step, base)
+
+
+def _at_limit(config: BertConfig, name: str, current: int, step: int, base: int) -> Marginal:
+    """At a field's maximum no larger value is valid: the cost of the last `step` added, said to be that."""
     try:
-        delta = closed_form_total(config.replace(**{name: current + 1})) - base
-    except ConfigError:  # H + 1 is not a multiple of A: step to the next valid hidden size instead
-        step = config.num_attention_heads
-        delta = closed_form_total(config.replace(hidden_size=config.hidden_size + step)) - base
-        return Marginal(name, delta, step, f"per +{step}: H must stay a multiple of A = {step}")
-    return Marginal(name, delta)
+        delta = base - closed_form_total(config.replace(**{name: current - step}))
+    except ConfigError:
+        return Marginal(name, 0, step, "at its limit", at_limit=True)
+    return Marginal(name, delta, step, f"at its maximum ({current:,}): the last {step} added this", at_limit=True)
 
 
 # Weight memory: bits a parameter takes in each storage type.

@@ -141,6 +141,8 @@ def cost_text(marginal: Marginal) -> str:
     if marginal.field == "num_attention_heads":
         return "+0: split H"
     per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
+    if marginal.at_limit:
+        return f"max · +{short_count(marginal.delta)}/{per}" if marginal.delta else "at its limit"
     return f"+{short_count(marginal.delta)}/{per}"
 
 

@@ -1,0 +1,81 @@
+"""What a user meets on screen (issue: no stale or wrong figure, nothing cut): each test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Select
+
+from tui.app import make_app
+from tui.io.hf_config import load_hf_config
+from tui.presets import load_catalog
+
+from .test_app import NARROW, WIDE, app_for, summary, text_of
+
+CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+async def test_a_checkpoint_comparison_ends_when_another_model_is_chosen() -> None:
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.pause()
+        assert app.comparison is not None and "holds 6,194" in text_of(app, "#totals")
+        app.query_one("#preset", Select).value = "bert-base-uncased"
+        await pilot.pause()
+        assert app.comparison is None and app.stored is None
+        assert "holds " not in text_of(app, "#totals") and "legacy" not in summary(app)
+
+
+async def test_a_comparison_also_ends_with_a_preset_from_the_palette() -> None:
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.pause()
+        app.open_preset("bert-tiny")
+        await pilot.pause()
+        assert app.comparison is None and "holds " not in text_of(app, "#totals")
+
+
+async def test_export_and_save_refuse_while_the_form_is_stale(tmp_path: Path) -> None:
+    from tui.screens import ExportScreen, SavePresetScreen
+
+    app = app_for("bert-mini")
+    said: list[str] = []
+    app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign,assignment]
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("tab", "tab", "ctrl+u", *"77")
+        await pilot.pause()
+        assert app.stale
+        await pilot.press("shift+tab", "shift+tab", "x")
+        assert not isinstance(app.screen, ExportScreen)
+        await pilot.press("s")
+        assert not isinstance(app.screen, SavePresetScreen)
+        assert len(said) == 2 and all("hidden_size 77" in line and "nothing" in line for line in said)
+
+
+async def test_the_summary_keeps_the_total_when_the_name_is_long() -> None:
+    long_name = str(CHECKPOINTS / "legacy") + "/" + "very-long-folder-name-" * 4
+    config = load_hf_config(CHECKPOINTS / "legacy").config
+    app = make_app(load_catalog(), config, title=long_name)
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        line = app.query_one("#summary").render_line(0).text
+        assert app.model is not None and f"{app.model.total:,}" in line
+        assert "…" in line and line.startswith(config.hf_class)
+
+
+async def test_the_summary_names_a_saved_preset_and_an_opened_file_unedited(
+        isolated_user_presets: Path) -> None:
+    app = app_for("bert-large-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("tab", "tab", "tab", "ctrl+u", "6", "shift+tab", "shift+tab", "shift+tab")
+        await pilot.pause()
+        assert "(edited)" in summary(app)
+        await pilot.press("s", "ctrl+u", *"my-bert-6l", "enter")
+        await pilot.pause()
+        assert "my-bert-6l" in summary(app) and "(edited)" not in summary(app)
+        await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
+        await pilot.pause()
+        assert "(edited)" not in summary(app) and "bert-base-uncased" in summary(app)
