@@ -268,3 +268,13 @@ def test_readme_shows_the_real_output(capsys: pytest.CaptureFixture[str]) -> Non
     shown = capsys.readouterr().out.split("\nconventions:")[0].rstrip()
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     assert shown in readme
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(configs_and_workloads())
+def test_the_compute_text_fits_80_columns(pair: tuple[BertConfig, Workload]) -> None:
+    """Every line of `bert-tui compute`'s text fits an 80-column terminal (it ran to 123 and bars broke)."""
+    from tui.formats_compute import compute_text
+
+    text = compute_text(compute(*pair, gpu_memory=3 * 1024**3), "bert-base-uncased")
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -280,3 +280,19 @@ def test_an_empty_header_from_the_hub_is_refused_as_a_local_one_is(fake_hub: Fak
     fake_hub.add("evil/empty-header", files={"config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes(),
                                              "model.safetensors": (0).to_bytes(8, "little") + b"\0" * 16})
     one_line_error(cli("count", "evil/empty-header"), "not a safetensors file")
+
+
+async def test_an_unreachable_hub_tells_the_explorer_user_what_to_do() -> None:
+    """The explorer has no --offline flag: its message names the way that works there too."""
+    from textual.widgets import Input
+
+    from .test_app import app_for
+
+    app = app_for("bert-tiny")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("o")
+        field = app.screen.query_one(Input)
+        field.value = "some-org/some-model"
+        await field.action_submit()
+        await settle(pilot, lambda: "⚠" in status(app))
+        assert "cannot reach the Hub" in status(app) and "HF_HUB_OFFLINE=1 bert-tui" in status(app)

@@ -79,3 +79,12 @@ async def test_the_summary_names_a_saved_preset_and_an_opened_file_unedited(
         await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
         await pilot.pause()
         assert "(edited)" not in summary(app) and "bert-base-uncased" in summary(app)
+
+
+async def test_ctrl_c_says_how_to_quit_without_markup() -> None:
+    app = app_for("bert-base-uncased")
+    said: list[str] = []
+    app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign,assignment]
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("f3", "ctrl+c")
+        assert said and "ctrl+q" in said[-1] and "[" not in said[-1]

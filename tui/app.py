@@ -124,6 +124,11 @@ class BertTuiApp(App[None]):
         read as markup, whatever the caller passes."""
         super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout, markup=False)
 
+    def action_help_quit(self) -> None:
+        """ctrl+c does not quit (it copies in an input): say how to, in plain words (Textual's own message is markup,
+        which `notify` here shows as written)."""
+        self.notify("ctrl+q quits (q too, outside inputs)", title="Do you want to quit?")
+
     def on_load(self) -> None:
         """Pause the garbage collector until the fields are mounted: start-up allocates tens of thousands of
         objects that all live on, and the collections they set off (gen 0 and 1 alone, ~30 ms before the first

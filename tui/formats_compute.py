@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 from typing import Any
 
 from .core import config_dict
@@ -15,6 +16,7 @@ from .core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
 from .core.units import short_bytes, short_count, short_flops
 from .plain import printable
 
+WIDTH = 80  # the text fits an 80-column terminal
 COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
 MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
 
@@ -79,16 +81,19 @@ def headline(result: Compute, title: str) -> str:
         extras.append(f"{w.choices} choices")
     extras.append(f"{w.device} conventions")
     return (f"{result.config.hf_class} · {printable(title)}\n"
-            f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens): {', '.join(extras)}")
+            f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens)\n"
+            f"{', '.join(extras)}")
 
 
 def compute_text(result: Compute, title: str) -> str:
     """What `bert-tui compute` prints as a table."""
     lines = [headline(result, title), ""]
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
-    lines += ["conventions:"] + [f"  {line}" for line in result.conventions.lines(result.workload)]
+    lines += ["conventions:"] + [wrapped for line in result.conventions.lines(result.workload)
+                                 for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
     lines += ["", "closed forms (per layer where it says layer; × L in the totals):"]
-    lines += [f"  {key:<28} {form}" for key, form in closed_forms(result).items()]
+    lines += [wrapped for key, form in closed_forms(result).items()
+              for wrapped in textwrap.wrap(f"{key:<28} {form}", WIDTH, initial_indent="  ", subsequent_indent=" " * 31)]
     return "\n".join(lines) + "\n"
 
 
@@ -113,8 +118,8 @@ def flops_lines(result: Compute) -> list[str]:
     rule = result.rule_of_thumb
     factor = 6 if result.workload.train else 2
     diff = rule - step
-    lines.append(f"  rule of thumb {factor}·P·tokens{rule:>20,}  {short_flops(rule):>12}  "
-                 f"({versus(diff, step)})")
+    lines.append(f"  {f'{factor} × params × tokens':<22}{rule:>26,}  {short_flops(rule):>12}")
+    lines.append(f"    the rule of thumb {versus(diff, step)}")
     return lines
 
 
@@ -136,7 +141,7 @@ def memory_lines(result: Compute) -> list[str]:
         label = "recompute (1 layer)" if kind == "recompute" else kind
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
     lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}  all it allocates")
-    lines.append(f"  {'peak':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  at once, in the {result.peak_phase}")
+    lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
     lines += phase_lines(result)
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
@@ -200,7 +205,7 @@ def compute_markdown(result: Compute, title: str) -> str:
     head, rest = headline(result, title).split("\n", 1)
     lines = [f"## {head}", "", rest, "", "| FLOPs | value |", "|---|---:|"]
     lines += [f"| forward | {result.flops_forward:,} |", f"| backward | {result.flops_backward:,} |",
-              f"| step | {result.flops_step:,} |", f"| 6·P·tokens rule | {result.rule_of_thumb:,} |", "",
+              f"| step | {result.flops_step:,} |", f"| 6 × params × tokens rule | {result.rule_of_thumb:,} |", "",
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]

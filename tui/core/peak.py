@@ -31,7 +31,7 @@ MiB = 1024**2
 CUDA_CONTEXT = 512 * MiB  # a card's memory the allocator never gets: the CUDA context and its kernels' images
 FRAGMENTATION = 0.03  # of what is left: segments rounded to 2 MiB and split blocks (an H200 ran out at 97.8 %)
 HEADROOM = f"usable = (card − {CUDA_CONTEXT // MiB} MiB CUDA context) × {1 - FRAGMENTATION:.2f}"
-HEADROOM_WHY = "the allocator's segments and fragmentation: an H200 ran out at 97.8 % of a cap"
+HEADROOM_WHY = "allocator segments and fragmentation: an H200 ran out at ≥ 97.8 % of its cap"
 HEADROOM_RULE = f"{HEADROOM} ({HEADROOM_WHY})"
 PHASES = ("forward", "backward", "optimizer")
 

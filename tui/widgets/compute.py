@@ -121,7 +121,7 @@ def render_result(result: Compute, stale: bool) -> Text:
     text.append("FLOPs per step  ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
     text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n")
-    text.append("6·P·tokens      ", style="dim")
+    text.append("6·params·tokens ", style="dim")
     text.append(f"{short_flops(rule)}   ({versus(rule - step, step)})\n")
     memory = result.memory()
     total = memory["total"]
