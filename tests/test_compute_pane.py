@@ -94,3 +94,30 @@ async def test_pane_keys_do_nothing_under_a_dialog() -> None:
         await pilot.press("escape", "f5")
         await pilot.pause()
         assert app.query(ComputePane) and app.focused is app.query_one("#batch", Input)
+
+
+async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
+    """Every workload choice the CLI has is in the pane too (it had batch, sequence, checkpointing, precision and
+    optimizer only), and one typed GPU size joins the fits table."""
+    from textual.widgets import Select, Switch
+
+    app = make_app(load_catalog())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        app.query_one("#mode", Select).value = "inference"
+        app.query_one("#attention", Select).value = "eager"
+        app.query_one("#padding_mask", Switch).value = True
+        await pilot.pause()
+        app.query_one("#gpu_memory", Input).focus()
+        await pilot.press(*"12GiB")
+        await pilot.pause()
+        expected = compute(BertConfig(), Workload(batch=32, seq=128, mode="inference", attention="eager",
+                                                  padding_mask=True, device="cuda"), 12 * 1024**3)
+        assert app.workload == expected.workload
+        shown = result_text(app)
+        assert short_bytes(expected.peak) in shown and f"12 GiB ≤ {expected.fits[-1].max_batch:,}*" in shown
+        assert "one layer" in shown
+        await pilot.press("backspace", "backspace", "backspace", "x")
+        await pilot.pause()
+        assert "gpu_memory 12x" in error_text(app) and "stale" in result_text(app)

@@ -115,6 +115,7 @@ class BertTuiApp(App[None]):
         self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
+        self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
         self._collector_paused = False  # the garbage collector is paused while the explorer starts
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
 
@@ -277,6 +278,7 @@ class BertTuiApp(App[None]):
 
     def on_compute_pane_changed(self, event: ComputePane.Changed) -> None:
         self.workload, self._workload_error = event.workload, None
+        self._gpu_memory = event.gpu_memory
         self._show_compute()
 
     def on_compute_pane_invalid(self, event: ComputePane.Invalid) -> None:
@@ -298,7 +300,7 @@ class BertTuiApp(App[None]):
         error = self._workload_error
         if error is None:
             try:
-                self._compute_result = compute(self.model.config, self.workload, tree=self.model)
+                self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model)
             except ConfigError as refused:
                 error = refused
         pane.show_error(error)

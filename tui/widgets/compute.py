@@ -15,9 +15,10 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import ConfigError
-from ..core.compute import MAX_BATCH, OPTIMIZERS, PRECISIONS, Compute, Workload
+from ..core.compute import ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload
 from ..core.config import parse_int
-from ..core.units import short_bytes, short_flops
+from ..core.peak import phases
+from ..core.units import parse_size, short_bytes, short_flops
 from ..formats_compute import versus
 from ..plain import plain
 from .form import FieldInput
@@ -28,11 +29,12 @@ BAR = 20
 
 class ComputePane(VerticalScroll):
     """Workload fields above, the step's cost below. Focus order: batch, sequence, checkpointing, precision,
-    optimizer."""
+    optimizer, mode, attention, padding mask, GPU memory."""
 
     class Changed(Message):
-        def __init__(self, workload: Workload) -> None:
+        def __init__(self, workload: Workload, gpu_memory: int | None = None) -> None:
             self.workload = workload
+            self.gpu_memory = gpu_memory  # one more size for the fits table (bytes), if typed
             super().__init__()
 
     class Invalid(Message):
@@ -61,6 +63,18 @@ class ComputePane(VerticalScroll):
             yield Label("optimizer", classes="compute-label")
             yield Select([(o, o) for o in OPTIMIZERS], allow_blank=False, value=w.optimizer, id="optimizer",
                          compact=True)
+        with Horizontal(classes="compute-row"):
+            yield Label("mode", classes="compute-label")
+            yield Select([(m, m) for m in MODES], allow_blank=False, value=w.mode, id="mode", compact=True)
+            yield Label("attention", classes="compute-label")
+            yield Select([(a, a) for a in ATTENTIONS], allow_blank=False, value=w.attention, id="attention",
+                         compact=True)
+        with Horizontal(classes="compute-row"):
+            yield Label("padding mask", classes="compute-label")
+            yield Switch(value=w.padding_mask, id="padding_mask")
+            yield Static("on" if w.padding_mask else "off", id="padding_mask-state", classes="switch-state")
+            yield Label("GPU memory", classes="compute-label")
+            yield FieldInput("", placeholder="24GiB", max_length=12, id="gpu_memory", compact=True)
         yield Static("", id="compute-error")
         yield Static("", id="compute-result")
 
@@ -68,17 +82,32 @@ class ComputePane(VerticalScroll):
         self.query_one("#compute-error").display = False
 
     def read(self) -> Workload:
-        """The fields as a workload (CUDA, sdpa attention, a training step); the core validates."""
+        """The fields as a workload (CUDA conventions); the core validates."""
         sizes = {}
         for name in ("batch", "seq"):
             text = self.query_one(f"#{name}", Input).value.strip()
             if not text:
                 raise ConfigError(name, text, "is empty: type a whole number")
             sizes[name] = parse_int(name, text)
-        precision = self.query_one("#precision", Select).value
-        optimizer = self.query_one("#optimizer", Select).value
-        return Workload(batch=sizes["batch"], seq=sizes["seq"], precision=str(precision), optimizer=str(optimizer),
-                        checkpointing=self.query_one("#checkpointing", Switch).value, device="cuda")
+        def chosen(name: str) -> str:
+            return str(self.query_one(f"#{name}", Select).value)
+
+        def switch(name: str) -> bool:
+            return self.query_one(f"#{name}", Switch).value
+
+        return Workload(batch=sizes["batch"], seq=sizes["seq"], mode=chosen("mode"), precision=chosen("precision"),
+                        optimizer=chosen("optimizer"), attention=chosen("attention"),
+                        checkpointing=switch("checkpointing"), padding_mask=switch("padding_mask"), device="cuda")
+
+    def gpu_memory(self) -> int | None:
+        """The GPU size typed (bytes), or None when the field is empty."""
+        text = self.query_one("#gpu_memory", Input).value.strip()
+        if not text:
+            return None
+        try:
+            return parse_size(text)
+        except ValueError as refused:
+            raise ConfigError("gpu_memory", text, str(refused)) from None
 
     @on(Input.Changed)
     @on(Select.Changed)
@@ -86,16 +115,16 @@ class ComputePane(VerticalScroll):
     def _edited(self, event: Message) -> None:
         event.stop()
         if isinstance(event, Switch.Changed):  # said in words too: a switch is only colour without them
-            self.query_one("#checkpointing-state", Static).update("on" if event.value else "off")
+            self.query_one(f"#{event.switch.id}-state", Static).update("on" if event.value else "off")
         self.refresh_state()
 
     def refresh_state(self) -> None:
         try:
-            workload = self.read()
+            workload, size = self.read(), self.gpu_memory()
         except ConfigError as error:
             self.post_message(self.Invalid(error))
         else:
-            self.post_message(self.Changed(workload))
+            self.post_message(self.Changed(workload, size))
 
     def show_error(self, error: ConfigError | None) -> None:
         """The message under the fields (None clears it); the result below stays, marked stale by the app."""
@@ -139,10 +168,30 @@ def render_result(result: Compute, stale: bool) -> Text:
     text.append(f"  {'peak':<12}", style="bold")
     text.append(f"{short_bytes(result.peak):>11}", style="bold")
     text.append(f"  in the {result.peak_phase}\n")
+    text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in phases(result)) + "\n",
+                style="dim")
     text.append(f"largest batch whose peak fits at s = {result.workload.seq:,}:\n", style="dim")
-    cells = [f"{fit.gib:g} GiB " + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}")
-                                     if fit.max_batch else "none") for fit in result.fits]
+    cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")
+             + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}") if fit.max_batch else "none")
+             + ("*" if fit.asked else "") for fit in result.fits]
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
-    text.append("CUDA, sdpa; fits: (card − 512 MiB) × 0.97; more: `bert-tui compute`", style="dim")
+    asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
+    text.append(f"CUDA; fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
+    text.append_text(layer_breakdown(result))
+    return text
+
+
+def layer_breakdown(result: Compute) -> Text:
+    """One encoder layer, as `bert-tui compute` prints it: FLOPs product by product, bytes tensor by tensor."""
+    text = Text()
+    flops = result.layer_flops()
+    text.append(f"\none layer: {short_flops(sum(flops.values()))} forward\n", style="bold")
+    for what, n in flops.items():
+        text.append(f"  {what[:44]:<44}{short_flops(n):>14}\n")
+    saved = result.layer_activations()
+    if saved:
+        text.append(f"one layer saves {short_bytes(sum(saved.values()))} for backward\n", style="bold")
+        for what, n in saved.items():
+            text.append(f"  {what[:44]:<44}{short_bytes(n):>14}\n")
     return text
