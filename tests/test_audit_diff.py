@@ -142,10 +142,10 @@ def test_cli_audit_bad_claim_exits_2(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_cli_diff(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "diff", "bert-base-uncased", "bert-large-uncased")
-    assert code == 0 and "+225,659,648" in out and "encoder.layer.{12..23}" in out
+    assert code == 1 and "+225,659,648" in out and "encoder.layer.{12..23}" in out  # they differ: exit 1
     code, out, _ = run(capsys, "diff", "bert-base-uncased", "bert-base-uncased", "--num-hidden-layers", "13", "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["delta"] == 7_087_872 and data["groups"]["encoder"]["delta"] == 7_087_872
+    assert code == 1 and data["delta"] == 7_087_872 and data["groups"]["encoder"]["delta"] == 7_087_872
     code, _, err = run(capsys, "diff", "bert-base-uncased", "nope")
     assert code == 2 and "unknown preset 'nope'" in err
 

@@ -199,3 +199,33 @@ def test_explorer_over_ssh_waits_longer_for_escapes_and_leaves_the_mouse_alone(
     import os
 
     assert os.environ["ESCDELAY"] == escdelay and seen == {"mouse": mouse}
+
+
+@pytest.mark.parametrize(("argv", "code"), [
+    (["diff", "bert-base-uncased", "bert-large-uncased"], 1),
+    (["diff", "bert-base-uncased", "bert-base-uncased"], 0),
+    (["count", "--checkpoint", "tests/fixtures/checkpoints/legacy", "--hidden-size", "32"], 1),
+    (["count", "--checkpoint", "tests/fixtures/checkpoints/legacy"], 0),
+])
+def test_differences_exit_1_as_diff_does(argv: list[str], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """`diff` and a checkpoint that differs from its config exit 1 (they exited 0), as diff(1) does."""
+    assert main(argv) == code
+
+
+@pytest.mark.parametrize("command", [["presets"], ["audit", "110M"], ["diff", "bert-base-uncased", "bert-tiny"]])
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_presets_audit_and_diff_take_counts_formats(command: list[str], fmt: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    main([*command, "--format", fmt])
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert ("," in first and not first.startswith("#")) if fmt == "csv" else first.startswith("## ")
+
+
+def test_an_unused_num_labels_and_a_defaulted_workload_are_said(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", "--head", "none", "--num-labels", "5", "--format", "json"]) == 0
+    assert "--num-labels 5 is unused" in capsys.readouterr().err
+    assert main(["compute", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "--batch 32 and --seq 128" in captured.err
+    assert json.loads(captured.out)["workload"]["batch"] == 32

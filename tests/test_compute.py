@@ -242,13 +242,6 @@ def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv:
     assert words in err and err.count("\n") == 1
 
 
-def test_compute_needs_batch_and_seq(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["compute", "--seq", "8"])
-    assert exit_.value.code == 2
-    assert "--batch" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
 def test_compute_formats_show_the_core_figures(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     assert main(["compute", "--preset", "bert-large-uncased", "--batch", "8", "--seq", "512", "--format", fmt]) == 0

@@ -64,3 +64,21 @@ async def test_shadowing_a_builtin_preset_asks_first(isolated_user_presets: Path
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("escape")
     assert not (isolated_user_presets / "bert-base-uncased.yaml").exists()
+
+
+@pytest.mark.parametrize("preset", ["bert-base-uncased", "deberta-v3-base", "ModernBERT-base", "albert-base-v2"])
+def test_a_saved_preset_holds_its_familys_keys_and_reads_back_the_same(isolated_user_presets: Path,
+                                                                       preset: str) -> None:
+    """A saved BERT carried ~20 keys of other families (norm_bias, pos_att_c2p, legacy, ...)."""
+    import yaml
+
+    from tui.core.config import FAMILY_FLAGS
+    from tui.presets import save_user_preset
+
+    config = load_catalog().get(preset).config
+    path = save_user_preset("mine", config, "mine")
+    keys = set(yaml.safe_load(path.read_text(encoding="utf-8"))["config"])
+    others = {flag for family, flags in FAMILY_FLAGS.items() if family != config.model_type for flag in flags}
+    assert not keys & (others - set(FAMILY_FLAGS.get(config.model_type, ())))
+    assert keys >= set(config.fields)
+    assert load_catalog().get("mine").config == config

@@ -2,7 +2,7 @@
 
     bert-tui [SOURCE] [overrides]             the explorer (default preset: bert-base-uncased)
     bert-tui count [SOURCE] [overrides] [--head HEAD] [--num-labels N] [--no-pooler] [--format FORMAT]
-    bert-tui compute [SOURCE] [overrides] --batch B --seq S [workload flags] [--format FORMAT]
+    bert-tui compute [SOURCE] [overrides] [--batch B] [--seq S] [workload flags] [--format FORMAT]
     bert-tui presets [--format table|json]
 
 Bad input exits 2 with one line on stderr naming the field, the value and what is allowed.
@@ -154,6 +154,7 @@ def build_count_parser() -> _Parser:
 
 def build_audit_parser() -> _Parser:
     from .core.audit import SCOPES
+    from .formats import FORMATS
 
     parser = _Parser(
         prog="bert-tui audit",
@@ -169,17 +170,21 @@ def build_audit_parser() -> _Parser:
     _add_source(parser, checkpoint=False)
     _add_overrides(parser)
     parser.add_argument("--scope", choices=SCOPES, default="model", help="the whole model (default) or one encoder layer")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="table (plain words) or json")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (plain words), json, csv or markdown (one row per reading)")
     return parser
 
 
 def build_diff_parser() -> _Parser:
+    from .formats import FORMATS
+
     parser = _Parser(
         prog="bert-tui diff",
         description="Compare two configurations: total, per group and per parameter. A and B are preset names, "
         "preset files, HF config.json files, model folders or Hub model ids (ORG/NAME); overrides apply to B.",
         epilog="examples:\n  bert-tui diff bert-base-uncased bert-large-uncased\n"
-        "  bert-tui diff google-bert/bert-base-uncased FacebookAI/roberta-base",
+        "  bert-tui diff google-bert/bert-base-uncased FacebookAI/roberta-base\n\n"
+        "exit status: 0 when A and B have the same parameters, 1 when they differ (as diff(1)), 2 on bad input",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", metavar="A", help="a preset name, a preset YAML file, a config.json, a model folder or a Hub id")
@@ -187,7 +192,7 @@ def build_diff_parser() -> _Parser:
     parser.add_argument("--revision", metavar="REV", help="with Hub ids: the revision of both (default: main)")
     parser.add_argument("--offline", action="store_true", help="with Hub ids: the Hugging Face cache only")
     _add_overrides(parser)
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown")
     return parser
 
 
@@ -227,8 +232,8 @@ def build_compute_parser() -> _Parser:
     _add_source(parser, checkpoint=False)
     _add_overrides(parser)
     group = parser.add_argument_group("workload")
-    group.add_argument("--batch", metavar="B", required=True, help="b: sequences per step (examples, for multiple choice)")
-    group.add_argument("--seq", metavar="S", required=True, help="s: tokens per sequence (at most max_position_embeddings)")
+    group.add_argument("--batch", metavar="B", help="b: sequences per step (examples, for multiple choice); default 32")
+    group.add_argument("--seq", metavar="S", help="s: tokens per sequence (at most max_position_embeddings); default 128")
     group.add_argument("--mode", choices=MODES, default="train", help="a training step (default) or an inference forward")
     group.add_argument("--precision", choices=PRECISIONS, default="fp32",
                        help="fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under "
@@ -251,8 +256,10 @@ def build_compute_parser() -> _Parser:
 
 
 def build_presets_parser() -> _Parser:
+    from .formats import FORMATS
+
     parser = _Parser(prog="bert-tui presets", description="List the presets (built-in and your own) with their totals.")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="table or json (default: table)")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
     return parser
 
 
@@ -321,7 +328,11 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     except ConfigError as error:
         raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
     edited = " (edited)" if any(f in overrides for f in (*SIZE_FIELDS, *EXTRA_FIELDS)) else ""
-    return Selection(config, source.name + edited, source.notes)
+    notes = tuple(source.notes)
+    if "num_labels" in overrides and not config.uses_num_labels:
+        notes += (f"--num-labels {overrides['num_labels']} is unused: {config.hf_class} has no classifier "
+                  "(--head chooses one)",)
+    return Selection(config, source.name + edited, notes)
 
 
 def run_count(argv: Sequence[str]) -> int:
@@ -354,7 +365,10 @@ def print_count(selection: Selection, fmt: str) -> int:
         if ckpt is not None:
             print("bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
         sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
-    return 0
+    return 1 if ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean else 0
+
+
+DEFAULT_WORKLOAD = {"batch": 32, "seq": 128, "choices": 4}  # as the explorer's Compute pane opens
 
 
 def run_compute(argv: Sequence[str]) -> int:
@@ -372,14 +386,19 @@ def run_compute(argv: Sequence[str]) -> int:
         except ValueError as error:
             raise UsageError(f"--gpu-memory {args.gpu_memory!r}: must be {error}") from None
     try:
-        sizes = {name: parse_int(name, getattr(args, name)) for name in ("batch", "seq", "choices")}
+        sizes = {name: parse_int(name, getattr(args, name) or str(DEFAULT_WORKLOAD[name]))
+                 for name in ("batch", "seq", "choices")}
         workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
                             checkpointing=args.checkpointing, attention=args.attention,
                             padding_mask=args.padding_mask, device=args.device)
         result = compute(selection.config, workload, gpu_memory)
     except ConfigError as error:
         raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
-    for note in selection.notes:
+    notes = list(selection.notes)
+    defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
+    if defaulted:
+        notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
+    for note in notes:
         print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(json.dumps(compute_data(result, gpu_memory), indent=2, ensure_ascii=False) + "\n")
@@ -406,15 +425,25 @@ def run_audit(argv: Sequence[str]) -> int:
         result = audit(claim, selection.config, args.scope)
     except ClaimError as error:
         raise UsageError(str(error)) from None
+    data = audit_data(result, selection.config)
     if args.format == "json":
-        sys.stdout.write(json.dumps(audit_data(result, selection.config), indent=2) + "\n")
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif args.format in ("csv", "markdown"):
+        from .core.audit import describe
+        from .formats import rows_text
+
+        found = list(result.matches) or ([result.nearest] if result.nearest else [])
+        rows: list[dict[str, object]] = [
+            {"claim": result.claim.text, "value": e.value, "rounded": e.rounded, "match": bool(result.matches),
+             "conventions": "; ".join(describe(k, selection.config) for k in e.conventions)} for e in found]
+        sys.stdout.write(rows_text(rows, args.format, f"claim {result.claim.text}: {selection.title}"))
     else:
         sys.stdout.write(audit_text(result, selection.config, selection.title))
     return 0 if result.matches else 1
 
 
 def run_diff(argv: Sequence[str]) -> int:
-    from .formats import diff_data, diff_text
+    from .formats import diff_data, diff_text, rows_text
 
     args = build_diff_parser().parse_args(argv)
     from .core.diff import diff
@@ -422,11 +451,16 @@ def run_diff(argv: Sequence[str]) -> int:
     a = load(args.a, args.revision, args.offline)
     b = apply_overrides(args, load(args.b, args.revision, args.offline))
     result = diff(build_tree(a.config), build_tree(b.config))
+    data = {"a": a.name, "b": b.title, **diff_data(result)}
     if args.format == "json":
-        sys.stdout.write(json.dumps({"a": a.name, "b": b.title, **diff_data(result)}, indent=2) + "\n")
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif args.format in ("csv", "markdown"):
+        rows = [{"name": p["name"], "shape_a": p["shape_a"], "shape_b": p["shape_b"], "delta": p["delta"]}
+                for p in data["parameters"]]  # type: ignore[attr-defined]
+        sys.stdout.write(rows_text(rows, args.format, f"{a.name} → {b.title}: {result.delta:+,}"))
     else:
         sys.stdout.write(diff_text(result, a.name, b.title))
-    return 0
+    return 1 if result.delta or result.params else 0
 
 
 def run_verify(argv: Sequence[str]) -> int:
@@ -460,6 +494,13 @@ def run_presets(argv: Sequence[str]) -> int:
     ]
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if args.format in ("csv", "markdown"):
+        from .formats import rows_text
+
+        flat = [{"name": r["name"], "family": r["model_type"], **r["config"], "total": r["total"],
+                 "expected_total": r["expected_total"], "builtin": r["builtin"]} for r in rows]
+        sys.stdout.write(rows_text(flat, args.format, "presets"))
         return 0
     from rich.console import Console
     from rich.table import Table

@@ -293,3 +293,21 @@ def checkpoint_data(checkpoint: Checkpoint, comparison: Comparison) -> dict[str,
         "mismatched": [[n, list(a), list(b)] for n, a, b in comparison.mismatched],
         "tied_stored": list(comparison.tied_stored), "legacy_names": comparison.legacy_names,
     }
+
+
+def rows_text(rows: list[dict[str, object]], fmt: str, title: str) -> str:
+    """Rows of plain values as CSV (a header, one line a row) or a Markdown table under `title`."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue()
+
+    def cell(value: object) -> str:
+        return printable(str(value)).replace("|", "\\|")
+
+    lines = [f"## {printable(title)}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

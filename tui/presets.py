@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +139,23 @@ def save_user_preset(name: str, config: BertConfig, title: str) -> Path:
     path = user_preset_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"name": name, "title": title, "source": "saved from the bert-tui explorer",
-            "config": {field.name: getattr(config, field.name) for field in fields(BertConfig)}}
+            "config": preset_config(config)}
     import yaml
 
     write_atomic(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return path
+
+
+def preset_config(config: BertConfig) -> dict[str, object]:
+    """The keys a preset of `config` needs: its family's sizes and switches, head, pooler, labels, model type and
+    ties (a saved BERT carried DeBERTa's and ModernBERT's switches too); values as the config holds them."""
+    from .core.report import config_dict
+
+    data = config_dict(config)
+    data["pooler"] = config.pooler  # as chosen, not as the head class builds it
+    if "embedding_size" in data:
+        data["embedding_size"] = config.embedding_size  # 0: as wide as H, and stays so when H changes
+    return data
 
 
 def builtin_dir() -> Path:
