@@ -88,3 +88,17 @@ async def test_ctrl_c_says_how_to_quit_without_markup() -> None:
     async with app.run_test(size=NARROW) as pilot:
         await pilot.press("f3", "ctrl+c")
         assert said and "ctrl+q" in said[-1] and "[" not in said[-1]
+
+
+async def test_the_key_bar_shows_whole_keys_and_every_action_at_80_columns() -> None:
+    """It ended `a Aud…` at 80 columns; b, x, o and s never appeared."""
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        line = app.query_one("#keys").render_line(0).text
+        assert "…" not in line
+        for label in ("Quit", "Help", "Audit", "Pin", "Export", "Open", "Save"):
+            assert f" {label} " in f"{line} ", label
+        await pilot.press("f3")
+        line = app.query_one("#keys").render_line(0).text
+        assert "Expand all" in line and "Collapse all" in line and "…" not in line

@@ -88,8 +88,8 @@ class BertTuiApp(App[None]):
         Binding("a", "audit", "Audit"),
         Binding("b", "toggle_baseline", "Pin"),
         Binding("x", "export", "Export"),
-        Binding("o", "open", "Open", show=False),
-        Binding("s", "save_preset", "Save", show=False),
+        Binding("o", "open", "Open"),
+        Binding("s", "save_preset", "Save"),
         Binding("q", "quit", "Quit", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         # Tab moves the focus as the key arrives, not once it has bubbled back up from the focused widget:

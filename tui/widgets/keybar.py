@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding
 from textual.containers import Horizontal
@@ -17,6 +18,9 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 KEY = "bold $footer-key-foreground on $footer-key-background"
+# Where the bar is too narrow for every key: the focused widget's own keys first, then these, then the rest
+# (the pane keys: below 120 columns the tabs name the panes). What does not fit is left out whole, never cut.
+PRIORITY = ("quit", "help", "audit", "toggle_baseline", "export", "open", "save_preset")
 
 
 class KeyBar(Horizontal):
@@ -48,12 +52,16 @@ class KeyBar(Horizontal):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
+    def on_resize(self) -> None:
+        self._bindings_changed(self.screen)  # another width fits other keys
+
     def _bindings_changed(self, screen: Screen[object]) -> None:
         if screen is not self.screen:
             return
         bindings = screen.active_bindings
         palette = bindings.get(self.app.COMMAND_PALETTE_BINDING)
-        shown = (self.describe(bindings),
+        width = self.size.width - (cell_len(self.app.get_key_display(palette.binding)) + 11 if palette else 0)
+        shown = (self.describe(bindings, width),
                  f"[{KEY}]{escape(self.app.get_key_display(palette.binding))}[/] palette" if palette else "")
         if shown == self._shown:  # most focus moves change nothing here: no repaint then
             return
@@ -64,15 +72,25 @@ class KeyBar(Horizontal):
             self.query_one("#palette-key", Static).update(palette_key)
         self._shown = shown
 
-    def describe(self, bindings: Mapping[str, ActiveBinding]) -> str:
-        """Markup for the shown bindings, one per action (the first key bound to it), disabled ones dim."""
+    def describe(self, bindings: Mapping[str, ActiveBinding], width: int | None = None) -> str:
+        """Markup for the shown bindings, one per action (the first key bound to it), disabled ones dim; within
+        `width` cells, the most useful whole (see PRIORITY), in their own order."""
         seen: set[str] = set()
-        parts = []
-        for _node, binding, enabled, _tooltip in bindings.values():
+        entries: list[tuple[int, int, str, int]] = []  # rank, order, markup, cells
+        for order, (node, binding, enabled, _tooltip) in enumerate(bindings.values()):
             if not binding.show or binding.action in seen or binding.key == self.app.COMMAND_PALETTE_BINDING:
                 continue
             seen.add(binding.action)
-            key = escape(self.app.get_key_display(binding))
-            part = f"[{KEY}] {key} [/]{escape(binding.description)} "
-            parts.append(part if enabled else f"[dim]{part}[/]")
-        return "".join(parts)
+            key = self.app.get_key_display(binding)
+            part = f"[{KEY}] {escape(key)} [/]{escape(binding.description)} "
+            action = binding.action.removeprefix("app.")
+            own = node is not self.app and node is not self.screen
+            rank = 0 if own else 1 + (PRIORITY.index(action) if action in PRIORITY else len(PRIORITY))
+            entries.append((rank, order, part if enabled else f"[dim]{part}[/]",
+                            cell_len(f" {key} {binding.description} ")))
+        room, chosen = (width if width is not None and width > 0 else 10**6), []
+        for entry in sorted(entries):
+            if entry[3] <= room:
+                chosen.append(entry)
+                room -= entry[3]
+        return "".join(part for _, _, part, _ in sorted(chosen, key=lambda entry: entry[1]))
