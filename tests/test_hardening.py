@@ -104,3 +104,26 @@ async def test_a_thousand_layers_open_and_edit() -> None:
         encoder = app.model.find("encoder")
         assert encoder is not None and isinstance(encoder.children, LayerStack)
         assert len(encoder.children._built) < 100
+
+
+async def test_expand_all_at_10000_layers_opens_the_first_layers_and_says_so() -> None:
+    """`e` at 10,000 layers froze the explorer for ~20 s (a message per node); it opens every module and the
+    first layers, says how many more there are, and the keys after it are answered."""
+    from tui.app import make_app
+    from tui.core import BertConfig
+    from tui.presets import load_catalog
+    from tui.widgets.param_tree import EXPAND_ALL_LAYERS, ParamTreeView
+
+    app = make_app(load_catalog(), BertConfig(num_hidden_layers=10_000))
+    said: list[str] = []
+    app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign,assignment]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f3", "e")
+        tree = app.query_one(ParamTreeView)
+        layers = next(node for node in tree.root.children if node.data == "encoder").children
+        assert len(layers) == 10_000
+        assert all(node.is_expanded for node in layers[:EXPAND_ALL_LAYERS])
+        assert not any(node.is_expanded for node in layers[EXPAND_ALL_LAYERS:])
+        assert said and f"{10_000 - EXPAND_ALL_LAYERS:,} more" in said[-1]
+        await pilot.press("f2", "tab", "4")  # still answering: vocab 4
+        assert app.model is not None and app.model.config.vocab_size == 4
