@@ -30,10 +30,12 @@ class Scenario:
     size: tuple[int, int]
     keys: tuple[str, ...] = ()
     about: str = ""
+    title: str = ""  # a source's name in place of the preset's (a path, a Hub id)
 
     def app(self) -> BertTuiApp:
         catalog = load_catalog()
-        return make_app(catalog, catalog.get(self.preset).config, title=self.preset, preset=self.preset)
+        return make_app(catalog, catalog.get(self.preset).config, title=self.title or self.preset,
+                        preset=None if self.title else self.preset)
 
     def run_before(self) -> Callable[[Pilot[Any]], Awaitable[None]]:
         """Stop the cursor blinking, press the keys, drop the toasts, let animations end and the screen settle.

@@ -51,7 +51,21 @@ class TestStates:
         assert snap(snap_compare, Scenario("tree", "example-40k", NARROW, keys))
 
 
+LONG_PATH = "/home/someone/experiments/2026-12/checkpoints/bert-base-uncased-finetuned-sst2-seed-42/config.json"
+
+
+class TestSummary:
+    @pytest.mark.parametrize("size", [NARROW, WIDE], ids=["80x24", "120x40"])
+    def test_a_long_source_name_gives_way_to_the_total(self, snap_compare: Snap, size: tuple[int, int]) -> None:
+        """The name is shortened in its middle; the class and the total stay whole."""
+        assert snap(snap_compare, Scenario("long", "bert-base-uncased", size, title=LONG_PATH))
+
+
 class TestFamilies:
+    def test_deberta_form_wide(self, snap_compare: Snap) -> None:
+        """DeBERTa-v3-base: its sizes and seven switches in the form, with their marginal costs."""
+        assert snap(snap_compare, Scenario("deberta", "deberta-v3-base", WIDE))
+
     def test_albert_stored_once_run_twelve_times(self, snap_compare: Snap) -> None:
         """ALBERT-base: E, G and K in the form; the totals say one layer is stored and run 12 times, and what
         an unshared model would hold; the tree shows the one stored group."""

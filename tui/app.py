@@ -264,7 +264,7 @@ class BertTuiApp(App[None]):
         pinned = f"   Δ {total - self.baseline.total:+,} vs pinned" if self.baseline is not None else ""
         count = f"{total:,}"
         rest = f" ({short_count(total)}){pinned}{mark}"
-        width = (summary.content_region.width or self.size.width) - 1
+        width = (summary.content_region.width or self.size.width - summary.styles.gutter.width) - 1
         name = self.model.config.hf_class
         room = width - len(name) - 6 - len(count) - len(rest)  # " · " and three spaces before the total
         title = middle_ellipsis(printable(self._source_title), room) if room >= 4 else ""

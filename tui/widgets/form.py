@@ -79,9 +79,9 @@ FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bia
                "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM"}
 FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
               "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
-              "share_att_key": "no pos_*_proj", "pos_att_c2p": "+H² + H/layer unless keys shared",
-              "pos_att_p2c": "+H² + H/layer unless keys shared",
-              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.predictions"}
+              "share_att_key": "no pos proj", "pos_att_c2p": "+H²+H/layer",  # unless keys are shared
+              "pos_att_p2c": "+H²+H/layer",
+              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names"}
 
 
 def flag_text(flag: str, value: bool) -> str:
