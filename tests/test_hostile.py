@@ -523,3 +523,62 @@ def test_generated_names_in_the_explorers_dialogs(tmp_path: Path, monkeypatch: p
     after = sorted(p.name for p in tmp_path.iterdir())
     assert not any(name.startswith(".bert-tui-") for name in after)  # no temporary file left behind
     assert set(after) - set(before) <= {typed.strip()}  # nothing written but what was asked for
+
+
+# The last crashes, by their class ---------------------------------------------------------------------------
+
+# Every character class where Python's int() and str.isdigit disagree, or either takes what a CLI should not.
+NUMBER_TEXT = st.text(alphabet=st.sampled_from(list("0123456789_+- \t") + ["²", "٧", "７", "①", "⁹", "𝟗", "x", "."]),
+                      max_size=12)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(NUMBER_TEXT)
+def test_override_strings_end_in_a_count_or_one_line(text: str) -> None:
+    """`1__0`, `_768` and the like passed the CLI's own check and ended in int()'s ValueError (exit 70)."""
+    for argv in (["count", "--hidden-size", text, "--format", "json"],
+                 ["audit", "110M", "--num-hidden-layers", text],
+                 ["diff", "bert-tiny", "bert-tiny", "--num-hidden-layers", text, "--format", "json"],
+                 ["compute", "--batch", text, "--seq", "8", "--format", "csv"]):
+        code, out, err = run(*argv)
+        assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, (argv, err)
+        if code == 2:
+            assert err.count("\n") == 1
+
+
+SHAPES = st.one_of(st.just([]), st.lists(st.integers(0, 3), min_size=1, max_size=12),
+                   st.lists(st.sampled_from([0, 1, 4, 2**40]), min_size=1, max_size=3))
+TENSOR_NAMES = st.sampled_from([
+    "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight", "encoder.layer.0.intermediate.dense.weight",
+    "encoder.layer.0.attention.self.query.weight", "encoder.layer.3.output.dense.bias", "classifier.weight",
+    "qa_outputs.weight", "pooler.dense.weight", "cls.predictions.bias", "bert.embeddings.LayerNorm.gamma"])
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(TENSOR_NAMES, SHAPES, min_size=1, max_size=4))
+def test_checkpoint_shapes_of_any_rank_end_in_a_count_or_one_line(tmp_path: Path,
+                                                                   tensors: dict[str, list[int]]) -> None:
+    """A 0-d tensor where a matrix was expected, with no config beside it, ended in IndexError (exit 70)."""
+    from tui.sources import SourceError, open_model
+
+    base = {"embeddings.word_embeddings.weight": [10, 4], "encoder.layer.0.attention.self.query.weight": [4, 4]}
+    header, offset = {}, 0
+    for name, shape in {**base, **tensors}.items():
+        count = 1
+        for size in shape:
+            count *= size
+        size_bytes = 4 * count if count < 2**20 else 4
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size_bytes]}
+        offset += size_bytes
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    path = header_file(folder / "model.safetensors", json.dumps(header).encode(), b"\0" * offset)
+    for argv in (["count", "--checkpoint", str(path)], ["audit", "110M", "--checkpoint", str(path)],
+                 ["diff", str(folder), "bert-tiny"]):
+        code, _, err = run(*argv)
+        assert code in (0, 1, 2) and "internal error" not in err, (argv, err)
+    try:  # the explorer's open prompt goes this way
+        open_model(str(folder))
+    except SourceError:
+        pass

@@ -386,7 +386,7 @@ def run_compute(argv: Sequence[str]) -> int:
         except ValueError as error:
             raise UsageError(f"--gpu-memory {args.gpu_memory!r}: must be {error}") from None
     try:
-        sizes = {name: parse_int(name, getattr(args, name) or str(DEFAULT_WORKLOAD[name]))
+        sizes = {name: parse_int(name, str(DEFAULT_WORKLOAD[name]) if getattr(args, name) is None else getattr(args, name))
                  for name in ("batch", "seq", "choices")}
         workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
                             checkpointing=args.checkpointing, attention=args.attention,

@@ -78,18 +78,29 @@ def infer_config(stored: Sequence[tuple[str, Shape]]) -> tuple[BertConfig, tuple
         raise ValueError("no embeddings.word_embeddings.weight [V, H]: not a BERT checkpoint")
     v, h = word
     layers = {int(m.group(1)) for name in shapes if (m := re.match(r"encoder\.layer\.(\d+)\.", name))}
-    ffn = shapes.get("encoder.layer.0.intermediate.dense.weight", (4 * h, h))
     heads = h // 64 if h % 64 == 0 else next(a for a in (12, 8, 4, 2, 1) if h % a == 0)  # 64-wide heads are usual
     values: dict[str, Any] = {
         "vocab_size": v, "hidden_size": h, "num_hidden_layers": max(layers, default=-1) + 1 or 1,
-        "num_attention_heads": heads, "intermediate_size": ffn[0],
-        "max_position_embeddings": shapes.get("embeddings.position_embeddings.weight", (512,))[0],
-        "type_vocab_size": shapes.get("embeddings.token_type_embeddings.weight", (2,))[0],
+        "num_attention_heads": heads, "intermediate_size": _rows(shapes, "encoder.layer.0.intermediate.dense.weight",
+                                                                 "[I, H]", 4 * h),
+        "max_position_embeddings": _rows(shapes, "embeddings.position_embeddings.weight", "[P, H]", 512),
+        "type_vocab_size": _rows(shapes, "embeddings.token_type_embeddings.weight", "[T, H]", 2),
     }
     head, labels = _head_of(shapes)
     config = BertConfig(**values, head=head, pooler="pooler.dense.weight" in shapes if head == "none" else True,
                         num_labels=labels)
     return config, (f"num_attention_heads assumed {heads}: heads split H and leave no trace in the shapes",)
+
+
+def _rows(shapes: dict[str, Shape], name: str, expected: str, default: int) -> int:
+    """The first dimension of a matrix read back from the shapes (`default` when it is not stored); a tensor of
+    another rank (0-d, 1-d, 3-d and more) is refused by name, never indexed blindly."""
+    shape = shapes.get(name)
+    if shape is None:
+        return default
+    if len(shape) != 2:
+        raise ValueError(f"{name} has shape {list(shape)} where a matrix {expected} is expected")
+    return shape[0]
 
 
 def _head_of(shapes: dict[str, Shape]) -> tuple[str, int]:
@@ -98,11 +109,11 @@ def _head_of(shapes: dict[str, Shape]) -> tuple[str, int]:
     if mlm or nsp:
         return ("pretraining" if mlm and nsp else "mlm" if mlm else "next-sentence"), 2
     if "qa_outputs.weight" in shapes:
-        return "question-answering", shapes["qa_outputs.weight"][0]
-    classifier = shapes.get("classifier.weight")
-    if classifier is None:
+        return "question-answering", _rows(shapes, "qa_outputs.weight", "[2, H]", 2)
+    if "classifier.weight" not in shapes:
         return "none", 2
-    if classifier[0] == 1 and "pooler.dense.weight" in shapes:
+    labels = _rows(shapes, "classifier.weight", "[N, H]", 2)
+    if labels == 1 and "pooler.dense.weight" in shapes:
         return "multiple-choice", 2
     head = "sequence-classification" if "pooler.dense.weight" in shapes else "token-classification"
-    return head, classifier[0]
+    return head, labels

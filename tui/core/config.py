@@ -7,6 +7,7 @@ and the rule, so the CLI and the explorer can show it as it is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -297,14 +298,18 @@ class BertConfig:
         return replace(base or cls(), **changes)
 
 
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9](?:_?[0-9])*", re.ASCII)
+
+
 def parse_int(field: str, value: object) -> int:
     """Accept an int or the text of one ("3072", " 3072 ", "3_072"); refuse bools, floats and anything else."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         _bad(field, value, "must be a whole number")
     if isinstance(value, str):
         text = value.strip()
-        digits = text.lstrip("+-").replace("_", "")
-        if not (digits.isascii() and digits.isdigit()) or len(text) > 40:  # '²' is a digit int() refuses
+        # Python's own grammar for a decimal literal, ASCII digits only: what passes, int() takes ('²', '٧',
+        # '1__0', '_768' and '+-1' are refused here, not by int()).
+        if len(text) > 40 or not WHOLE_NUMBER.fullmatch(text):
             _bad(field, value, "must be a whole number")
         value = int(text)
     assert isinstance(value, int)

@@ -221,7 +221,7 @@ def _total_size(headers: Any, status: int, want: int) -> int | None:
     if match:
         return int(match.group(1))
     length = headers.get("Content-Length")
-    return int(length) if status == 200 and length and length.isdigit() and len(length) < 20 else None
+    return int(length) if status == 200 and length and length.isascii() and length.isdigit() and len(length) < 20 else None
 
 
 # Kept headers: one JSON file a revision, so that the same model opens offline later.
