@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,15 @@ def test_an_unused_num_labels_and_a_defaulted_workload_are_said(capsys: pytest.C
     captured = capsys.readouterr()
     assert "--batch 32 and --seq 128" in captured.err
     assert json.loads(captured.out)["workload"]["batch"] == 32
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "200"])
+def test_presets_keep_every_name_whole(columns: str) -> None:
+    """At 80 columns `bert-base-multilingual-cased` broke in two; names and totals stay whole, the family column
+    goes first."""
+    result = subprocess.run([sys.executable, "-m", "tui", "presets"], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": columns}, check=True)
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= int(columns)
+    for name in load_catalog().presets:
+        assert any(f" {name} " in line for line in lines), name

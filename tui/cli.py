@@ -505,16 +505,24 @@ def run_presets(argv: Sequence[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
     table = Table(title="presets", title_justify="left")
-    for column, justify in (("name", "left"), ("family", "left"), ("V", "right"), ("H", "right"), ("L", "right"),
-                            ("A", "right"), ("total", "right")):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    columns = ["name", "family", "V", "H", "L", "A", "total"]
+    lines = []
     for row in rows:
         sizes = row["config"]
-        name = plain(row["name"] + ("" if row["builtin"] else " (user)"))
         cells = (sizes["vocab_size"], sizes["hidden_size"], sizes["num_hidden_layers"], sizes["num_attention_heads"])
-        table.add_row(name, row["model_type"], *(str(n) for n in cells), f"{row['total']:,}")
-    Console().print(table)
+        lines.append([row["name"] + ("" if row["builtin"] else " (user)"), row["model_type"], *(str(n) for n in cells),
+                      f"{row['total']:,}"])
+    widths = [max(len(column), *(len(line[i]) for line in lines)) for i, column in enumerate(columns)]
+    if sum(widths) + 3 * len(widths) + 1 > console.width:  # names and numbers stay whole: the family goes first
+        del columns[1], widths[1]
+        lines = [[line[0], *line[2:]] for line in lines]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("name", "family") else "right", no_wrap=True)
+    for line in lines:
+        table.add_row(plain(line[0]), *line[1:])
+    console.print(table)
     return 0
 
 
