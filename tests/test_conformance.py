@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tui.core import MODEL_TYPES, BertConfig, build_tree, closed_form_total, report
-from tui.core.config import FAMILY_FLAGS, FAMILY_HEADS
+from tui.core.config import CROSS_FAMILIES, FAMILY_FLAGS, FAMILY_HEADS
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -79,8 +79,8 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     assert len({c["config"]["relative_attention_num_buckets"] for c in CASES if c["config"]["model_type"] == "mpnet"}) >= 10
     for family, flags in FAMILY_FLAGS.items():
         configs = [c["config"] for c in CASES if c["config"]["model_type"] == family]
-        for flag in flags:  # every flag both ways; more than one layer (ModernBERT's first has no attn_norm)
-            assert {c[flag] for c in configs} == {False, True}, flag
+        for flag in flags:  # every flag both ways (recorded where on); more than one layer (ModernBERT's first
+            assert {c.get(flag, False) for c in configs} == {False, True}, flag  # has no attn_norm)
         assert max(c["num_hidden_layers"] for c in configs) > 1
     deberta = [c["config"] for c in CASES if c["config"]["model_type"] == "deberta-v2"]
     assert {c["type_vocab_size"] == 0 for c in deberta} == {False, True}
@@ -88,6 +88,10 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     assert {c["conv_kernel_size"] > 0 for c in deberta} == {False, True}
     spans = [(c["relative_attention"], c["share_att_key"], c["pos_att_c2p"], c["pos_att_p2c"]) for c in deberta]
     assert {span for span in spans if span[0] and not span[1]} >= {(True, False, True, False), (True, False, False, True)}
+    for family in CROSS_FAMILIES:  # a decoder's cross-attention in every class of every family that builds one
+        crossed = {c["config"]["head"] for c in CASES
+                   if c["config"]["model_type"] == family and c["config"].get("add_cross_attention")}
+        assert crossed == set(FAMILY_HEADS[family]), family
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))

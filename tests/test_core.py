@@ -22,7 +22,7 @@ from tui.core import (
     report,
     training_bytes,
 )
-from tui.core.config import FAMILY_HEADS, FLAG_FIELDS, MAX_LAYERS, MAX_SIZE, ZERO_TYPES
+from tui.core.config import CROSS_FAMILIES, CROSS_FLAGS, FAMILY_HEADS, FLAG_FIELDS, MAX_LAYERS, MAX_SIZE, ZERO_TYPES
 
 
 @st.composite
@@ -51,7 +51,8 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         position_buckets=draw(st.integers(0, 512)),
         max_relative_positions=draw(st.integers(0, 2048)),
         conv_kernel_size=draw(st.integers(0, 7)),
-        **{flag: draw(st.booleans()) for flag in FLAG_FIELDS},
+        **{flag: draw(st.booleans()) for flag in FLAG_FIELDS if flag not in CROSS_FLAGS},
+        add_cross_attention=model_type in CROSS_FAMILIES and draw(st.booleans()),
     )
 
 

@@ -212,7 +212,6 @@ def _walk(node):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [
-        ("add_cross_attention", True, "adds a cross-attention block to every layer"),
         ("position_embedding_type", "relative_key", "the count depends on the version"),
         ("pruned_heads", {"0": [1]}, "removes the pruned heads' rows"),
         ("torchscript", True, "clones tied weights"),
@@ -229,6 +228,24 @@ def test_keys_that_change_parameters_uncounted_are_refused_by_name(tmp_path: Pat
     assert caught.value.key == key
     result = cli("count", "--config", str(path))
     assert result.returncode == 2 and f"{key}: " in result.stderr and "is not counted" in result.stderr
+
+
+def test_a_decoders_cross_attention_is_counted_where_transformers_builds_one(tmp_path: Path) -> None:
+    """bert2bert's decoder (add_cross_attention with is_decoder): counted, every layer with its crossattention
+    block; without is_decoder transformers refuses to build it, and a family without one refuses the key."""
+    base = json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, "add_cross_attention": True, "is_decoder": True}), encoding="utf-8")
+    tree = build_tree(load_hf_config(path).config)
+    assert tree.total == 109_514_298 + 12 * (4 * 768 * 768 + 6 * 768)
+    assert "bert.encoder.layer.11.crossattention.self.key.weight" in {p.name for p in tree.unique_params()}
+    path.write_text(json.dumps({**base, "add_cross_attention": True}), encoding="utf-8")
+    with pytest.raises(SourceError, match="needs is_decoder true"):
+        load_hf_config(path)
+    path.write_text(json.dumps({"model_type": "distilbert", "add_cross_attention": True, "is_decoder": True}),
+                    encoding="utf-8")
+    with pytest.raises(SourceError, match="counts for bert, roberta, xlm-roberta, camembert and electra only"):
+        load_hf_config(path)
 
 
 @pytest.mark.parametrize(("key", "value"), [("add_cross_attention", False), ("position_embedding_type", "absolute"),
@@ -301,3 +318,25 @@ def test_deberta_keys_read_as_the_config_class_reads_them(tmp_path: Path, change
     path.write_text(json.dumps({**DEBERTA, **changes}), encoding="utf-8")
     config = load_hf_config(path).config
     assert {key: getattr(config, key) for key in expected} == expected
+
+
+async def test_the_explorer_shows_a_decoders_cross_attention_and_keeps_it_through_edits(tmp_path: Path) -> None:
+    from tui.app import make_app
+    from tui.presets import load_catalog
+    from tui.widgets.param_tree import ParamTreeView
+
+    base = json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**base, "add_cross_attention": True, "is_decoder": True}),
+                                          encoding="utf-8")
+    config = load_hf_config(tmp_path).config
+    app = make_app(load_catalog(), config, title="decoder")
+    async with app.run_test(size=(120, 40)) as pilot:
+        tree = app.query_one(ParamTreeView)
+        tree.action_expand_all()
+        await pilot.pause()
+        layer = next(node for node in _walk(tree.root) if (node.data or "").endswith("encoder.layer.0"))
+        assert [child.data.rsplit(".", 1)[-1] for child in layer.children] == [
+            "attention", "crossattention", "intermediate", "output"]
+        await pilot.press("f2", "tab", "tab", "tab", "ctrl+u", "6")  # six layers: still a decoder
+        assert app.model is not None and app.model.config.add_cross_attention
+        assert app.model.total == build_tree(config.replace(num_hidden_layers=6)).total

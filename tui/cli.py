@@ -108,6 +108,9 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
                        help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
+    group.add_argument("--add-cross-attention", dest="add_cross_attention", action="store_true", default=None,
+                       help="a decoder (is_decoder) with a cross-attention block in every layer, as bert2bert's: "
+                       "bert, roberta, xlm-roberta, camembert and electra")
 
 
 def build_parser() -> _Parser:
@@ -321,7 +324,7 @@ def load(source: str, revision: str | None = None, offline: bool = False) -> Sou
 
 def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     """The source's config with the command line's overrides on top; a refused value names its flag."""
-    fields = (*SIZE_FIELDS, *EXTRA_FIELDS, "head", "num_labels", "pooler", "model_type")
+    fields = (*SIZE_FIELDS, *EXTRA_FIELDS, "head", "num_labels", "pooler", "model_type", "add_cross_attention")
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
     try:
         config = BertConfig.from_mapping(overrides, base=source.config)

@@ -32,8 +32,10 @@ CONVENTIONS: dict[str, Convention] = {
     c.key: c
     for c in (
         Convention("no-biases", "biases omitted (every Linear counted as weights only)",
-                   ("qkv.bias", "attention.output", "intermediate", "output", "pooler", "head")),
-        Convention("no-layernorm", "LayerNorm weights and biases omitted", ("embeddings.LayerNorm", "LayerNorm", "head")),
+                   ("qkv.bias", "attention.output", "intermediate", "output", "pooler", "head",
+                    "crossattention.qkv.bias", "crossattention.output")),
+        Convention("no-layernorm", "LayerNorm weights and biases omitted",
+                   ("embeddings.LayerNorm", "LayerNorm", "head", "crossattention.LayerNorm")),
         Convention("pooler", "pooler (H² + H) included or omitted, against what the class builds", ("pooler",)),
         Convention("no-embeddings", "all embeddings omitted (a 'non-embedding' count)",
                    ("embeddings.word_embeddings", "embeddings.position_embeddings", "embeddings.token_type_embeddings",
@@ -41,9 +43,9 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("no-position", "position embeddings omitted (P × H)", ("embeddings.position_embeddings",)),
         Convention("no-token-type", "token-type embeddings omitted (T × H)", ("embeddings.token_type_embeddings",)),
         Convention("qkv-full-per-head", "Q, K and V counted as a full H × H matrix per head (A·H² each, not H²)",
-                   ("qkv.weight",)),
+                   ("qkv.weight", "crossattention.qkv.weight")),
         Convention("qkv-bias-per-head", "Q, K and V biases counted as H per head instead of H/A (A·H each, not H)",
-                   ("qkv.bias",)),
+                   ("qkv.bias", "crossattention.qkv.bias")),
         Convention("pretraining-heads", "MLM and NSP heads included (BertForPreTraining: what the hub's checkpoints hold)",
                    ("head",)),
         Convention("tied-twice", "the tied MLM decoder counted again (V × H + V), as if it were not shared", ("head",)),
@@ -63,6 +65,10 @@ PART_NODES: dict[str, str] = {
     "LayerNorm": "encoder.layer.*.{attention.output,output}.LayerNorm",
     "intermediate": "encoder.layer.*.intermediate.dense",
     "output": "encoder.layer.*.output.dense",
+    "crossattention.qkv.weight": "encoder.layer.*.crossattention.self.{query,key,value}.weight",
+    "crossattention.qkv.bias": "encoder.layer.*.crossattention.self.{query,key,value}.bias",
+    "crossattention.output": "encoder.layer.*.crossattention.output.dense",
+    "crossattention.LayerNorm": "encoder.layer.*.crossattention.output.LayerNorm",
     "pooler": "pooler.dense",
     "head": "the head (cls / classifier / qa_outputs)",
     "embeddings": "the embeddings (and a projection to H)",
@@ -144,6 +150,9 @@ def hand_count(config: BertConfig, conventions: Iterable[str] = (), scope: str =
         "intermediate": h * i + b * i,
         "output": i * h + b * h,
     }
+    if c.add_cross_attention:  # a decoder's cross-attention: Q/K/V, output and LayerNorm again, by the same hand
+        layer.update({"crossattention.qkv.weight": layer["qkv.weight"], "crossattention.qkv.bias": layer["qkv.bias"],
+                      "crossattention.output": h * h + b * h, "crossattention.LayerNorm": ln * 2 * h})
     if scope == "layer":
         return layer
     embeddings = 0 if "no-embeddings" in on else 1

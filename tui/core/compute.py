@@ -358,6 +358,9 @@ def additive_mask(config: BertConfig, workload: Workload) -> bool:
 def check(config: BertConfig, workload: Workload) -> None:
     if config.model_type != "bert":
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for bert only so far")
+    if config.add_cross_attention:
+        raise ConfigError("add_cross_attention", True, "compute and memory do not model a decoder's cross-attention "
+                          "yet (it reads an encoder's states the step does not have); parameters are counted")
     if workload.seq > config.max_position_embeddings:
         rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
         raise ConfigError("seq", workload.seq, rule)

@@ -90,8 +90,13 @@ MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",)
 MODERNBERT_FLAGS = ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias")
 DEBERTA_FLAGS = ("relative_attention", "share_att_key", "pos_att_c2p", "pos_att_p2c", "norm_rel_ebd",
                  "position_biased_input", "legacy")
-FLAG_FIELDS = (*MODERNBERT_FLAGS, *DEBERTA_FLAGS)
-FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": MODERNBERT_FLAGS, "deberta-v2": DEBERTA_FLAGS}
+# The decoder of an encoder-decoder model (bert2bert, BertLMHeadModel with is_decoder): a cross-attention block in
+# every layer, in the families whose layers transformers builds with one.
+CROSS_FLAGS = ("add_cross_attention",)
+CROSS_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+FLAG_FIELDS = (*MODERNBERT_FLAGS, *DEBERTA_FLAGS, *CROSS_FLAGS)
+FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": MODERNBERT_FLAGS, "deberta-v2": DEBERTA_FLAGS,
+                                            **{family: CROSS_FLAGS for family in CROSS_FAMILIES}}
 EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets",
                 "position_buckets", "max_relative_positions", "conv_kernel_size")
 EXTRA_SYMBOLS = {"embedding_size": "E", "num_hidden_groups": "G", "inner_group_num": "K",
@@ -178,6 +183,7 @@ class BertConfig:
     norm_rel_ebd: bool = False  # DeBERTa: "layer_norm" in norm_rel_ebd (a LayerNorm of the relative embeddings)
     position_biased_input: bool = True  # DeBERTa: an absolute position table added to the input
     legacy: bool = True  # DeBERTa: the masked-LM head as `cls.predictions` (tied decoder) or `lm_predictions`
+    add_cross_attention: bool = False  # BERT-style decoders: a cross-attention block in every layer
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:
@@ -209,6 +215,9 @@ class BertConfig:
         for flag in ("pooler", "tie_word_embeddings", *FLAG_FIELDS):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "must be true or false")
+        if self.add_cross_attention and self.model_type not in CROSS_FAMILIES:
+            raise ConfigError("add_cross_attention", True, f"{self.model_type} has no cross-attention; the families "
+                              f"that build one: {', '.join(CROSS_FAMILIES)}")
         if not self.pooler and self.fixed_pooler:
             rule = f"{self.hf_class} always builds the pooler; the pooler can be dropped only with head 'none'"
             raise ConfigError("pooler", self.pooler, rule)

@@ -24,11 +24,18 @@ WORD = ("word", "tie")  # the word embeddings and the LM decoder's weight: one t
 LM_BIAS = ("lm-bias", None)  # the LM head's own bias: always the tensor
 DECODER_BIAS = ("lm-bias", "tie")  # the decoder's bias: the head's bias while tied
 
-BERT_LAYER = M("layer", (
-    M("attention", (
+def _attention(name: str, when: str | None = None) -> M:
+    """BertAttention: Q/K/V, then the output projection and its LayerNorm (a cross-attention's K and V read the
+    encoder's states, H wide in transformers 5.x)."""
+    return M(name, (
         M("self", tuple(linear(part, "H", "H", heads=True) for part in ("query", "key", "value"))),
         M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"))),
-    )),
+    ), when=when)
+
+
+BERT_LAYER = M("layer", (
+    _attention("attention"),
+    _attention("crossattention", when="add_cross_attention"),
     M("intermediate", (linear("dense", "I", "H"),)),
     M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
 ))

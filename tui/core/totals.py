@@ -12,6 +12,7 @@ from .config import ROBERTA_STYLE, BertConfig, ConfigError
 
 
 LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
+CROSS_LAYER_SYMBOLS = "8H² + 2H·I + 15H + I"  # with a decoder's cross-attention (4H² + 6H more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,8 @@ def closed_form(config: BertConfig) -> list[Term]:
                                 c.max_position_embeddings, c.type_vocab_size, c.num_labels)
     terms = [
         Term("embeddings", "(V + P + T)·H + 2H", (v + p + t) * h + 2 * h),
-        Term("encoder", f"L·({LAYER_SYMBOLS})", layers * per_layer(config)),
+        Term("encoder", f"L·({CROSS_LAYER_SYMBOLS if c.add_cross_attention else LAYER_SYMBOLS})",
+             layers * per_layer(config)),
     ]
     if c.has_pooler:
         terms.append(Term("pooler", "H² + H", h * h + h))
@@ -60,9 +62,11 @@ def closed_form(config: BertConfig) -> list[Term]:
 
 
 def per_layer(config: BertConfig) -> int:
-    """One encoder layer: Q, K, V, O (4H² + 4H), two LayerNorms (4H), FFN in and out (2H·I + I + H)."""
+    """One encoder layer: Q, K, V, O (4H² + 4H), two LayerNorms (4H), FFN in and out (2H·I + I + H); a decoder's
+    cross-attention adds its own Q, K, V, O and LayerNorm (4H² + 6H)."""
     h, i = config.hidden_size, config.intermediate_size
-    return 4 * h * h + 2 * h * i + 9 * h + i
+    cross = 4 * h * h + 6 * h if config.add_cross_attention else 0
+    return 4 * h * h + 2 * h * i + 9 * h + i + cross
 
 
 def closed_form_total(config: BertConfig) -> int:

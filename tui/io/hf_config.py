@@ -89,7 +89,8 @@ HONOURED: dict[str, str] = {
 # key: (the values bert-tui counts, why another value is refused); HF writes some of these as null.
 REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
     "add_cross_attention": ((False,), "adds a cross-attention block to every layer (the decoder of an "
-                                   "encoder-decoder model), which bert-tui does not count"),
+                                   "encoder-decoder model), which bert-tui counts for bert, roberta, "
+                                   "xlm-roberta, camembert and electra only"),
     "position_embedding_type": (("absolute", None), "relative positions add a distance_embedding to every layer in "
                                             "transformers 4.x and nothing in 5.x: the count depends on the version"),
     "pruned_heads": (({}, None), "transformers 4.x removes the pruned heads' rows when it builds the model, 5.x does not: "
@@ -163,7 +164,7 @@ def load_hf_config(path: Path) -> HFConfig:
                 values[key] = max(values[key], 0)
             elif key in EXTRA_FIELDS and values[key] < 1:
                 raise SourceError(path, name, f"{values[key]!r} must be at least 1")
-    _refuse_unmodelled(path, data)
+    _refuse_unmodelled(path, data, model_type)
     if model_type == "deberta-v2":
         values.update(_deberta_keys(path, data, values.get("hidden_size", HF_DEFAULTS[model_type]["hidden_size"]),
                                     values.get("num_attention_heads", HF_DEFAULTS[model_type]["num_attention_heads"])))
@@ -245,11 +246,16 @@ def _integer(path: Path, key: str, value: object) -> int:
     return value
 
 
-def _refuse_unmodelled(path: Path, data: dict[str, Any]) -> None:
+def _refuse_unmodelled(path: Path, data: dict[str, Any], model_type: str) -> None:
     """Refuse the first key whose value changes the parameters in a way bert-tui does not count."""
     for key, (counted, why) in REFUSED.items():
+        if key in FAMILY_FLAGS.get(model_type, ()):
+            continue  # counted for this family (cross-attention in BERT-style decoders)
         if key in data and data[key] not in counted:
             raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: {why}")
+    if data.get("add_cross_attention") is True and data.get("is_decoder") is not True:
+        raise SourceError(path, "add_cross_attention", "true needs is_decoder true: transformers refuses to build "
+                          "cross-attention in an encoder")
 
 
 def _architecture(path: Path, value: object, model_type: str) -> str | None:
@@ -287,4 +293,6 @@ def to_hf_keys(config: BertConfig) -> dict[str, Any]:
         last = config.vocab_size - 1  # they change no parameter, so a small vocabulary takes its last row
         keys.update({f"{name}_token_id": min(default, last) for name, default in
                      (("pad", 50283), ("eos", 50282), ("bos", 50281), ("cls", 50281), ("sep", 50282))})
+    if config.add_cross_attention:
+        keys["is_decoder"] = True  # transformers builds cross-attention in decoders only
     return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}

@@ -26,7 +26,16 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
-from ..core.config import EXTRA_FIELDS, EXTRA_SYMBOLS, FAMILY_FLAGS, FAMILY_HEADS, FLAG_FIELDS, LABELLED_PRETRAINING
+from ..core.config import (
+    CROSS_FAMILIES,
+    CROSS_FLAGS,
+    EXTRA_FIELDS,
+    EXTRA_SYMBOLS,
+    FAMILY_FLAGS,
+    FAMILY_HEADS,
+    FLAG_FIELDS,
+    LABELLED_PRETRAINING,
+)
 from ..core.units import short_count
 from ..plain import plain
 
@@ -76,12 +85,20 @@ ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
 FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
                "classifier_bias": "head bias", "decoder_bias": "LM bias", "relative_attention": "relative",
                "share_att_key": "shared keys", "pos_att_c2p": "c2p", "pos_att_p2c": "p2c",
-               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM"}
+               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM",
+               "add_cross_attention": "cross-attn"}
 FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
               "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
               "share_att_key": "no pos proj", "pos_att_c2p": "+H²+H/layer",  # unless keys are shared
               "pos_att_p2c": "+H²+H/layer",
-              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names"}
+              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names",
+              "add_cross_attention": "+4H²+6H/layer"}
+
+
+def form_flags(model_type: str) -> tuple[str, ...]:
+    """The family's switches the form shows: a decoder's cross-attention is not one (it comes with an opened
+    config, kept as loaded, and shows in the tree)."""
+    return tuple(flag for flag in FAMILY_FLAGS.get(model_type, ()) if flag not in CROSS_FLAGS)
 
 
 def flag_text(flag: str, value: bool) -> str:
@@ -223,7 +240,7 @@ class FormPreview(Widget):
         rows += [row(field_label(field), str(ConfigForm._value(config, field)), field)
                  for field in EXTRA_FIELDS if field in fields]
         rows += [switch(FLAG_LABELS[flag], getattr(config, flag), flag_text(flag, getattr(config, flag)))
-                 for flag in FLAG_FIELDS if flag in FAMILY_FLAGS.get(config.model_type, ())]
+                 for flag in FLAG_FIELDS if flag in form_flags(config.model_type)]
         rows.append(None)
         on, _, text = pooler_state(config.model_type, config.head, config.pooler)
         rows.append(switch("pooler", on, text))
@@ -406,7 +423,7 @@ class ConfigForm(VerticalScroll):
         """`load` on the mounted fields; the family rows it mounts (their mounts, to await)."""
         mounting = self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
-            for flag in FAMILY_FLAGS.get(config.model_type, ()):
+            for flag in form_flags(config.model_type):
                 for switch in self.query(f"#{flag}").results(Switch):
                     switch.value = getattr(config, flag)
                 self._describe_flag(flag, getattr(config, flag))
@@ -461,7 +478,7 @@ class ConfigForm(VerticalScroll):
                 found.first().display = field in fields
                 if field in fields:
                     after = found.first()
-        flags = FAMILY_FLAGS.get(config.model_type, ())
+        flags = form_flags(config.model_type)
         for flag in FLAG_FIELDS:
             found = self.query(f"#row-{flag}")
             if flag in flags and not found:
@@ -583,6 +600,8 @@ class ConfigForm(VerticalScroll):
             values["num_labels"] = self._base.num_labels
         model_type = self.query_one("#model_type", Select).value
         values["model_type"] = model_type if isinstance(model_type, str) else "bert"
+        if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
+            values["add_cross_attention"] = False
         return BertConfig.from_mapping(values, base=self._base)  # keys the form has no field for stay as loaded
 
     def refresh_state(self, edited: bool = True) -> None:
