@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,20 +168,26 @@ async def settle(pilot: object, done: object, seconds: float = 10) -> None:
         await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
-async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repository_stores(hub: FakeHub) -> None:
+async def refused_in_the_prompt(pilot: Any, text: str) -> Any:
+    """Open `text` with `o` and let the fetch end in the prompt's error line; the prompt's field."""
     from textual.widgets import Input
 
+    await pilot.press("o")
+    field = pilot.app.screen.query_one(Input)
+    field.value = text
+    await field.action_submit()
+    await settle(pilot, lambda: "⚠" in status(pilot.app))
+    return field
+
+
+async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repository_stores(hub: FakeHub) -> None:
     from tui.screens import OpenScreen
 
     from .test_app import app_for, summary
 
     app = app_for("bert-tiny")
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("o")
-        field = app.screen.query_one(Input)
-        field.value = "tiny-org/nothing"
-        await field.action_submit()
-        await settle(pilot, lambda: "⚠" in status(app))
+        field = await refused_in_the_prompt(pilot, "tiny-org/nothing")
         assert isinstance(app.screen, OpenScreen)  # the error stays in the prompt
         assert "no such repository" in status(app)
         field.value = SHARDED
@@ -284,15 +291,9 @@ def test_an_empty_header_from_the_hub_is_refused_as_a_local_one_is(fake_hub: Fak
 
 async def test_an_unreachable_hub_tells_the_explorer_user_what_to_do() -> None:
     """The explorer has no --offline flag: its message names the way that works there too."""
-    from textual.widgets import Input
-
     from .test_app import app_for
 
     app = app_for("bert-tiny")
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("o")
-        field = app.screen.query_one(Input)
-        field.value = "some-org/some-model"
-        await field.action_submit()
-        await settle(pilot, lambda: "⚠" in status(app))
+        await refused_in_the_prompt(pilot, "some-org/some-model")
         assert "cannot reach the Hub" in status(app) and "HF_HUB_OFFLINE=1 bert-tui" in status(app)
