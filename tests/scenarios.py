@@ -50,6 +50,8 @@ class Scenario:
                 field.cursor_blink = False
             if self.keys:
                 await pilot.press(*self.keys)
+            for field in pilot.app.query(Input):  # and those mounted by the keys (the Compute pane's): a loaded
+                field.cursor_blink = False  # machine caught one mid-blink
             pilot.app.clear_notifications()
             await pilot.wait_for_scheduled_animations()  # the tabs' underline slides in: a loaded machine caught it mid-way
             await pilot.pause()
