@@ -33,6 +33,8 @@ class FakeHub:
     requests: list[str] = field(default_factory=list)  # "METHOD /path [Range]"
     url: str = ""
     delay: float = 0.0  # seconds before each answer: a slow link, for the explorer's cancel test
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)  # "repo/file" → headers it answers with
+    loops: set[str] = field(default_factory=set)  # "repo/file" that redirects to itself
 
     def add(self, repo_id: str, folder: Path | None = None, *, files: dict[str, bytes] | None = None,
             gated: bool = False, revisions: tuple[str, ...] = ("main",)) -> Repo:
@@ -91,6 +93,12 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return self._error(404, "RevisionNotFound")
             if name not in repo.files:
                 return self._error(404, "EntryNotFound")
+            if f"{repo_id}/{name}" in hub.loops:
+                self.send_response(302)
+                self.send_header("Location", self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             data = repo.files[name]
             status, part = 200, data
             wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
@@ -101,7 +109,11 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("X-Repo-Commit", repo.commit)
             self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
-            self.send_header("Content-Length", str(len(part)))
+            extra = hub.headers.get(f"{repo_id}/{name}", {})
+            self.send_header("Content-Length", extra.get("Content-Length", str(len(part))))
+            for key, value in extra.items():
+                if key != "Content-Length":
+                    self.send_header(key, value)
             if status == 206:
                 self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
             self.end_headers()

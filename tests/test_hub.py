@@ -297,3 +297,25 @@ async def test_an_unreachable_hub_tells_the_explorer_user_what_to_do() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await refused_in_the_prompt(pilot, "some-org/some-model")
         assert "cannot reach the Hub" in status(app) and "HF_HUB_OFFLINE=1 bert-tui" in status(app)
+
+
+@pytest.mark.parametrize(("headers", "loop", "words"), [
+    ({"Content-Length": "3000000000"}, False, "announces 3,000,000,000 bytes, over the 1,048,576 allowed"),
+    ({"X-Linked-Size": "3000000000"}, False, "announces 3,000,000,000 bytes"),
+    ({"Content-Type": "text/html; charset=utf-8"}, False, "web page (text/html)"),
+    ({}, True, "redirect in a loop"),
+])
+def test_a_hostile_hub_answer_is_refused_before_it_reaches_the_cache(
+        hub: FakeHub, headers: dict[str, str], loop: bool, words: str) -> None:
+    """A config.json the Hub says is 3 GB was downloaded in full into the cache before it was refused; a web page
+    was "not valid JSON"; a redirect loop was "cannot reach the Hub"."""
+    hub.add("evil/config", files={"config.json": (CHECKPOINTS / "bertmodel" / "config.json").read_bytes()})
+    if headers:
+        hub.headers["evil/config/config.json"] = headers
+    if loop:
+        hub.loops.add("evil/config/config.json")
+    result = cli("count", "evil/config")
+    one_line_error(result, words)
+    if not loop:
+        assert not any(r.startswith("GET /evil/config/resolve/main/config.json") for r in hub.requests)
+    assert not list(Path(os.environ["HF_HOME"]).rglob("config.json"))

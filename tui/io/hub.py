@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ..plain import printable
 from .files import ReadError, parse_json, read_bytes, write_atomic
-from .hf_config import SourceError
+from .hf_config import MAX_CONFIG_BYTES, SourceError
 from .safetensors import (
     MAX_HEADER_BYTES,
     Checkpoint,
@@ -39,6 +39,7 @@ from .safetensors import (
 TIMEOUT = 5.0  # seconds to wait for the Hub to answer a request
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
 MAX_CACHE_BYTES = 256 * 1024 * 1024  # a header cache file (every shard's header of one revision)
+MAX_INDEX_BYTES = 16 * 1024 * 1024  # a shard index, as a local one
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 Progress = Callable[[str], None]
 
@@ -99,17 +100,34 @@ def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Pr
                           "network is off (--offline or HF_HUB_OFFLINE=1): open it once online, or give a local path")
     say(f"fetching {repo_id} config.json from {hub.constants.ENDPOINT}…")
     url = hub.hf_hub_url(repo_id, "config.json", revision=revision)
-    _head(hub, url)  # one quick request first: an unreachable Hub answers now, not after the library's retries
+    # One quick request first: an unreachable Hub answers now, not after the library's retries, and what the
+    # answer announces (its size, a web page) is refused before a byte of it reaches the cache.
+    _announced(_head(hub, url), f"{repo_id}/config.json", MAX_CONFIG_BYTES, "a config")
     return Path(hub.hf_hub_download(repo_id, "config.json", revision=revision, etag_timeout=TIMEOUT))
 
 
-def _head(hub: Any, url: str) -> None:
+def _head(hub: Any, url: str) -> Any:
     """HEAD `url` once, without retries: the library's own metadata call retries a refused connection for ~20 s
     (huggingface_hub 0.x always, later versions by default). A typed Hub error is raised for a 4xx/5xx answer."""
     headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
     response = hub.get_session().head(url, headers=headers, timeout=TIMEOUT)
     if response.status_code >= 400:
         hub.utils.hf_raise_for_status(response)
+    return response
+
+
+def _announced(response: Any, where: str, limit: int, what: str) -> None:
+    """Refuse, before downloading, a file the Hub says is larger than a local one may be, or a web page (a
+    proxy's login page) where a JSON file should be."""
+    kind = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    if kind in ("text/html", "application/xhtml+xml"):
+        raise SourceError(where, None, f"the answer is a web page ({kind}), not the file: a proxy or a login "
+                          "page in the way? Not downloaded")
+    for header in ("X-Linked-Size", "Content-Length"):
+        size = response.headers.get(header) or ""
+        if size.isascii() and size.isdigit() and len(size) < 20 and int(size) > limit:
+            raise SourceError(where, None, f"the Hub announces {int(size):,} bytes, over the {limit:,} allowed for "
+                              f"{what}: not downloaded")
 
 
 def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bool,
@@ -148,6 +166,8 @@ def _fetch(hub: Any, repo_id: str, commit: str, say: Progress) -> tuple[Checkpoi
         files, index = [SINGLE], None
     except errors.EntryNotFoundError:
         try:
+            _announced(_head(hub, hub.hf_hub_url(repo_id, INDEX, revision=commit)), f"{repo_id}/{INDEX}",
+                       MAX_INDEX_BYTES, "a shard index")
             index_path = hub.hf_hub_download(repo_id, INDEX, revision=commit, etag_timeout=TIMEOUT)
         except errors.EntryNotFoundError:
             return None
@@ -165,7 +185,7 @@ def _fetch(hub: Any, repo_id: str, commit: str, say: Progress) -> tuple[Checkpoi
 
 def _read_index(path: Path, repo_id: str) -> Any:
     try:
-        return parse_json(read_bytes(path, 16 * 1024 * 1024, "a shard index"))
+        return parse_json(read_bytes(path, MAX_INDEX_BYTES, "a shard index"))
     except ReadError as problem:
         raise SourceError(f"{repo_id}/{INDEX}", None, str(problem)) from None
 
@@ -316,6 +336,8 @@ class _HubErrors:
         if isinstance(error, errors.HfHubHTTPError):
             status = getattr(getattr(error, "response", None), "status_code", "?")
             return f"the Hub answered HTTP {status}: {printable(str(error).splitlines()[0])[:120]}"
+        if type(error).__name__ == "TooManyRedirects":  # httpx's and requests' own name for it
+            return f"the Hub's answers redirect in a loop (at {endpoint}): a misconfigured proxy or mirror?"
         if _is_network_error(error):
             return _unreachable(endpoint)
         if isinstance(error, (OSError, ValueError)):
