@@ -144,7 +144,8 @@ def build_count_parser() -> _Parser:
         description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
         epilog="examples:\n  bert-tui count google-bert/bert-base-uncased\n"
         "  bert-tui count --preset bert-base-uncased --head mlm --format json\n"
-        "  bert-tui count path/to/model --offline",
+        "  bert-tui count path/to/model --offline\n\n"
+        "exit status: 0; 1 when a checkpoint differs from its config (as diff(1)); 2 on bad input",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_model(parser)
