@@ -45,3 +45,55 @@ def test_local_sources_never_import_the_hub_client(argv: list[str]) -> None:
     code = f"import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); main({argv!r})"
     loaded = top_level(modules_after(code))
     assert {"huggingface_hub", "httpx", "httpx2", "requests"}.isdisjoint(loaded)
+
+
+def _runtime_imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The tui modules `module` imports at run time (at the top or in a function; not under TYPE_CHECKING)."""
+    import ast
+
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[str] = set()
+
+    class Imports(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                for child in node.orelse:
+                    self.visit(child)
+                return
+            self.generic_visit(node)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found.update(candidate for candidate in (name, *(f"{name}.{alias.name}".lstrip(".")
+                                                             for alias in node.names)) if candidate in modules)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            found.update(alias.name for alias in node.names if alias.name in modules)
+
+    Imports().visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found - {module}
+
+
+def test_no_module_imports_a_module_that_imports_it() -> None:
+    """The architecture runs one way: no import circle anywhere in tui (app ↔ commands was one)."""
+    root = Path(__file__).parents[1]
+    modules = {}
+    for path in (root / "tui").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {module: _runtime_imports(module, path, modules) for module, path in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), list(graph[start])
+        while stack:
+            module = stack.pop()
+            if module == goal:
+                return True
+            if module not in seen:
+                seen.add(module)
+                stack.extend(graph[module])
+        return False
+
+    circles = sorted(module for module in graph if reaches(module, module))
+    assert circles == []

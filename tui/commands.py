@@ -6,7 +6,7 @@ Imported when the palette first opens, not at start-up.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from textual import on
 from textual.await_complete import AwaitComplete
@@ -15,9 +15,21 @@ from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits
 from textual.markup import escape
 from textual.widgets import Input
 
-from .app import BertTuiApp
 from .plain import printable
 from .screens import DismissOnce
+
+if TYPE_CHECKING:
+    from .presets import Catalog
+
+
+@runtime_checkable
+class OpensPresets(Protocol):
+    """What the preset commands need of the app (the explorer's App; named here, not imported: the app loads
+    this module when the palette first opens, and a module that imports its importer makes a circle)."""
+
+    catalog: Catalog
+
+    def open_preset(self, name: str) -> None: ...
 
 
 class PresetCommands(Provider):
@@ -25,13 +37,13 @@ class PresetCommands(Provider):
 
     async def discover(self) -> Hits:
         app = self.app
-        assert isinstance(app, BertTuiApp)
+        assert isinstance(app, OpensPresets)
         for preset in app.catalog.presets.values():
             yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=escape(printable(preset.title)))
 
     async def search(self, query: str) -> Hits:
         app = self.app
-        assert isinstance(app, BertTuiApp)
+        assert isinstance(app, OpensPresets)
         matcher = self.matcher(query)
         for preset in app.catalog.presets.values():
             title = f"preset: {preset.name}"

@@ -396,10 +396,16 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
     """The largest batch whose step peaks within each size (the headroom rule in `peak.usable`): each phase's
     peak is affine in b from b = 2 on, so three batches settle every size."""
-    from .peak import at_batch, max_batch, phase_peaks
+    from .peak import max_batch, phase_peaks
 
     peaks = {b: phase_peaks(at_batch(result, b)) for b in (1, 2, 3)}
     return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
+
+
+def at_batch(result: Compute, batch: int) -> Compute:
+    """`result`'s workload at another batch (no fits table)."""
+    return measure(result.config, replace(result.workload, batch=batch), result.parameters, result.parameter_tensors,
+                   result.layer_parameters)
 
 
 def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:

@@ -21,7 +21,7 @@ saved tensors (exact) left a remainder; they are upper-bound shaped (the worst m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -169,11 +169,3 @@ def max_batch(peaks: dict[int, dict[str, int]], size: int, limit: int) -> int:
 
 def phase_peaks(result: Compute) -> dict[str, int]:
     return {phase.name: phase.peak for phase in phases(result)}
-
-
-def at_batch(result: Compute, batch: int) -> Compute:
-    """`result`'s workload at another batch (no fits table)."""
-    from .compute import measure
-
-    return measure(result.config, replace(result.workload, batch=batch), result.parameters,
-                   result.parameter_tensors, result.layer_parameters)
