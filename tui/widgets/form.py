@@ -137,18 +137,32 @@ def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, b
     return value, fixed is not None, text
 
 
+def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfig:
+    """What the form reads as: its fields' values (a size's text, a switch's state, the head and family
+    selects; a field not shown is absent) over the config last loaded, whose other keys stand. The one statement
+    of it, for the fields (`ConfigForm.read`) and the first frame's preview (`as_read`); the core validates."""
+    values = dict(values)
+    head, model_type = values.get("head"), values.get("model_type")
+    values["head"] = head if isinstance(head, str) else "none"
+    values["model_type"] = model_type if isinstance(model_type, str) else "bert"
+    if values["head"] != "none":
+        values["pooler"] = True  # a head class fixes its pooler; the switch speaks for BertModel only
+    values.setdefault("num_labels", base.num_labels)
+    if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
+        values["add_cross_attention"] = False
+    return BertConfig.from_mapping(values, base=base)
+
+
 def as_read(config: BertConfig) -> BertConfig:
     """The config the form reports once its fields hold `config` (what `ConfigForm.read` returns then): a size
     the config leaves to a default (DeBERTa's E following H) is read from its field as a number."""
     shown = [f for f in (*SIZE_FIELDS, *EXTRA_FIELDS) if f in config.fields]
     values: dict[str, object] = {field: str(ConfigForm._value(config, field)) for field in shown}
-    values["num_labels"] = config.num_labels
-    values["head"] = config.head
-    values["pooler"] = pooler_state(config.model_type, config.head, config.pooler)[0] if config.head == "none" else True
-    values.update((flag, getattr(config, flag)) for flag in FAMILY_FLAGS.get(config.model_type, ()))
-    values["model_type"] = config.model_type
+    values.update(num_labels=config.num_labels, head=config.head, model_type=config.model_type,
+                  pooler=pooler_state(config.model_type, config.head, config.pooler)[0])
+    values.update((flag, getattr(config, flag)) for flag in form_flags(config.model_type))
     try:
-        return BertConfig.from_mapping(values, base=config)
+        return config_from_fields(values, config)
     except ConfigError:  # not expected: the fields hold a config the core accepted
         return config
 
@@ -211,10 +225,10 @@ class FormPreview(Widget):
         (up to 64 characters). Those forms are composed at once."""
         return not pooler_state(config.model_type, config.head, config.pooler)[1] and len(preset or "") <= 32
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, costs: dict[str, str], *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._rows: list[list[Run] | None] = []  # None: a blank line
-        self._costs: dict[str, str] = {}
+        self._costs = costs  # the form's own cost texts (kept by the form, read here)
 
     def show(self, config: BertConfig, preset: str | None) -> None:
         """The rows the form shows for `config`, in its order (see `ConfigForm._fields` and `_show_family`)."""
@@ -251,10 +265,6 @@ class FormPreview(Widget):
             rows.append(row(field_label("num_labels"), str(config.num_labels), "num_labels"))
         self._rows = rows
         self.refresh(layout=True)
-
-    def show_costs(self, costs: Iterable[Marginal]) -> None:
-        self._costs = {marginal.field: cost_text(marginal) for marginal in costs}
-        self.refresh()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._rows)
@@ -348,7 +358,7 @@ class ConfigForm(VerticalScroll):
         self._fresh: set[str] = set()  # family fields mounted just now: their first Changed is not an edit
         self._family = "bert"  # the family whose head classes the head select lists
         self._built = False  # the fields are mounted (until then the preview stands in their place)
-        self._costs: list[Marginal] = []  # the last costs shown
+        self._costs: dict[str, str] = {}  # the last cost shown beside each field (the preview reads it too)
         self._previewed: tuple[BertConfig, str | None] | None = None  # reported by the preview, until `build` ends
         self._pending: tuple[BertConfig, str | None] | None = None  # loaded before the fields were mounted
 
@@ -356,7 +366,7 @@ class ConfigForm(VerticalScroll):
         """Its first frame is the preview (one widget) where the preview draws the fields as they look; the
         fields are mounted by `build`, after that frame. Otherwise they are composed at once."""
         if FormPreview.draws(*self._start):
-            yield FormPreview(id="form-preview")
+            yield FormPreview(self._costs, id="form-preview")
         else:
             self._built = True
             yield from self._fields(self._start[0])
@@ -400,7 +410,7 @@ class ConfigForm(VerticalScroll):
                     await mounting
             finally:
                 self._previewed = None
-            self.show_costs(self._costs)  # the rows mounted just now too (the next report would be a frame late)
+            self._paint_costs()  # the rows mounted just now too (the next report would be a frame late)
             await self.query_one(FormPreview).remove()
             if self.screen.focused is None:
                 self.screen.set_focus(self.query_one("#preset"))
@@ -510,13 +520,17 @@ class ConfigForm(VerticalScroll):
 
     def show_costs(self, costs: Iterable[Marginal]) -> None:
         """Show the marginal cost of each field (computed by the core, handed in by the app)."""
-        self._costs = costs = list(costs)
+        self._costs.clear()
+        self._costs.update((marginal.field, cost_text(marginal)) for marginal in costs)
         if not self._built:
-            self.query_one(FormPreview).show_costs(costs)
+            self.query_one(FormPreview).refresh()
             return
-        for marginal in costs:
-            for line in self.query(f"#cost-{marginal.field}").results(Static):
-                line.update(cost_text(marginal))
+        self._paint_costs()
+
+    def _paint_costs(self) -> None:
+        for field, text in self._costs.items():
+            for line in self.query(f"#cost-{field}").results(Static):
+                line.update(text)
 
     @on(Input.Changed)
     @on(Switch.Changed)
@@ -589,20 +603,13 @@ class ConfigForm(VerticalScroll):
             if not text:
                 raise ConfigError(field, text, "is empty: type a whole number")
             values[field] = text
-        head = self.query_one("#head", Select).value
-        values["head"] = head if isinstance(head, str) else "none"
-        values["pooler"] = self.query_one("#pooler", Switch).value if values["head"] == "none" else True
+        values.update(head=self.query_one("#head", Select).value, model_type=self.query_one("#model_type", Select).value,
+                      pooler=self.query_one("#pooler", Switch).value)
         for flag in FLAG_FIELDS:
             for switch in self.query(f"#{flag}").results(Switch):
                 if any(row.display for row in self.query(f"#row-{flag}")):
                     values[flag] = switch.value
-        if "num_labels" not in values:
-            values["num_labels"] = self._base.num_labels
-        model_type = self.query_one("#model_type", Select).value
-        values["model_type"] = model_type if isinstance(model_type, str) else "bert"
-        if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
-            values["add_cross_attention"] = False
-        return BertConfig.from_mapping(values, base=self._base)  # keys the form has no field for stay as loaded
+        return config_from_fields(values, self._base)
 
     def refresh_state(self, edited: bool = True) -> None:
         """Validate, show or clear the inline message, and tell the app."""
