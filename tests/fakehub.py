@@ -35,6 +35,7 @@ class FakeHub:
     delay: float = 0.0  # seconds before each answer: a slow link, for the explorer's cancel test
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # "repo/file" → headers it answers with
     loops: set[str] = field(default_factory=set)  # "repo/file" that redirects to itself
+    drips: dict[str, float] = field(default_factory=dict)  # "repo/file" → seconds between its body's bytes
 
     def add(self, repo_id: str, folder: Path | None = None, *, files: dict[str, bytes] | None = None,
             gated: bool = False, revisions: tuple[str, ...] = ("main",)) -> Repo:
@@ -117,9 +118,17 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if status == 206:
                 self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
             self.end_headers()
+            drip = hub.drips.get(f"{repo_id}/{name}", 0.0)
             if body:
-                self.wfile.write(part)
-                hub.served[f"{repo_id}/{name}"] += len(part)
+                for start in range(0, len(part), 1 if drip else max(1, len(part))):
+                    chunk = part[start:start + 1] if drip else part
+                    try:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return None
+                    hub.served[f"{repo_id}/{name}"] += len(chunk)
+                    time.sleep(drip)
 
     return Handler
 

@@ -319,3 +319,20 @@ def test_a_hostile_hub_answer_is_refused_before_it_reaches_the_cache(
     if not loop:
         assert not any(r.startswith("GET /evil/config/resolve/main/config.json") for r in hub.requests)
     assert not list(Path(os.environ["HF_HOME"]).rglob("config.json"))
+
+
+def test_a_header_sent_a_byte_at_a_time_is_given_up_within_its_budget(hub: FakeHub,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each byte came within the read timeout, so the read never timed out: a total budget ends it."""
+    import time
+
+    import tui.io.hub as hub_module
+    from tui.io.hf_config import SourceError
+    from tui.io.hub import open_repo
+
+    monkeypatch.setattr(hub_module, "BUDGET", 1.0)
+    hub.drips[f"{REPO}/model.safetensors"] = 0.05  # the header's JSON would take a minute
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"in 1 s: too slow, given up"):
+        open_repo(REPO)
+    assert time.monotonic() - started < 10

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from .safetensors import (
 )
 
 TIMEOUT = 5.0  # seconds to wait for the Hub to answer a request
+BUDGET = 60.0  # seconds a header's bytes may take in all (a drip answers every read in time and never ends)
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
 MAX_CACHE_BYTES = 256 * 1024 * 1024  # a header cache file (every shard's header of one revision)
 MAX_INDEX_BYTES = 16 * 1024 * 1024  # a shard index, as a local one
@@ -214,23 +216,28 @@ def _range(hub: Any, url: str, first: int, last: int) -> tuple[bytes, int | None
             if response.status_code >= 400:
                 response.read()
                 hub.utils.hf_raise_for_status(response)
-            body = _at_most(response.iter_bytes(), want)
+            body = _at_most(response.iter_bytes(), want, url)
             return body, _total_size(response.headers, response.status_code, want)
     response = session.get(url, headers=headers, timeout=TIMEOUT, stream=True, allow_redirects=True)  # requests (0.x)
     with response:
         if response.status_code >= 400:
             hub.utils.hf_raise_for_status(response)
-        body = _at_most(response.iter_content(65536), want)
+        body = _at_most(response.iter_content(65536), want, url)
         return body, _total_size(response.headers, response.status_code, want)
 
 
-def _at_most(chunks: Iterator[bytes], limit: int) -> bytes:
-    """The first `limit` bytes of a stream; a server that ignores Range is cut off there."""
+def _at_most(chunks: Iterator[bytes], limit: int, where: str = "") -> bytes:
+    """The first `limit` bytes of a stream; a server that ignores Range is cut off there, and one that sends
+    them too slowly (a byte at a time, each within the read timeout) is given up after `BUDGET` seconds."""
     data = bytearray()
+    deadline = time.monotonic() + BUDGET
     for chunk in chunks:
         data += chunk
         if len(data) >= limit:
             break
+        if time.monotonic() > deadline:
+            raise SourceError(where, None, f"the Hub sent {len(data):,} of {limit:,} bytes in {BUDGET:g} s: too slow, "
+                              "given up (check the network or a proxy)")
     return bytes(data[:limit])
 
 
