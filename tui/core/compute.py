@@ -283,21 +283,21 @@ class Compute:
         """Bytes one checkpointed layer saves again while the backward recomputes it."""
         return sum(t.nbytes(self.values) for t in self.recompute_terms)
 
-    @property
+    @cached_property
     def weights(self) -> int:
         return self.parameters * self.conventions.weight
 
-    @property
+    @cached_property
     def trained(self) -> tuple[int, int]:
         """(elements, tensors) of the parameters that get a gradient (and optimizer state)."""
         elements, tensors = unused(self.config)
         return self.parameters - elements, self.parameter_tensors - tensors
 
-    @property
+    @cached_property
     def gradients(self) -> int:
         return self.trained[0] * self.conventions.weight if self.workload.train else 0
 
-    @property
+    @cached_property
     def optimizer(self) -> int:
         if not self.workload.train or self.workload.optimizer == "sgd":
             return 0
@@ -403,9 +403,12 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
 
 
 def at_batch(result: Compute, batch: int) -> Compute:
-    """`result`'s workload at another batch (no fits table)."""
-    return measure(result.config, replace(result.workload, batch=batch), result.parameters, result.parameter_tensors,
-                   result.layer_parameters)
+    """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
+    values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
+    workload = replace(result.workload, batch=batch)
+    if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
+        return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters)
+    return replace(result, workload=workload, values=symbol_values(result.config, workload), fits=())
 
 
 def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
