@@ -271,3 +271,10 @@ def test_the_compute_text_fits_80_columns(pair: tuple[BertConfig, Workload]) -> 
 
     text = compute_text(compute(*pair, gpu_memory=3 * 1024**3), "bert-base-uncased")
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.parametrize(("device", "attention"), [("cuda", "sdpa"), ("cuda", "eager"), ("cpu", "sdpa")])
+def test_adamws_step_counters_are_said_to_live_on_the_host_on_cuda_only(device: str, attention: str) -> None:
+    result = compute(BertConfig(), Workload(batch=2, seq=8, device=device, attention=attention))
+    said = any("step counters live on the host" in line for line in result.conventions.lines(result.workload))
+    assert said == (device == "cuda")

@@ -98,6 +98,12 @@ class Conventions:
     bool_masks: bool  # dropout keeps a 1-byte mask (CUDA) instead of a noise tensor in its input's dtype (CPU)
     fused: bool = False  # sdpa runs a fused kernel (CUDA): no b·A·s² tensors; on CPU it takes the math path
 
+    @property
+    def keeps_16bit_logits(self) -> bool:
+        """CUDA autocast's cross-entropy keeps its 16-bit input logits besides the float32 log-probabilities
+        (measured on an H200; the CPU does not)."""
+        return self.loss != self.compute and self.bool_masks
+
     def mask(self, of: int) -> int:
         """Bytes per element of a dropout mask whose input has `of` bytes per element."""
         return 1 if self.bool_masks else of
@@ -142,8 +148,8 @@ class Conventions:
             lines.append("  log-sum-exp (no b·A·s² tensors); its backward recomputes the scores (2.5 × forward)")
         elif workload.attention == "sdpa":
             lines.append("sdpa on CPU: the math path (softmax and dropout over b·A·s² scores, as eager)")
-            if workload.optimizer == "adamw":
-                lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
+        if workload.device == "cuda" and workload.optimizer == "adamw":
+            lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
         if workload.train:
             lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
         lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
@@ -559,7 +565,7 @@ def _linear_input(what: str, factors: tuple[str, ...], weight: tuple[str, ...], 
 
 
 def _cross_entropy(rows: tuple[str, ...], classes: str, c: Conventions, what: str = "") -> Iterator[Saved]:
-    if c.loss != c.compute and c.bool_masks:  # CUDA autocast: the 16-bit logits are kept as well (measured, H200)
+    if c.keeps_16bit_logits:
         yield Saved("head", f"{what}16-bit logits (autocast's cross-entropy input)", (*rows, classes), c.compute)
     yield Saved("head", f"{what}log-probabilities (cross-entropy)", (*rows, classes), c.loss)
     yield Saved("head", f"{what}labels", rows, 8)
@@ -610,7 +616,7 @@ def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bo
     if head == "question-answering":
         yield from _linear_input("last hidden state", ("n", "H"), ("2", "H"), c, amp, last_saved, c.residual)
         for end in ("start", "end"):
-            if c.loss != c.compute and c.bool_masks:  # as `_cross_entropy` (not measured for this head)
+            if c.keeps_16bit_logits:  # as `_cross_entropy` (not measured for this head)
                 yield Saved("head", f"{end} 16-bit logits (autocast's cross-entropy input)", ("b", "s"), c.compute)
             yield Saved("head", f"{end} log-probabilities over positions", ("b", "s"), c.loss)
             yield Saved("head", f"{end} positions", ("b",), 8)

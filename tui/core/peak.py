@@ -33,7 +33,6 @@ FRAGMENTATION = 0.03  # of what is left: segments rounded to 2 MiB and split blo
 HEADROOM = f"usable = (card − {CUDA_CONTEXT // MiB} MiB CUDA context) × {1 - FRAGMENTATION:.2f}"
 HEADROOM_WHY = "allocator segments and fragmentation: an H200 ran out at ≥ 97.8 % of its cap"
 HEADROOM_RULE = f"{HEADROOM} ({HEADROOM_WHY})"
-PHASES = ("forward", "backward", "optimizer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +80,10 @@ def _base(result: Compute) -> list[tuple[str, int]]:
     return held
 
 
-def _sizes(result: Compute) -> tuple[int, int, int, int, int, int]:
+def _sizes(result: Compute) -> tuple[int, int, int, int, int]:
+    """n, H, I, V and the scores' elements b'·A·s²."""
     v = result.values
-    return v["n"], v["H"], v["I"], v["V"], v["b'"] * v["A"] * v["s"] * v["s"], v["L"]
+    return v["n"], v["H"], v["I"], v["V"], v["b'"] * v["A"] * v["s"] * v["s"]
 
 
 def _lm(result: Compute) -> bool:
@@ -92,7 +92,7 @@ def _lm(result: Compute) -> bool:
 
 def _forward(result: Compute) -> Phase:
     c, amp = result.conventions, result.workload.amp
-    n, h, _, vocab, scores, _ = _sizes(result)
+    n, h, _, vocab, scores = _sizes(result)
     held = [*_base(result), ("saved for backward", result.activations)]
     if _lm(result):
         held.append(("LM logits (returned)", n * vocab * c.compute))
@@ -106,7 +106,7 @@ def _forward(result: Compute) -> Phase:
 
 def _backward(result: Compute) -> Phase:
     c, amp = result.conventions, result.workload.amp
-    n, h, i, vocab, scores, _ = _sizes(result)
+    n, h, i, vocab, scores = _sizes(result)
     held = [*_base(result), ("saved for backward", result.activations)]
     if result.workload.checkpointing:
         held.append(("one layer recomputed", result.recompute_peak))
@@ -133,7 +133,7 @@ def _optimizer(result: Compute) -> Phase:
 
 def _inference(result: Compute) -> Phase:
     c = result.conventions
-    n, h, i, vocab, scores, _ = _sizes(result)
+    n, h, i, vocab, scores = _sizes(result)
     layer = n * (2 * i + 3 * h) * c.compute + (0 if c.fused else scores * c.softmax)
     head = n * vocab * c.compute + 2 * n * h * c.compute if _lm(result) else 0
     live = ("the LM head's logits and input", head) if head > layer else ("one layer's live tensors", layer)
