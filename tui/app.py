@@ -238,7 +238,7 @@ class BertTuiApp(App[None]):
         self.open_preset(event.name)
 
     def watch_config(self, config: BertConfig | None) -> None:
-        if config is None:
+        if config is None or not self.query(ConfigForm):  # the app is closing: a late report finds no panes
             return
         self.model = build_tree(config)
         self.comparison = compare(self.model, self.stored) if self.stored is not None else None
