@@ -27,6 +27,20 @@ class Repo:
 
 
 @dataclass
+class Misbehaviour:
+    """How one file's answer goes wrong: any status, headers added or dropped, a body of any size (or one that
+    never ends), sent at any pace, or a redirect to anywhere."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)  # sent as given ("" drops the header)
+    size: int | None = None  # a body of this many bytes instead of the file's (filler)
+    endless: bool = False  # a body that never ends (filler, until the client hangs up)
+    drip: float = 0.0  # seconds between the body's chunks
+    chunk: int = 65536
+    location: str | None = None  # a redirect (3xx) to this URL
+
+
+@dataclass
 class FakeHub:
     repos: dict[str, Repo] = field(default_factory=dict)
     served: Counter[str] = field(default_factory=Counter)  # body bytes served per "repo/file"
@@ -36,6 +50,7 @@ class FakeHub:
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # "repo/file" → headers it answers with
     loops: set[str] = field(default_factory=set)  # "repo/file" that redirects to itself
     drips: dict[str, float] = field(default_factory=dict)  # "repo/file" → seconds between its body's bytes
+    misbehaving: dict[str, Misbehaviour] = field(default_factory=dict)  # "repo/file" → how its answer goes wrong
 
     def add(self, repo_id: str, folder: Path | None = None, *, files: dict[str, bytes] | None = None,
             gated: bool = False, revisions: tuple[str, ...] = ("main",)) -> Repo:
@@ -94,6 +109,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return self._error(404, "RevisionNotFound")
             if name not in repo.files:
                 return self._error(404, "EntryNotFound")
+            if f"{repo_id}/{name}" in hub.misbehaving:
+                return self._misbehave(hub.misbehaving[f"{repo_id}/{name}"], repo, repo.files[name], body)
             if f"{repo_id}/{name}" in hub.loops:
                 self.send_response(302)
                 self.send_header("Location", self.path)
@@ -130,7 +147,45 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                     hub.served[f"{repo_id}/{name}"] += len(chunk)
                     time.sleep(drip)
 
+        def _misbehave(self, how: Misbehaviour, repo: Repo, data: bytes, body: bool) -> None:
+            size = how.size if how.size is not None else len(data)
+            headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{hashlib.sha1(data).hexdigest()}"',
+                       "Content-Length": str(size), "Content-Type": "application/json"}
+            if how.location is not None:
+                headers["Location"] = how.location
+            headers.update(how.headers)
+            self.send_response(how.status)
+            for key, value in headers.items():
+                if value:
+                    self.send_header(key, value)
+            if how.endless or "Content-Length" not in headers or not headers["Content-Length"]:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if not body:
+                return None
+            payload = data if how.size is None else b" " * size
+            sent = 0
+            try:
+                while how.endless or sent < len(payload):
+                    chunk = payload[sent:sent + how.chunk] if not how.endless else b" " * how.chunk
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    sent += len(chunk)
+                    if how.drip:
+                        time.sleep(how.drip)
+            except OSError:  # the client hung up
+                return None
+            return None
+
     return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:  # a client that hung up mid-answer
+        pass
 
 
 class Server:
@@ -138,8 +193,7 @@ class Server:
 
     def __init__(self, hub: FakeHub) -> None:
         self.hub = hub
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), _handler(hub))
         hub.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -316,9 +316,8 @@ def test_a_hostile_hub_answer_is_refused_before_it_reaches_the_cache(
         hub.loops.add("evil/config/config.json")
     result = cli("count", "evil/config")
     one_line_error(result, words)
-    if not loop:
-        assert not any(r.startswith("GET /evil/config/resolve/main/config.json") for r in hub.requests)
     assert not list(Path(os.environ["HF_HOME"]).rglob("config.json"))
+    assert not list(Path(os.environ["XDG_CACHE_HOME"]).rglob("config.json"))
 
 
 def test_a_header_sent_a_byte_at_a_time_is_given_up_within_its_budget(hub: FakeHub,

@@ -208,8 +208,8 @@ def _bounded_loader() -> type:
     return _LOADER
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` all at once: readers see the old file or the new one, never a part.
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write `text` (str as UTF-8) to `path` all at once: readers see the old file or the new one, never a part.
 
     A symbolic link is written through: its target is replaced, the link stays. The temporary file has a
     short name of its own (a 255-byte target name must still work) and is created with the user's umask,
@@ -229,8 +229,8 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         if info is not None:
             os.fchmod(fd, stat.S_IMODE(info.st_mode))
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -1,14 +1,18 @@
 """Models named by their Hugging Face Hub id (`ORG/NAME`): the config and the checkpoint's headers, never weights.
 
-- `config.json` comes through `huggingface_hub` and the user's Hugging Face cache: a model already in the cache
-  opens with no network at all; `--offline` (or `HF_HUB_OFFLINE=1`) never touches the network. The user's token
-  (`HF_TOKEN`, a saved login) is used by the library as for any Hub call, and never printed.
+- `config.json` is read from the user's Hugging Face cache (a model transformers downloaded opens with no
+  network), else from what bert-tui kept of an earlier fetch, else fetched by one bounded request (`_download`)
+  and kept once it has passed; `--offline` (or `HF_HUB_OFFLINE=1`) never touches the network. The library's
+  session, URLs, token and typed errors are used; its download is not, because it cannot be bounded in bytes
+  read or in total time. The token goes to the Hub's own host only, and is never printed.
 - The safetensors headers are read by HTTP range requests: 8 bytes for the header's length, then the header,
   per file (a single `model.safetensors`, or every shard a `model.safetensors.index.json` names). Not one byte of
   a tensor is transferred. A checkpoint already in the cache (downloaded by transformers) is read from there.
   Fetched headers are kept (`header_cache_dir()`) so that the same revision opens offline later.
-- Every failure is a `SourceError` with one line a user can act on: not found, gated, revision, not cached
-  while offline, network unreachable (answered within `TIMEOUT` seconds, not after a long retry).
+- Every request is bounded before it starts (what its answer announces), while it comes (bytes read, as long as
+  announced) and in total time (`BUDGET`, redirects followed hop by hop). Every failure is a `SourceError` with
+  one line a user can act on: not found, gated, revision, not cached while offline, network unreachable
+  (answered within `TIMEOUT` seconds, not after a long retry), too large, too slow, broke off, a web page.
 
 `huggingface_hub` is imported only here, and this module only when a source is a model id.
 """
@@ -19,9 +23,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, urljoin, urlsplit
 
 from ..plain import printable
 from .files import ReadError, parse_json, read_bytes, write_atomic
@@ -38,10 +44,12 @@ from .safetensors import (
 )
 
 TIMEOUT = 5.0  # seconds to wait for the Hub to answer a request
-BUDGET = 60.0  # seconds a header's bytes may take in all (a drip answers every read in time and never ends)
+BUDGET = 60.0  # seconds one request may take in all, hops and body (a drip answers every read in time)
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
 MAX_CACHE_BYTES = 256 * 1024 * 1024  # a header cache file (every shard's header of one revision)
 MAX_INDEX_BYTES = 16 * 1024 * 1024  # a shard index, as a local one
+MAX_ERROR_BYTES = 64 * 1024  # of an error answer's body, what the library reads for its message
+MAX_REDIRECTS = 10  # hops a download may take (the Hub takes one, to its CDN)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 Progress = Callable[[str], None]
 
@@ -75,8 +83,7 @@ def open_repo(repo_id: str, revision: str | None = None, offline: bool = False,
     offline = offline or bool(hub.constants.HF_HUB_OFFLINE)
     say = progress or (lambda message: None)
     with _HubErrors(repo_id, revision, offline):
-        config_path = _config(hub, repo_id, revision, offline, say)
-        commit = config_path.parent.name  # snapshots/<commit>/config.json
+        config_path, commit = _config(hub, repo_id, revision, offline, say)
         checkpoint, notes, fetched = _checkpoint(hub, repo_id, commit, config_path.parent, offline, say)
     return HubModel(repo_id, revision, commit, config_path, checkpoint, notes, fetched)
 
@@ -92,25 +99,110 @@ def _hub() -> Any:
     return huggingface_hub
 
 
-def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Progress) -> Path:
-    """config.json from the cache, else from the Hub (into the cache)."""
+def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Progress) -> tuple[Path, str]:
+    """(config.json, the commit it belongs to): from the Hugging Face cache (filled by transformers, say), from
+    what bert-tui kept of an earlier fetch, else fetched by one bounded request and kept."""
     cached = hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
     if isinstance(cached, str):
-        return Path(cached)
+        return Path(cached), Path(cached).parent.name  # snapshots/<commit>/config.json
+    kept = _kept_config(repo_id, revision)
+    if kept is not None:
+        return kept
     if offline:
         raise SourceError(repo_id, None, f"is not in the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) and the "
                           "network is off (--offline or HF_HUB_OFFLINE=1): open it once online, or give a local path")
     say(f"fetching {repo_id} config.json from {hub.constants.ENDPOINT}…")
-    url = hub.hf_hub_url(repo_id, "config.json", revision=revision)
-    # One quick request first: an unreachable Hub answers now, not after the library's retries, and what the
-    # answer announces (its size, a web page) is refused before a byte of it reaches the cache.
-    _announced(_head(hub, url), f"{repo_id}/config.json", MAX_CONFIG_BYTES, "a config")
-    return Path(hub.hf_hub_download(repo_id, "config.json", revision=revision, etag_timeout=TIMEOUT))
+    raw, commit = _download(hub, hub.hf_hub_url(repo_id, "config.json", revision=revision),
+                            f"{repo_id}/config.json", MAX_CONFIG_BYTES, "a config")
+    try:
+        parse_json(raw)  # kept only once it reads as JSON (what it configures is checked as a local file's is)
+    except ReadError as problem:
+        raise SourceError(f"{repo_id}/config.json", None, f"{problem}: not kept") from None
+    return _keep_config(repo_id, revision, commit, raw), commit
+
+
+def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[bytes, str]:
+    """(the file at `url`, the commit the Hub names for it), bounded before it starts and while it comes: what
+    the answer announces (a web page, a size over `limit`) is refused before its body is read; the body is read
+    to `limit` bytes at most, within `BUDGET` seconds in all, and must be as long as announced. Nothing is
+    written here: a file is kept only once it has passed (the library's own download cannot be bounded so)."""
+    with _get(hub, url, {}) as (status, headers, chunks):
+        _announced(headers, where, limit, what)
+        body = _at_most(chunks, limit + 1, where)
+    if len(body) > limit:
+        raise SourceError(where, None, f"the Hub sent more than the {limit:,} bytes allowed for {what}: refused")
+    announced = headers.get("Content-Length") or ""
+    if announced.isascii() and announced.isdigit() and len(announced) < 20 and int(announced) != len(body):
+        raise SourceError(where, None, f"the Hub announced {int(announced):,} bytes and sent {len(body):,}: cut "
+                          "short or mislabelled, refused")
+    commit = headers.get("X-Repo-Commit") or ""
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):  # as huggingface_hub itself refuses such an answer
+        raise SourceError(where, None, "the answer names no commit (no X-Repo-Commit header): not the Hub, or a "
+                          "proxy that strips its headers? Check HF_ENDPOINT and the proxy")
+    return body, commit
+
+
+@contextmanager
+def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, Iterator[bytes]]]:
+    """GET `url` through the library's session (its token, its proxy settings), without retries: the library's
+    own calls retry a refused connection for ~20 s. Redirects are followed here, hop by hop (the Hub sends large
+    files to a CDN), never reading a redirect's body (the HTTP library reads it in full: an endless one never
+    ended), at most `MAX_REDIRECTS` hops, the token sent to the Hub's own host only; all within `BUDGET`
+    seconds. A 4xx/5xx answer raises the library's typed error, from a bounded part of its body. Yields
+    (status, headers, body chunks)."""
+    headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity", **extra}
+    session = hub.get_session()
+    first = url
+    commit = ""  # the commit the first answer names (a CDN's answer names none)
+    deadline = time.monotonic() + BUDGET  # one budget for the request, its hops and its body
+    for _ in range(MAX_REDIRECTS + 1):
+        if time.monotonic() > deadline:
+            raise SourceError(first, None, f"no answer within {BUDGET:g} s (redirect after redirect): given up")
+        with _send(session, url, headers) as (response, raw):
+            chunks = _until(raw, deadline, first)
+            status = response.status_code
+            commit = commit or response.headers.get("X-Repo-Commit") or ""
+            location = response.headers.get("Location") if status in (301, 302, 303, 307, 308) else None
+            if location is None:
+                if status >= 400:
+                    _raise_for_status(hub, response, _at_most(chunks, MAX_ERROR_BYTES, url))
+                answer = {key.title(): value for key, value in response.headers.items()}
+                if commit:
+                    answer["X-Repo-Commit"] = commit
+                yield status, answer, chunks
+                return
+        url = urljoin(url, location)
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise SourceError(first, None, f"the Hub redirects to {printable(url)[:80]!r}, not a web address")
+        if urlsplit(url).netloc != urlsplit(first).netloc:  # the token stays with the Hub
+            headers = {key: value for key, value in headers.items() if key.lower() != "authorization"}
+    raise SourceError(first, None, f"the Hub's answers redirect in a loop (over {MAX_REDIRECTS} hops): a "
+                      "misconfigured proxy or mirror?")
+
+
+@contextmanager
+def _send(session: Any, url: str, headers: dict[str, str]) -> Iterator[tuple[Any, Iterator[bytes]]]:
+    """One request, its body not read yet: httpx or httpx2 (huggingface_hub >= 1.0), or requests (0.x)."""
+    if callable(getattr(session, "stream", None)):  # requests has a bool there
+        with session.stream("GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=False) as response:
+            yield response, response.iter_bytes()
+        return
+    with session.get(url, headers=headers, timeout=TIMEOUT, stream=True, allow_redirects=False) as response:
+        yield response, response.iter_content(65536)
+
+
+def _raise_for_status(hub: Any, response: Any, body: bytes) -> None:
+    """The library's typed error for a 4xx/5xx answer, from the part of its body that was read."""
+    if callable(getattr(response, "iter_bytes", None)):  # httpx: a new, read response with that body
+        response = type(response)(response.status_code, headers=response.headers, content=body,
+                                  request=response.request)
+    else:  # requests: its body, read (bounded)
+        response._content = body
+    hub.utils.hf_raise_for_status(response)
 
 
 def _head(hub: Any, url: str) -> Any:
-    """HEAD `url` once, without retries: the library's own metadata call retries a refused connection for ~20 s
-    (huggingface_hub 0.x always, later versions by default). A typed Hub error is raised for a 4xx/5xx answer."""
+    """HEAD `url` once, without retries (see `_get`). A typed Hub error is raised for a 4xx/5xx answer."""
     headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
     response = hub.get_session().head(url, headers=headers, timeout=TIMEOUT)
     if response.status_code >= 400:
@@ -118,15 +210,15 @@ def _head(hub: Any, url: str) -> Any:
     return response
 
 
-def _announced(response: Any, where: str, limit: int, what: str) -> None:
-    """Refuse, before downloading, a file the Hub says is larger than a local one may be, or a web page (a
+def _announced(headers: Any, where: str, limit: int, what: str) -> None:
+    """Refuse, before its body is read, a file the Hub says is larger than a local one may be, or a web page (a
     proxy's login page) where a JSON file should be."""
-    kind = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    kind = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if kind in ("text/html", "application/xhtml+xml"):
         raise SourceError(where, None, f"the answer is a web page ({kind}), not the file: a proxy or a login "
                           "page in the way? Not downloaded")
     for header in ("X-Linked-Size", "Content-Length"):
-        size = response.headers.get(header) or ""
+        size = headers.get(header) or ""
         if size.isascii() and size.isdigit() and len(size) < 20 and int(size) > limit:
             raise SourceError(where, None, f"the Hub announces {int(size):,} bytes, over the {limit:,} allowed for "
                               f"{what}: not downloaded")
@@ -168,12 +260,11 @@ def _fetch(hub: Any, repo_id: str, commit: str, say: Progress) -> tuple[Checkpoi
         files, index = [SINGLE], None
     except errors.EntryNotFoundError:
         try:
-            _announced(_head(hub, hub.hf_hub_url(repo_id, INDEX, revision=commit)), f"{repo_id}/{INDEX}",
-                       MAX_INDEX_BYTES, "a shard index")
-            index_path = hub.hf_hub_download(repo_id, INDEX, revision=commit, etag_timeout=TIMEOUT)
+            raw_index, _ = _download(hub, hub.hf_hub_url(repo_id, INDEX, revision=commit), f"{repo_id}/{INDEX}",
+                                     MAX_INDEX_BYTES, "a shard index")
         except errors.EntryNotFoundError:
             return None
-        index = _read_index(Path(index_path), repo_id)
+        index = _parse_index(raw_index, repo_id)
         files = shard_names(index, f"{repo_id}/{INDEX}")
     record: dict[str, Any] = {"kind": "sharded" if index else "single", "index": index, "files": {}}
     fetched = 0
@@ -185,9 +276,9 @@ def _fetch(hub: Any, repo_id: str, commit: str, say: Progress) -> tuple[Checkpoi
     return _from_record(repo_id, record), record, fetched
 
 
-def _read_index(path: Path, repo_id: str) -> Any:
+def _parse_index(raw: bytes, repo_id: str) -> Any:
     try:
-        return parse_json(read_bytes(path, MAX_INDEX_BYTES, "a shard index"))
+        return parse_json(raw)
     except ReadError as problem:
         raise SourceError(f"{repo_id}/{INDEX}", None, str(problem)) from None
 
@@ -209,36 +300,37 @@ def _remote_header(hub: Any, url: str, where: str) -> tuple[bytes, int, int]:
 def _range(hub: Any, url: str, first: int, last: int) -> tuple[bytes, int | None]:
     """Bytes `first`..`last` of `url` (never more, whatever the server sends) and the file's total size."""
     want = last - first + 1
-    headers = {**hub.utils.build_hf_headers(), "Range": f"bytes={first}-{last}", "Accept-Encoding": "identity"}
-    session = hub.get_session()
-    if callable(getattr(session, "stream", None)):  # httpx (huggingface_hub >= 1.0); requests has a bool there
-        with session.stream("GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=True) as response:
-            if response.status_code >= 400:
-                response.read()
-                hub.utils.hf_raise_for_status(response)
-            body = _at_most(response.iter_bytes(), want, url)
-            return body, _total_size(response.headers, response.status_code, want)
-    response = session.get(url, headers=headers, timeout=TIMEOUT, stream=True, allow_redirects=True)  # requests (0.x)
-    with response:
-        if response.status_code >= 400:
-            hub.utils.hf_raise_for_status(response)
-        body = _at_most(response.iter_content(65536), want, url)
-        return body, _total_size(response.headers, response.status_code, want)
+    with _get(hub, url, {"Range": f"bytes={first}-{last}"}) as (status, headers, chunks):
+        return _at_most(chunks, want, url), _total_size(headers, status, want)
 
 
 def _at_most(chunks: Iterator[bytes], limit: int, where: str = "") -> bytes:
-    """The first `limit` bytes of a stream; a server that ignores Range is cut off there, and one that sends
-    them too slowly (a byte at a time, each within the read timeout) is given up after `BUDGET` seconds."""
+    """The first `limit` bytes of a stream (a server that ignores Range is cut off there); one that stops or
+    hangs up part way is named as such, not as a network that cannot be reached."""
     data = bytearray()
-    deadline = time.monotonic() + BUDGET
-    for chunk in chunks:
-        data += chunk
-        if len(data) >= limit:
-            break
-        if time.monotonic() > deadline:
-            raise SourceError(where, None, f"the Hub sent {len(data):,} of {limit:,} bytes in {BUDGET:g} s: too slow, "
-                              "given up (check the network or a proxy)")
+    try:
+        for chunk in chunks:
+            data += chunk
+            if len(data) >= limit:
+                break
+    except Exception as error:
+        if isinstance(error, SourceError) or not _is_network_error(error):
+            raise
+        raise SourceError(where, None, f"the Hub's answer broke off after {len(data):,} bytes "
+                          f"({type(error).__name__}): try again, or check a proxy") from None
     return bytes(data[:limit])
+
+
+def _until(chunks: Iterator[bytes], deadline: float, where: str) -> Iterator[bytes]:
+    """The chunks, until `deadline`: a server that sends a byte at a time, each within the read timeout, never
+    times out by itself."""
+    sent = 0
+    for chunk in chunks:
+        sent += len(chunk)
+        yield chunk
+        if time.monotonic() > deadline:
+            raise SourceError(where, None, f"the Hub sent {sent:,} bytes in {BUDGET:g} s: too slow, given up "
+                              "(check the network or a proxy)")
 
 
 def _total_size(headers: Any, status: int, want: int) -> int | None:
@@ -263,6 +355,36 @@ def header_cache_dir() -> Path:
 def _kept_path(repo_id: str, commit: str) -> Path:
     safe_commit = commit if re.fullmatch(r"[0-9a-f]{40}", commit) else "unknown"
     return header_cache_dir() / f"models--{repo_id.replace('/', '--')}" / f"{safe_commit}.json"
+
+
+def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes) -> Path:
+    """Keep a fetched config.json (`<commit>/config.json`, and `refs/<revision>` naming the commit, as the
+    Hugging Face cache lays them out) so that the same revision opens offline; its path. A cache that cannot be
+    written leaves the file in a temporary folder for this run."""
+    folder = _kept_path(repo_id, commit).parent
+    path = folder / commit / "config.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, raw)
+        (folder / "refs").mkdir(exist_ok=True)
+        write_atomic(folder / "refs" / quote(revision or "main", safe=""), commit)
+    except OSError:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="bert-tui-")) / "config.json"
+        path.write_bytes(raw)
+    return path
+
+
+def _kept_config(repo_id: str, revision: str | None) -> tuple[Path, str] | None:
+    """(config.json, commit) kept from an earlier fetch of `revision`, or None."""
+    folder = _kept_path(repo_id, "0" * 40).parent
+    try:
+        commit = (folder / "refs" / quote(revision or "main", safe="")).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeError):
+        return None
+    path = folder / commit / "config.json"
+    return (path, commit) if re.fullmatch(r"[0-9a-f]{40}", commit) and path.is_file() else None
 
 
 def _keep(repo_id: str, commit: str, record: dict[str, Any]) -> None:
@@ -341,8 +463,11 @@ class _HubErrors:
         if isinstance(error, errors.EntryNotFoundError):
             return "has no config.json: not a transformers model repository"
         if isinstance(error, errors.HfHubHTTPError):
-            status = getattr(getattr(error, "response", None), "status_code", "?")
-            return f"the Hub answered HTTP {status}: {printable(str(error).splitlines()[0])[:120]}"
+            response = getattr(error, "response", None)
+            status = getattr(response, "status_code", "?")
+            retry = str(getattr(response, "headers", {}).get("Retry-After") or "")
+            later = f" (it asks to retry after {printable(retry)[:40]}{' s' * retry.isdigit()})" if retry else ""
+            return f"the Hub answered HTTP {status}{later}: {printable(str(error).splitlines()[0])[:120]}"
         if type(error).__name__ == "TooManyRedirects":  # httpx's and requests' own name for it
             return f"the Hub's answers redirect in a loop (at {endpoint}): a misconfigured proxy or mirror?"
         if _is_network_error(error):

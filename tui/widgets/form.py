@@ -177,17 +177,20 @@ def cost_text(marginal: Marginal) -> str:
     return f"+{short_count(marginal.delta)}/{per}"
 
 
-def first_line(text: str, width: int) -> str:
-    """What a one-line label shows of `text`: Rich wraps at words ('conv kernel C' in 12 cells: 'conv kernel')."""
+def first_line(text: str, width: int, ellipsis: bool = False) -> str:
+    """What a one-line label shows of `text`: Rich wraps at words ('conv kernel C' in 12 cells: 'conv kernel');
+    a cost (`text-overflow: ellipsis`) ends in '…' where it is cut."""
     if len(text) <= width:
         return text
+    if ellipsis:
+        return text[:width - 1] + "…"
     cut = text.rfind(" ", 0, width + 1)
     return text[:cut].rstrip() if cut > 0 else text[:width]
 
 
 # A cell run of the preview: text, the component class that styles it, the width it takes (padded).
 Run = tuple[str, str, int]
-LABEL_WIDTH, VALUE_WIDTH = 12, 10  # as app.tcss sets them: `.field-label` and the form's Input and Switch
+LABEL_WIDTH, VALUE_WIDTH, SWITCH_WIDTH = 12, 10, 6  # as app.tcss sets them: `.field-label`, the form's Input, Switch
 
 
 class FormPreview(Widget):
@@ -242,7 +245,7 @@ class FormPreview(Widget):
                     (" ", "", 1), (field, "cost", 0)]
 
         def switch(label: str, on: bool, cost: str) -> list[Run]:
-            return [(label, "preview--label", LABEL_WIDTH), ("", f"switch:{'on' if on else 'off'}", VALUE_WIDTH),
+            return [(label, "preview--label", LABEL_WIDTH), ("", f"switch:{'on' if on else 'off'}", SWITCH_WIDTH),
                     (" ", "", 1), (cost, "preview--label", 0)]
 
         fields = config.fields
@@ -274,15 +277,16 @@ class FormPreview(Widget):
         row = self._rows[y] if y < len(self._rows) else None
         base = Style(bgcolor=self.rich_style.bgcolor)  # what lies under the form: its background, no colour
         segments: list[Segment] = []
-        for text, name, cells in row or ():
-            cells = width + cells if cells < 0 else cells or max(0, width - sum(s.cell_length for s in segments))
+        for text, name, spec in row or ():
+            rest = not spec  # the rest of the line: a cost, cut with an ellipsis as app.tcss says
+            cells = width + spec if spec < 0 else spec or max(0, width - sum(s.cell_length for s in segments))
             if name.startswith("switch:"):
                 segments += self._switch(name == "switch:on", cells, base)
                 continue
             if name == "cost":
                 text, name = self._costs.get(text, ""), "preview--label"
             style = base + self.get_component_rich_style(name) if name else base
-            text = first_line(text, cells)
+            text = first_line(text, cells, ellipsis=rest)
             pad = style if name == "preview--input" else base if name == "preview--label" else Style(bgcolor=style.bgcolor)
             segments += [Segment(part, part_style) for part, part_style in ((text, style), (" " * (cells - len(text)), pad))
                          if part]
