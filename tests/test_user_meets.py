@@ -102,3 +102,25 @@ async def test_the_key_bar_shows_whole_keys_and_every_action_at_80_columns() -> 
         await pilot.press("f3")
         line = app.query_one("#keys").render_line(0).text
         assert "Expand all" in line and "Collapse all" in line and "…" not in line
+
+
+async def test_at_120_columns_the_tree_keeps_every_name_and_count_whole_and_the_form_its_hints() -> None:
+    """At 120×40 the tree had 43 columns while the form's were half empty: after expanding it (a scroll bar
+    appears), counts were cut ('183,831,5') and names too ('query_proj.weig…'); DeBERTa's switch hints were cut
+    without an ellipsis ('c2p on: +H² +')."""
+    from tui.widgets.form import FLAG_COSTS, flag_text
+    from tui.widgets.param_tree import ParamTreeView
+
+    app = app_for("deberta-v3-base")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("f3", "e")
+        await pilot.pause()
+        tree = app.query_one(ParamTreeView)
+        width = tree.scrollable_content_region.width
+        lines = [tree.render_line(y).text for y in range(tree.scrollable_content_region.height)]
+        assert "183,831,552" in lines[0]
+        assert any("query_proj.weight" in line and "589,824" in line for line in lines), lines
+        assert all(len(line.rstrip()) <= width for line in lines)
+        for flag in ("pos_att_c2p", "pos_att_p2c", "share_att_key", "norm_rel_ebd"):
+            hint = text_of(app, f"#cost-{flag}").strip()
+            assert hint == flag_text(flag, True) and FLAG_COSTS[flag] in hint, hint
