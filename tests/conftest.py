@@ -64,7 +64,7 @@ def explorer_ready_first(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     """Every Pilot test gets the explorer once its fields are mounted (a condition, not a pause), except the
     tests of start-up itself (`@pytest.mark.startup`), which look at what comes before."""
     if request.node.get_closest_marker("startup") is None:
-        from tui.app import BertTuiApp
+        from tui.explorer.app import BertTuiApp
 
         monkeypatch.setattr(BertTuiApp, "run_test", ready_first(BertTuiApp.run_test))
 
@@ -106,6 +106,6 @@ def fake_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
 def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """The explorer launched from main() believes it has a terminal (without one it prints the count instead;
     pytest's own capture replaces sys.stdout during the test, so the check itself is replaced)."""
-    import tui.cli
+    import tui.cli.explore
 
-    monkeypatch.setattr(tui.cli, "terminal", lambda: (True, True))
+    monkeypatch.setattr(tui.cli.explore, "terminal", lambda: (True, True))

@@ -9,7 +9,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tui.app import BertTuiApp, make_app
+from tui.explorer.app import BertTuiApp, make_app
 from tui.presets import load_catalog
 
 from .ready import until_ready

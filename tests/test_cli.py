@@ -188,7 +188,7 @@ def test_verify_without_the_extra_says_how_to_install() -> None:
 def test_explorer_over_ssh_waits_longer_for_escapes_and_leaves_the_mouse_alone(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], escdelay: str, mouse: bool
 ) -> None:
-    from tui.app import BertTuiApp
+    from tui.explorer.app import BertTuiApp
 
     for key in ("SSH_CONNECTION", "SSH_TTY", "ESCDELAY", "BERT_TUI_MOUSE"):
         monkeypatch.delenv(key, raising=False)

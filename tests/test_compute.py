@@ -267,7 +267,7 @@ def test_readme_shows_the_real_output(capsys: pytest.CaptureFixture[str]) -> Non
 @given(configs_and_workloads())
 def test_the_compute_text_fits_80_columns(pair: tuple[BertConfig, Workload]) -> None:
     """Every line of `bert-tui compute`'s text fits an 80-column terminal (it ran to 123 and bars broke)."""
-    from tui.formats_compute import compute_text
+    from tui.formats.compute import compute_text
 
     text = compute_text(compute(*pair, gpu_memory=3 * 1024**3), "bert-base-uncased")
     assert max(len(line) for line in text.splitlines()) <= 80

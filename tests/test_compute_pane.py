@@ -7,12 +7,12 @@ from typing import Any
 from textual import events
 from textual.widgets import Input, Static
 
-from tui.app import make_app
+from tui.explorer.app import make_app
 from tui.core import BertConfig
 from tui.core.compute import Workload, compute
 from tui.core.units import short_bytes
 from tui.presets import load_catalog
-from tui.widgets.compute import ComputePane
+from tui.explorer.widgets.compute import ComputePane
 
 
 def result_text(app: Any) -> str:

@@ -10,8 +10,8 @@ import pytest
 from textual.widgets import Input
 
 from tui.io.files import write_atomic
-from tui.screens import AuditScreen, ConfirmScreen, ExportScreen
-from tui.widgets.param_tree import ParamTreeView
+from tui.explorer.dialogs import AuditScreen, ConfirmScreen, ExportScreen
+from tui.explorer.widgets.param_tree import ParamTreeView
 
 from .hf_cases import hf_total
 from .test_app import WIDE, app_for, summary, text_of, total_shown

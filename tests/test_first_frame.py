@@ -11,10 +11,10 @@ import re
 import pytest
 from textual.widgets import Input
 
-from tui.app import BertTuiApp, make_app
+from tui.explorer.app import BertTuiApp, make_app
 from tui.core import BertConfig
 from tui.presets import load_catalog
-from tui.widgets.form import FormPreview
+from tui.explorer.widgets.form import FormPreview
 
 pytestmark = pytest.mark.startup  # these tests look at the explorer before its fields are mounted
 

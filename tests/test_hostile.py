@@ -25,7 +25,7 @@ from textual.widgets import Input
 from tui.cli import main
 from tui.io.files import MAX_DEPTH, ReadError, parse_json, parse_yaml, write_atomic
 from tui.presets import PresetError, find_preset, load_catalog, load_preset
-from tui.screens import ConfirmScreen, ExportScreen, OpenScreen
+from tui.explorer.dialogs import ConfirmScreen, ExportScreen, OpenScreen
 
 from .test_app import app_for
 
@@ -285,14 +285,15 @@ def test_an_ascii_stdout_gets_escaped_text_not_a_traceback(fmt: str) -> None:
 
 
 def test_an_unexpected_exception_is_one_line_and_a_distinct_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tui.cli
+    import tui.cli.presets
+    from tui.cli.common import EXIT_INTERNAL
 
     def broken(argv: object) -> int:
         raise KeyError("boom")
 
-    monkeypatch.setattr(tui.cli, "run_presets", broken)
+    monkeypatch.setattr(tui.cli.presets, "run", broken)
     code, _, err = run("presets")
-    assert code == tui.cli.EXIT_INTERNAL and err.count("\n") == 1 and "internal error: KeyError" in err
+    assert code == EXIT_INTERNAL and err.count("\n") == 1 and "internal error: KeyError" in err
 
 
 # The explorer ------------------------------------------------------------------------------------------------
@@ -314,12 +315,12 @@ async def test_a_crash_in_the_explorer_exits_non_zero(monkeypatch: pytest.Monkey
 
 @pytest.mark.usefixtures("terminal")
 def test_the_cli_returns_the_explorers_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tui.app
+    import tui.explorer.app
 
-    def crashed_run(self: tui.app.BertTuiApp, **kwargs: object) -> None:
+    def crashed_run(self: tui.explorer.app.BertTuiApp, **kwargs: object) -> None:
         self._return_code = 1  # what Textual sets after it restored the terminal and printed the error
 
-    monkeypatch.setattr(tui.app.BertTuiApp, "run", crashed_run)
+    monkeypatch.setattr(tui.explorer.app.BertTuiApp, "run", crashed_run)
     assert main(["--preset", "bert-tiny"]) == 1
 
 

@@ -181,7 +181,7 @@ async def refused_in_the_prompt(pilot: Any, text: str) -> Any:
 
 
 async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repository_stores(hub: FakeHub) -> None:
-    from tui.screens import OpenScreen
+    from tui.explorer.dialogs import OpenScreen
 
     from .test_app import app_for, summary
 
@@ -203,7 +203,7 @@ async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repositor
 async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(hub: FakeHub) -> None:
     from textual.widgets import Input
 
-    from tui.screens import OpenScreen
+    from tui.explorer.dialogs import OpenScreen
 
     from .test_app import app_for
 
@@ -255,7 +255,7 @@ def test_offline_from_a_cache_filled_as_transformers_fills_it(fake_hub: FakeHub)
 
 @pytest.mark.usefixtures("terminal")
 def test_the_explorer_opens_on_an_id_from_the_command_line(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tui.app import BertTuiApp
+    from tui.explorer.app import BertTuiApp
     from tui.cli import main
 
     seen: dict[str, object] = {}

@@ -1,7 +1,7 @@
 """The compute core against torch, measured live (the `verify` extra); skipped with that reason without it.
 
 tests/test_compute.py checks the committed measurements in the default run; these measure fresh seeded cases
-(other seeds than the fixture's) with the same oracle, `tui.measure`.
+(other seeds than the fixture's) with the same oracle, `tui.reference.measure`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def random_case(seed: int) -> tuple[BertConfig, Workload]:
 
 @pytest.mark.parametrize("seed", range(900, 908))
 def test_core_matches_a_fresh_measurement(seed: int) -> None:
-    from tui.measure import measure
+    from tui.reference.measure import measure
 
     config, workload = random_case(seed)
     result, measured = compute(config, workload), measure(config, workload)

@@ -12,7 +12,7 @@ import pytest
 
 from tui.core import HEADS, BertConfig, build_tree
 from tui.presets import load_catalog
-from tui.verify import hf_parameters
+from tui.reference.verify import hf_parameters
 
 torch = pytest.importorskip("torch", reason="the [verify] extra (torch, transformers) is not installed")
 transformers = pytest.importorskip("transformers", reason="the [verify] extra (torch, transformers) is not installed")

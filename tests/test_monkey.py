@@ -18,7 +18,7 @@ import pytest
 from textual import events
 from textual.widgets import Input
 
-from tui.app import BertTuiApp
+from tui.explorer.app import BertTuiApp
 
 from .test_app import app_for
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import Select
 
-from tui.app import make_app
+from tui.explorer.app import make_app
 from tui.io.hf_config import load_hf_config
 from tui.presets import load_catalog
 
@@ -39,7 +39,7 @@ async def test_a_comparison_also_ends_with_a_preset_from_the_palette() -> None:
 
 
 async def test_export_and_save_refuse_while_the_form_is_stale(tmp_path: Path) -> None:
-    from tui.screens import ExportScreen, SavePresetScreen
+    from tui.explorer.dialogs import ExportScreen, SavePresetScreen
 
     app = app_for("bert-mini")
     said: list[str] = []
@@ -108,8 +108,8 @@ async def test_at_120_columns_the_tree_keeps_every_name_and_count_whole_and_the_
     """At 120×40 the tree had 43 columns while the form's were half empty: after expanding it (a scroll bar
     appears), counts were cut ('183,831,5') and names too ('query_proj.weig…'); DeBERTa's switch hints were cut
     without an ellipsis ('c2p on: +H² +')."""
-    from tui.widgets.form import FLAG_COSTS, flag_text
-    from tui.widgets.param_tree import ParamTreeView
+    from tui.explorer.widgets.form import FLAG_COSTS, flag_text
+    from tui.explorer.widgets.param_tree import ParamTreeView
 
     app = app_for("deberta-v3-base")
     async with app.run_test(size=WIDE) as pilot:

@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import Select
 
 from tui.presets import load_catalog
-from tui.screens import ConfirmScreen, SavePresetScreen
+from tui.explorer.dialogs import ConfirmScreen, SavePresetScreen
 
 from .test_app import WIDE, app_for, total_shown
 from .test_explain_screens import text_of_screen

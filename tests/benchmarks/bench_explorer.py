@@ -40,10 +40,10 @@ from textual.geometry import Region  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cli import ENV, median_seconds  # noqa: E402
 
-from tui.app import make_app  # noqa: E402
+from tui.explorer.app import make_app  # noqa: E402
 from tui.core import BertConfig  # noqa: E402
 from tui.presets import load_catalog  # noqa: E402
-from tui.widgets.param_tree import ParamTreeView  # noqa: E402
+from tui.explorer.widgets.param_tree import ParamTreeView  # noqa: E402
 
 # Each app prints two figures after it has exited, in seconds from its launch (BENCH_LAUNCH, wall clock set by
 # the parent): its first frame with the total on it (the screen's compositor has rendered it: Textual hands each
@@ -78,7 +78,7 @@ One().run(headless=True, size=(120, 40), auto_pilot=done)
 print(painted[0], ready[0])
 """
 OUR_APP = PAINTED + """
-from tui.app import make_app
+from tui.explorer.app import make_app
 from tui.presets import load_catalog
 make_app(load_catalog()).run(headless=True, size=(120, 40), auto_pilot=done)
 print(painted[0], ready[0])
@@ -90,7 +90,7 @@ MEMORY = """
 print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """
 BIG_APP = """
-from tui.app import make_app
+from tui.explorer.app import make_app
 from tui.core import BertConfig
 from tui.presets import load_catalog
 async def done(pilot):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .core import (
+from ..core import (
     ADAM_CONVENTION,
     BertConfig,
     Param,
@@ -25,19 +25,19 @@ from .core import (
     report,
     training_bytes,
 )
-from .core.audit import Audit, Explanation, describe, part_name
-from .core.families import ROLES
-from .core.totals import layer_sharing
-from .core.tree import LayerStack, Module, strip_body
-from .core.units import short_bytes, short_count
-from .plain import printable
+from ..core.audit import Audit, Explanation, describe, part_name
+from ..core.families import ROLES
+from ..core.totals import layer_sharing
+from ..core.tree import LayerStack, Module, strip_body
+from ..core.units import short_bytes, short_count
+from ..plain import printable
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from .core.compare import Comparison
-    from .core.diff import Diff
-    from .io.safetensors import Checkpoint
+    from ..core.compare import Comparison
+    from ..core.diff import Diff
+    from ..io.safetensors import Checkpoint
 
 FORMATS = ("table", "json", "csv", "markdown")
 

@@ -15,11 +15,11 @@ from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits
 from textual.markup import escape
 from textual.widgets import Input
 
-from .plain import printable
-from .screens import DismissOnce
+from ..plain import printable
+from .dialogs import DismissOnce
 
 if TYPE_CHECKING:
-    from .presets import Catalog
+    from ..presets import Catalog
 
 
 @runtime_checkable

@@ -25,11 +25,11 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import OptionList, Static, Tab, Tabs, Tree
 
-from .core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
-from .core.compare import Comparison, compare
-from .core.units import short_count
-from .plain import middle_ellipsis, printable
-from .presets import Catalog, load_catalog
+from ..core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
+from ..core.compare import Comparison, compare
+from ..core.units import short_count
+from ..plain import middle_ellipsis, printable
+from ..presets import Catalog, load_catalog
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
     from textual.widget import AwaitMount
 
-    from .core.compute import Compute, Workload
-    from .screens import Opened
+    from ..core.compute import Compute, Workload
+    from .dialogs import Opened
     from .widgets.compute import ComputePane
 
 # What has been created so far (Textual's and bert-tui's modules, classes, functions) lives as long as the
@@ -292,7 +292,7 @@ class BertTuiApp(App[None]):
         found = self.query("#compute")
         if not found or self.model is None or self.workload is None:
             return
-        from .core.compute import compute
+        from ..core.compute import compute
 
         pane = cast("ComputePane", found.first())
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
@@ -311,7 +311,7 @@ class BertTuiApp(App[None]):
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
         if self.query("#compute"):
             return None
-        from .core.compute import Workload
+        from ..core.compute import Workload
         from .widgets.compute import ComputePane
 
         self.workload = self.workload or Workload(batch=32, seq=128)
@@ -365,7 +365,7 @@ class BertTuiApp(App[None]):
         return [(c.value, c.scope, c.source) for c in preset.claims] if preset else []
 
     def action_audit(self) -> None:
-        from .screens import AuditScreen
+        from .dialogs import AuditScreen
 
         if self.model is not None and not isinstance(self.screen, AuditScreen):
             self.push_screen(AuditScreen(self.model.config, self._source_title, self._claims()))
@@ -378,7 +378,7 @@ class BertTuiApp(App[None]):
         self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
 
     def action_export(self) -> None:
-        from .screens import ExportScreen
+        from .dialogs import ExportScreen
 
         if self.model is None or isinstance(self.screen, ExportScreen) or self._refuse_stale("exported"):
             return
@@ -390,7 +390,7 @@ class BertTuiApp(App[None]):
             self.notify(f"wrote {path}", timeout=4)
 
     def action_open(self) -> None:
-        from .screens import OpenScreen
+        from .dialogs import OpenScreen
 
         if not isinstance(self.screen, OpenScreen):
             self.push_screen(OpenScreen(), self._opened)
@@ -406,7 +406,7 @@ class BertTuiApp(App[None]):
             self.notify(note, timeout=6)
 
     def action_save_preset(self) -> None:
-        from .screens import SavePresetScreen
+        from .dialogs import SavePresetScreen
 
         if self.model is None or isinstance(self.screen, SavePresetScreen) or self._refuse_stale("saved"):
             return
@@ -452,7 +452,7 @@ class BertTuiApp(App[None]):
         return self.push_screen(SafeCommandPalette(providers=[provider], placeholder=placeholder))
 
     def action_help(self) -> None:
-        from .screens import HelpScreen
+        from .dialogs import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self._key_rows()))
@@ -540,7 +540,7 @@ class BertTuiApp(App[None]):
 def make_app(catalog: Catalog, config: BertConfig | None = None, *, title: str | None = None, preset: str | None = None) -> BertTuiApp:
     """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests."""
     if config is None:
-        from .presets import DEFAULT_PRESET
+        from ..presets import DEFAULT_PRESET
 
         found = catalog.get(DEFAULT_PRESET)
         config, title, preset = found.config, found.name, found.name

@@ -14,13 +14,13 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ..core import ConfigError
-from ..core.compute import ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload
-from ..core.config import parse_int
-from ..core.peak import phases
-from ..core.units import parse_size, short_bytes, short_flops
-from ..formats_compute import versus
-from ..plain import plain
+from ...core import ConfigError
+from ...core.compute import ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload
+from ...core.config import parse_int
+from ...core.peak import phases
+from ...core.units import parse_size, short_bytes, short_flops
+from ...formats.compute import versus
+from ...plain import plain
 from .form import FieldInput
 
 KINDS = ("weights", "gradients", "optimizer", "activations")

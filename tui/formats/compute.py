@@ -10,11 +10,11 @@ import io
 import textwrap
 from typing import Any
 
-from .core import config_dict
-from .core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
-from .core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
-from .core.units import short_bytes, short_count, short_flops
-from .plain import printable
+from ..core import config_dict
+from ..core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
+from ..core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
+from ..core.units import short_bytes, short_count, short_flops
+from ..plain import printable
 
 WIDTH = 80  # the text fits an 80-column terminal
 COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")

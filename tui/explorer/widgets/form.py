@@ -25,8 +25,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
-from ..core.config import (
+from ...core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
+from ...core.config import (
     CROSS_FAMILIES,
     CROSS_FLAGS,
     EXTRA_FIELDS,
@@ -36,8 +36,8 @@ from ..core.config import (
     FLAG_FIELDS,
     LABELLED_PRETRAINING,
 )
-from ..core.units import short_count
-from ..plain import plain
+from ...core.units import short_count
+from ...plain import plain
 
 if TYPE_CHECKING:
     from textual.widget import AwaitMount

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .core.compute import Workload
-from .core.config import BertConfig
+from ..core.compute import Workload
+from ..core.config import BertConfig
 
 # The dtype the model is built in: autocast (amp-*) runs float32 weights.
 PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "amp-bf16": "float32",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core import MODEL_TYPES, BertConfig, build_tree
+from ..core import MODEL_TYPES, BertConfig, build_tree
 
 INSTALL_HINT = "needs the verify extra (torch, transformers): pip install 'bert-tui[verify]'"
 
@@ -47,7 +47,7 @@ def hf_parameters(config: BertConfig) -> tuple[str, list[tuple[str, tuple[int, .
         import transformers
     except ImportError as error:
         raise ExtraMissing(f"{INSTALL_HINT} ({error})") from None
-    from .io.hf_config import to_hf_keys
+    from ..io.hf_config import to_hf_keys
 
     family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Albert, Electra, MPNet
     hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config))

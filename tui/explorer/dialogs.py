@@ -16,14 +16,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from .core import BertConfig, ParamTree
-from .core.audit import SCOPES, ClaimError, audit, parse_claim
-from .formats import audit_text, to_csv, to_json, to_markdown
-from .io.files import ReadError, check_writable_target, probe, user_path, write_atomic
-from .plain import plain
-from .io.safetensors import Checkpoint
-from .presets import check_preset_name, save_user_preset, user_dir, user_preset_path
-from .sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
+from ..core import BertConfig, ParamTree
+from ..core.audit import SCOPES, ClaimError, audit, parse_claim
+from ..formats.params import audit_text, to_csv, to_json, to_markdown
+from ..io.files import ReadError, check_writable_target, probe, user_path, write_atomic
+from ..plain import plain
+from ..io.safetensors import Checkpoint
+from ..presets import check_preset_name, save_user_preset, user_dir, user_preset_path
+from ..sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
 from .widgets.form import FieldInput
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}

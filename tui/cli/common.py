@@ -1,0 +1,184 @@
+"""What every command shares: the parser's one-line errors, the source and override arguments, reading the
+source (a preset, a file, a Hub id) with the overrides on top, and the exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
+from ..core.config import EXTRA_FIELDS
+from ..plain import printable
+from ..presets import DEFAULT_PRESET, Catalog, load_catalog
+from ..sources import (
+    LOAD_ERRORS,
+    CheckpointReport,
+    Source,
+    check_checkpoint,
+    compare_checkpoint,
+    load_source,
+    open_model,
+    source_beside,
+)
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3  # an optional extra is not installed
+
+EXIT_OUTPUT = 1
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of bert-tui's, not bad input
+
+OVERRIDE_HELP = {
+    "vocab_size": "V: rows of the word embedding (HF vocab_size)",
+    "hidden_size": "H: width of every token vector (HF hidden_size); a multiple of the heads",
+    "num_hidden_layers": "L: encoder layers (HF num_hidden_layers)",
+    "num_attention_heads": "A: heads per layer (HF num_attention_heads); they split H and add no parameters",
+    "intermediate_size": "I: feed-forward inner width (HF intermediate_size)",
+    "max_position_embeddings": "P: rows of the position embedding (HF max_position_embeddings)",
+    "type_vocab_size": "T: rows of the token-type embedding (HF type_vocab_size)",
+    "embedding_size": "E: embedding width of ALBERT, ELECTRA and DeBERTa (HF embedding_size; default: the family's)",
+    "num_hidden_groups": "G: ALBERT's layer groups stored (HF num_hidden_groups)",
+    "inner_group_num": "K: ALBERT's layers stored per group (HF inner_group_num)",
+    "relative_attention_num_buckets": "R: MPNet's relative attention buckets (HF relative_attention_num_buckets)",
+    "position_buckets": "DeBERTa's relative position buckets: D, the span (0: none, HF's -1)",
+    "max_relative_positions": "DeBERTa's relative span without buckets (0: P, HF's -1)",
+    "conv_kernel_size": "C: DeBERTa-v2's convolution kernel beside the first layer (0: none)",
+}
+HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+
+
+def flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", nargs="?",
+                        help="a Hugging Face Hub model id (ORG/NAME), a local config.json, model folder or checkpoint "
+                        "(a path that exists wins over an id), or a preset name")
+
+
+def add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
+    group = parser.add_argument_group("source (default: --preset bert-base-uncased)")
+    group.add_argument("--revision", metavar="REV", help="with a Hub id: a branch, tag or commit (default: main)")
+    group.add_argument("--offline", action="store_true",
+                       help="with a Hub id: use only the Hugging Face cache, never the network (as HF_HUB_OFFLINE=1)")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument("--preset", metavar="NAME", help="a preset by name (see `bert-tui presets`)")
+    source.add_argument("--preset-file", metavar="PATH", type=Path, help="a preset YAML file")
+    source.add_argument("--config", metavar="PATH", type=Path,
+                        help="a Hugging Face config.json, a model folder holding one, or a preset YAML file")
+    if checkpoint:
+        group.add_argument("--checkpoint", metavar="PATH", type=Path,
+                           help="a .safetensors file, a model.safetensors.index.json or a model folder: read its "
+                           "headers only, count what it holds and compare it with the config (beside it, given "
+                           "with --config, or read back from the shapes)")
+
+
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("overrides (Hugging Face config keys; applied on top of the source)")
+    for field in (*SIZE_FIELDS, *EXTRA_FIELDS):
+        group.add_argument(flag(field), dest=field, metavar="N", help=OVERRIDE_HELP[field])
+    group.add_argument("--head", choices=list(HEADS), help=f"the model class to count: {HEAD_HELP} (default: none)")
+    group.add_argument("--num-labels", dest="num_labels", metavar="N",
+                       help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
+    group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES),
+                       help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
+    group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
+                       help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
+    group.add_argument("--add-cross-attention", dest="add_cross_attention", action="store_true", default=None,
+                       help="a decoder (is_decoder) with a cross-attention block in every layer, as bert2bert's: "
+                       "bert, roberta, xlm-roberta, camembert and electra")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked to count: the config, a title for it, notes, and a checkpoint's report."""
+
+    config: BertConfig
+    title: str
+    notes: tuple[str, ...] = ()
+    checkpoint: CheckpointReport | None = None
+
+
+def resolve(args: argparse.Namespace) -> Selection:
+    """Source, then overrides on top, then the checkpoint (if any) against the result."""
+    checkpoint_path: Path | None = getattr(args, "checkpoint", None)
+    model: str | None = getattr(args, "model", None)
+    if model is not None and (args.preset is not None or args.preset_file is not None or args.config is not None):
+        raise UsageError(f"MODEL {model!r} and --preset/--preset-file/--config name two sources: give one")
+    if model is None and args.revision is not None:
+        raise UsageError("--revision goes with a Hub model id (bert-tui count ORG/NAME --revision REV)")
+    try:
+        stored = None
+        if model is not None:
+            source, stored = open_model(model, revision=args.revision, offline=args.offline, progress=progress)
+        elif args.preset_file is not None:
+            source = load_source(args.preset_file, "file")
+        elif args.config is not None:
+            source = load_source(args.config, "config")
+        elif checkpoint_path is not None:
+            source = source_beside(checkpoint_path)
+        else:
+            source = load_source(DEFAULT_PRESET if args.preset is None else args.preset, "name")
+        selection = apply_overrides(args, source)
+        if checkpoint_path is not None:
+            report_ = check_checkpoint(checkpoint_path, selection.config)
+        elif stored is not None:
+            report_ = compare_checkpoint(stored, selection.config)
+        else:
+            return selection
+    except LOAD_ERRORS as error:
+        raise UsageError(str(error)) from None
+    return Selection(selection.config, selection.title, selection.notes, report_)
+
+
+def progress(message: str) -> None:
+    """What a slow step is doing (a Hub fetch), on stderr, only where a person watches it (a terminal)."""
+    if sys.stderr.isatty():
+        print(f"bert-tui: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def load(source: str, revision: str | None = None, offline: bool = False) -> Source:
+    """A MODEL argument (path, Hub id or preset name) with its errors as usage errors (one line, exit 2)."""
+    try:
+        return open_model(source, revision=revision, offline=offline, progress=progress)[0]
+    except LOAD_ERRORS as error:
+        raise UsageError(str(error)) from None
+
+
+def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
+    """The source's config with the command line's overrides on top; a refused value names its flag."""
+    fields = (*SIZE_FIELDS, *EXTRA_FIELDS, "head", "num_labels", "pooler", "model_type", "add_cross_attention")
+    overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
+    try:
+        config = BertConfig.from_mapping(overrides, base=source.config)
+    except ConfigError as error:
+        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+    edited = " (edited)" if any(f in overrides for f in (*SIZE_FIELDS, *EXTRA_FIELDS)) else ""
+    notes = tuple(source.notes)
+    if "num_labels" in overrides and not config.uses_num_labels:
+        notes += (f"--num-labels {overrides['num_labels']} is unused: {config.hf_class} has no classifier "
+                  "(--head chooses one)",)
+    return Selection(config, source.name + edited, notes)
+
+
+def catalog_with_warnings() -> Catalog:
+    """Every preset; a broken preset file is a warning (the others still load), not a failure."""
+    catalog = load_catalog()
+    for error in catalog.errors:
+        print(f"bert-tui: warning: skipped preset file {printable(str(error))}", file=sys.stderr)
+    return catalog
+

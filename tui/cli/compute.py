@@ -1,0 +1,101 @@
+"""`bert-tui compute`: FLOPs and memory of a training step or an inference forward."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ..core import ConfigError
+from ..plain import printable
+from .common import Parser, UsageError, add_model, add_overrides, add_source, flag, resolve
+
+def build_parser() -> Parser:
+    from ..core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
+    from ..formats.params import FORMATS
+
+    parser = Parser(
+        prog="bert-tui compute",
+        description="FLOPs and memory of a training step (or an inference forward) at a batch and sequence length, "
+        "exact to torch's own measurements of transformers' classes: FLOPs as torch's FlopCounterMode counts them "
+        "(2 per multiply-accumulate, matrix products only), the activations autograd saves for backward, weights, "
+        "gradients and optimizer states, the step's peak (the most the GPU holds at once, phase by phase) and the "
+        "largest batch whose peak fits common GPU sizes. "
+        "A training step is the class's forward with labels (its own loss), the backward and one optimizer step; "
+        "for BertModel, which has no loss, the loss is the sum of its outputs.",
+        epilog="examples:\n  bert-tui compute bert-large-uncased --batch 32 --seq 512 --precision amp-bf16 "
+        "--gpu-memory 24GiB\n  bert-tui compute --preset bert-base-uncased --head sequence-classification "
+        "--batch 32 --seq 128 --format json\n  bert-tui compute google-bert/bert-base-uncased --batch 8 --seq 512 "
+        "--checkpointing",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_model(parser)
+    add_source(parser, checkpoint=False)
+    add_overrides(parser)
+    group = parser.add_argument_group("workload")
+    group.add_argument("--batch", metavar="B", help="b: sequences per step (examples, for multiple choice); default 32")
+    group.add_argument("--seq", metavar="S", help="s: tokens per sequence (at most max_position_embeddings); default 128")
+    group.add_argument("--mode", choices=MODES, default="train", help="a training step (default) or an inference forward")
+    group.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                       help="fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under "
+                       "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
+    group.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                       help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
+    group.add_argument("--checkpointing", action="store_true",
+                       help="activation checkpointing of every encoder layer (recomputed in the backward)")
+    group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",
+                       help="attention implementation: sdpa (default, as transformers builds these classes; fused "
+                       "kernels on CUDA) or eager (the math path: softmax over b·A·s² scores)")
+    group.add_argument("--padding-mask", action="store_true", help="the batch carries a padding attention mask")
+    group.add_argument("--device", choices=DEVICES, default="cuda",
+                       help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
+                       "statistics, sdpa's fused kernels; measured on an H200) or cpu (what the CPU oracle measures); default cuda")
+    group.add_argument("--choices", metavar="C", default="4", help="multiple-choice only: answers per example (default 4)")
+    group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table: 24GiB, 80GB, 24 (GiB)")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
+    return parser
+
+
+DEFAULT_WORKLOAD = {"batch": 32, "seq": 128, "choices": 4}  # as the explorer's Compute pane opens
+
+
+def run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from ..core.compute import Workload, compute
+    from ..core.config import parse_int
+    from ..core.units import parse_size
+    from ..formats.compute import compute_csv, compute_data, compute_markdown, compute_text
+
+    selection = resolve(args)
+    gpu_memory = None
+    if args.gpu_memory is not None:
+        try:
+            gpu_memory = parse_size(args.gpu_memory)
+        except ValueError as error:
+            raise UsageError(f"--gpu-memory {args.gpu_memory!r}: must be {error}") from None
+    try:
+        sizes = {name: parse_int(name, str(DEFAULT_WORKLOAD[name]) if getattr(args, name) is None else getattr(args, name))
+                 for name in ("batch", "seq", "choices")}
+        workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
+                            checkpointing=args.checkpointing, attention=args.attention,
+                            padding_mask=args.padding_mask, device=args.device)
+        result = compute(selection.config, workload, gpu_memory)
+    except ConfigError as error:
+        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+    notes = list(selection.notes)
+    defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
+    if defaulted:
+        notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
+    for note in notes:
+        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(compute_data(result, gpu_memory), indent=2, ensure_ascii=False) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(compute_csv(result))
+    elif args.format == "markdown":
+        sys.stdout.write(compute_markdown(result, selection.title))
+    else:
+        sys.stdout.write(compute_text(result, selection.title))
+    return 0
+

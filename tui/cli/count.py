@@ -1,0 +1,65 @@
+"""`bert-tui count`: the parameters of one configuration, and a checkpoint against it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ..core import build_tree
+from ..plain import printable
+from .common import Parser, Selection, add_model, add_overrides, add_source, resolve
+
+def build_parser() -> Parser:
+    from ..formats.params import FORMATS  # here: the explorer does not need the export formats
+
+    parser = Parser(
+        prog="bert-tui count",
+        description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
+        epilog="examples:\n  bert-tui count google-bert/bert-base-uncased\n"
+        "  bert-tui count --preset bert-base-uncased --head mlm --format json\n"
+        "  bert-tui count path/to/model --offline\n\n"
+        "exit status: 0; 1 when a checkpoint differs from its config (as diff(1)); 2 on bad input",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_model(parser)
+    add_source(parser)
+    add_overrides(parser)
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (grouped by module), json (the full breakdown), csv or markdown (default: table)")
+    return parser
+
+
+def run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    return print_count(resolve(args), args.format)
+
+
+def print_count(selection: Selection, fmt: str) -> int:
+    """What `bert-tui count` prints for `selection` in format `fmt`."""
+    from ..formats.params import checkpoint_data, checkpoint_text, to_csv, to_json, to_markdown, to_table
+
+    tree = build_tree(selection.config)
+    for note in selection.notes:
+        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
+    ckpt = selection.checkpoint
+    if fmt == "json":
+        text = to_json(tree)
+        if ckpt is not None:
+            data = json.loads(text)
+            data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
+            text = json.dumps(data, indent=2) + "\n"
+        sys.stdout.write(text)
+    elif fmt == "table":
+        from rich.console import Console
+
+        if ckpt is not None:
+            sys.stdout.write(checkpoint_text(ckpt.checkpoint, ckpt.comparison) + "\n")
+        Console().print(to_table(tree, selection.title))
+    else:
+        if ckpt is not None:
+            print("bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
+        sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
+    return 1 if ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean else 0
+
