@@ -38,8 +38,8 @@ def summary(app: BertTuiApp) -> str:
 
 
 def total_shown(app: BertTuiApp) -> int:
-    assert app.model is not None
-    return app.model.total
+    assert app.main.model is not None
+    return app.main.model.total
 
 
 async def test_starts_on_the_preset_selector_with_bert_base() -> None:
@@ -74,7 +74,7 @@ async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> N
         seen = []
         for key in ["backspace"] * 5:
             await pilot.press(key)
-            seen.append((app.query_one("#vocab_size", Input).value, app.stale, total_shown(app)))
+            seen.append((app.query_one("#vocab_size", Input).value, app.main.stale, total_shown(app)))
         base = build_tree(load_catalog().get("bert-base-uncased").config)
         per_token = 768
         assert seen[0] == ("3052", False, base.total - (30522 - 3052) * per_token)
@@ -85,7 +85,7 @@ async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> N
         assert error.display and "vocab_size: is empty" in text_of(app, "#error-vocab_size")
         for key in "40000":
             await pilot.press(key)
-        assert not app.stale and not error.display
+        assert not app.main.stale and not error.display
         assert total_shown(app) == base.total + (40000 - 30522) * per_token
 
 
@@ -93,11 +93,11 @@ async def test_invalid_hidden_size_shows_inline_message_and_keeps_last_count() -
     app = app_for()
     async with app.run_test(size=NARROW) as pilot:
         await pilot.press("tab", "tab", "end", "1")  # hidden 7681 with 12 heads
-        assert app.stale and total_shown(app) == hf_total("bert-base-uncased/none")
+        assert app.main.stale and total_shown(app) == hf_total("bert-base-uncased/none")
         message = text_of(app, "#error-hidden_size")
         assert "7681" in message and "multiple of num_attention_heads (12)" in message
         await pilot.press("backspace")
-        assert not app.stale
+        assert not app.main.stale
 
 
 async def test_typing_after_tab_replaces_the_value() -> None:
@@ -225,10 +225,10 @@ async def test_model_type_switches_to_roberta_layouts() -> None:
         assert total_shown(app) == hf_total("roberta-base/sequence-classification")
         app.query_one("#head", Select).value = "pretraining"  # RoBERTa has no NSP: refused at the head field
         await pilot.pause()
-        assert app.stale and "no pretraining class" in text_of(app, "#error-head")
+        assert app.main.stale and "no pretraining class" in text_of(app, "#error-head")
         app.query_one("#model_type", Select).value = "bert"
         await pilot.pause()
-        assert not app.stale and app.model is not None and app.model.config.hf_class == "BertForPreTraining"
+        assert not app.main.stale and app.main.model is not None and app.main.model.config.hf_class == "BertForPreTraining"
 
 
 async def test_expanded_nodes_and_cursor_survive_an_edit() -> None:
@@ -417,11 +417,11 @@ async def test_deberta_form_shows_its_fields_and_flags_and_every_switch_counts()
             app.query_one(f"#{flag}", Switch).value = not getattr(config, flag)
             await pilot.pause()
             config = config.replace(**{flag: not getattr(config, flag)})
-            assert not app.stale and total_shown(app) == build_tree(config).total, flag
+            assert not app.main.stale and total_shown(app) == build_tree(config).total, flag
         app.query_one("#model_type", Select).value = "bert"  # BERT has no T = 0: the types field says so
         await pilot.pause()
-        assert app.stale and "must be between 1" in text_of(app, "#error-type_vocab_size")
+        assert app.main.stale and "must be between 1" in text_of(app, "#error-type_vocab_size")
         app.query_one("#type_vocab_size", Input).value = "2"
         await pilot.pause()
         assert shown(EXTRA_FIELDS) == set() and shown(FLAG_FIELDS) == set()
-        assert not app.stale and app.model is not None and app.model.config.model_type == "bert"
+        assert not app.main.stale and app.main.model is not None and app.main.model.config.model_type == "bert"

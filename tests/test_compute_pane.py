@@ -114,7 +114,7 @@ async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
         await pilot.pause()
         expected = compute(BertConfig(), Workload(batch=32, seq=128, mode="inference", attention="eager",
                                                   padding_mask=True, device="cuda"), 12 * 1024**3)
-        assert app.workload == expected.workload
+        assert app.main.workload == expected.workload
         shown = result_text(app)
         assert short_bytes(expected.peak) in shown and f"12 GiB ≤ {expected.fits[-1].max_batch:,}*" in shown
         assert "one layer" in shown

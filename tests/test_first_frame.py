@@ -7,11 +7,13 @@ underline then moves under the active tab, as Textual's Tabs always did."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pytest
 from textual.widgets import Input
 
 from tui.explorer.app import BertTuiApp, make_app
+from tui.explorer.main_screen import MainScreen
 from tui.core import BertConfig
 from tui.presets import load_catalog
 from tui.explorer.widgets.form import FormPreview
@@ -44,14 +46,14 @@ async def before_and_after(monkeypatch: pytest.MonkeyPatch, config: BertConfig, 
     fields and tabs are in place and everything has settled. Below 120 columns the tabs' underline row is left
     out of both: a new Tabs moves its highlight under the active tab after its first layout, as it always did."""
     shots: list[str] = []
-    finish = BertTuiApp._build_form
+    finish = MainScreen._build_form
 
-    async def watched(app: BertTuiApp) -> None:
-        if app.query(FormPreview):
-            shots.append(screen(app))
-        await finish(app)
+    async def watched(main: MainScreen) -> None:
+        if main.query(FormPreview):
+            shots.append(screen(cast(BertTuiApp, main.app)))
+        await finish(main)
 
-    monkeypatch.setattr(BertTuiApp, "_build_form", watched)
+    monkeypatch.setattr(MainScreen, "_build_form", watched)
     app = make_app(CATALOG, config, title=preset or "custom", preset=preset)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
@@ -120,4 +122,4 @@ async def test_keys_sent_before_the_fields_exist_are_applied_after_in_order() ->
         await pilot.press("tab", "end", "ctrl+u", "4", "0", "0", "0", "0")
         await pilot.pause()
         assert app.query_one("#vocab_size", Input).value == "40000"
-        assert app.model is not None and app.model.config.vocab_size == 40000
+        assert app.main.model is not None and app.main.model.config.vocab_size == 40000

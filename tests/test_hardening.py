@@ -59,7 +59,7 @@ def test_a_100_mb_preset_file_is_refused_without_reading_it(tmp_path: Path) -> N
 
 def test_no_color_and_16_color_terminals_start(tmp_path: Path) -> None:
     code = ("from tui.explorer.app import make_app\nfrom tui.presets import load_catalog\n"
-            "async def done(pilot):\n    await pilot.press('f3', 'e', 'f1', 'escape')\n    pilot.app.exit(pilot.app.model.total)\n"
+            "async def done(pilot):\n    await pilot.press('f3', 'e', 'f1', 'escape')\n    pilot.app.exit(pilot.app.main.model.total)\n"
             "print(make_app(load_catalog()).run(headless=True, size=(80, 24), auto_pilot=done))")
     envs = ({"NO_COLOR": "1"}, {"TERM": "xterm"}, {"TERM": "linux"})
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -97,11 +97,11 @@ async def test_a_thousand_layers_open_and_edit() -> None:
         tree = app.query_one(ParamTreeView)
         assert tree.cursor_node is not None and tree.cursor_node.data == "pooler"
         await pilot.press("f2", "tab", *"4")  # vocab 4: the labels follow
-        assert app.model is not None
-        assert app.model.total == closed_form_total(BertConfig(num_hidden_layers=1000, vocab_size=4))
+        assert app.main.model is not None
+        assert app.main.model.total == closed_form_total(BertConfig(num_hidden_layers=1000, vocab_size=4))
         await pilot.press("f3")
         await pilot.pause()
-        encoder = app.model.find("encoder")
+        encoder = app.main.model.find("encoder")
         assert encoder is not None and isinstance(encoder.children, LayerStack)
         assert len(encoder.children._built) < 100
 
@@ -126,4 +126,4 @@ async def test_expand_all_at_10000_layers_opens_the_first_layers_and_says_so() -
         assert not any(node.is_expanded for node in layers[EXPAND_ALL_LAYERS:])
         assert said and f"{10_000 - EXPAND_ALL_LAYERS:,} more" in said[-1]
         await pilot.press("f2", "tab", "4")  # still answering: vocab 4
-        assert app.model is not None and app.model.config.vocab_size == 4
+        assert app.main.model is not None and app.main.model.config.vocab_size == 4

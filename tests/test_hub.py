@@ -195,8 +195,8 @@ async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repositor
         await settle(pilot, lambda: not isinstance(app.screen, OpenScreen))
         await pilot.pause()
         assert not isinstance(app.screen, OpenScreen)
-        assert app.model is not None and app.model.total == LIVE["sharded"]
-        assert app.comparison is not None and app.comparison.clean
+        assert app.main.model is not None and app.main.model.total == LIVE["sharded"]
+        assert app.main.comparison is not None and app.main.comparison.clean
         assert f"{SHARDED}@main" in summary(app)
 
 
@@ -210,7 +210,7 @@ async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(h
     hub.delay = 1.0
     app = app_for("bert-tiny")
     async with app.run_test(size=(80, 24)) as pilot:
-        before = app.model
+        before = app.main.model
         await pilot.press("o")
         field = app.screen.query_one(Input)
         field.value = REPO
@@ -223,7 +223,7 @@ async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(h
         await pilot.press("escape")
         assert not isinstance(app.screen, OpenScreen)
         await pilot.pause(4.5)  # the fetch in its thread ends meanwhile; its result must be dropped
-        assert app.model is before and app.stored is None  # the cancelled fetch changed nothing
+        assert app.main.model is before and app.main.stored is None  # the cancelled fetch changed nothing
 
 
 def test_a_model_type_bert_tui_does_not_count_is_refused_by_name(fake_hub: FakeHub) -> None:
@@ -261,7 +261,7 @@ def test_the_explorer_opens_on_an_id_from_the_command_line(hub: FakeHub, monkeyp
     seen: dict[str, object] = {}
 
     def run(self: BertTuiApp, **kwargs: object) -> None:
-        seen.update(title=self._source_title, stored=self.stored)
+        seen.update(title=self.main._source_title, stored=self.main.stored)
 
     monkeypatch.setattr(BertTuiApp, "run", run)
     assert main([REPO]) == 0

@@ -180,10 +180,10 @@ async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> No
 
     config = load_hf_config(CHECKPOINTS / "pretraining").config
     app = make_app(load_catalog(), config, title="pretraining")
-    app.stored = [(t.name, t.shape) for t in load_checkpoint(CHECKPOINTS / "bertmodel").tensors]
+    app.main.stored = [(t.name, t.shape) for t in load_checkpoint(CHECKPOINTS / "bertmodel").tensors]
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert app.comparison is not None and "cls.seq_relationship.weight" in app.comparison.missing
+        assert app.main.comparison is not None and "cls.seq_relationship.weight" in app.main.comparison.missing
         tree = app.query_one(ParamTreeView)
         tree.action_expand_all()
         await pilot.pause()
@@ -196,11 +196,11 @@ async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> No
         await pilot.press("ctrl+u", *str(CHECKPOINTS / "legacy"), "enter")
         await pilot.pause()
         assert not isinstance(app.screen, OpenScreen)
-        assert app.comparison is not None and app.comparison.clean and app.comparison.tied_stored
-        assert app.model is not None and app.model.total == LIVE["legacy"]
+        assert app.main.comparison is not None and app.main.comparison.clean and app.main.comparison.tied_stored
+        assert app.main.model is not None and app.main.model.total == LIVE["legacy"]
         await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
         await pilot.pause()
-        assert app.comparison is None and app.model is not None and app.model.total == 109_514_298
+        assert app.main.comparison is None and app.main.model is not None and app.main.model.total == 109_514_298
 
 
 def _walk(node):  # type: ignore[no-untyped-def]
@@ -338,5 +338,5 @@ async def test_the_explorer_shows_a_decoders_cross_attention_and_keeps_it_throug
         assert [child.data.rsplit(".", 1)[-1] for child in layer.children] == [
             "attention", "crossattention", "intermediate", "output"]
         await pilot.press("f2", "tab", "tab", "tab", "ctrl+u", "6")  # six layers: still a decoder
-        assert app.model is not None and app.model.config.add_cross_attention
-        assert app.model.total == build_tree(config.replace(num_hidden_layers=6)).total
+        assert app.main.model is not None and app.main.model.config.add_cross_attention
+        assert app.main.model.total == build_tree(config.replace(num_hidden_layers=6)).total

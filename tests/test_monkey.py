@@ -85,5 +85,5 @@ async def answers_a_key(app: BertTuiApp, pilot) -> None:  # type: ignore[no-unty
     field.focus()
     await pilot.press("end", "1")
     await pilot.pause()
-    assert app.is_running and app.model is not None
+    assert app.is_running and app.main.model is not None
     assert app.query_one("#vocab_size", Input).value.endswith("1")

@@ -21,10 +21,10 @@ async def test_a_checkpoint_comparison_ends_when_another_model_is_chosen() -> No
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
         await pilot.pause()
-        assert app.comparison is not None and "holds 6,194" in text_of(app, "#totals")
+        assert app.main.comparison is not None and "holds 6,194" in text_of(app, "#totals")
         app.query_one("#preset", Select).value = "bert-base-uncased"
         await pilot.pause()
-        assert app.comparison is None and app.stored is None
+        assert app.main.comparison is None and app.main.stored is None
         assert "holds " not in text_of(app, "#totals") and "legacy" not in summary(app)
 
 
@@ -33,9 +33,9 @@ async def test_a_comparison_also_ends_with_a_preset_from_the_palette() -> None:
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
         await pilot.pause()
-        app.open_preset("bert-tiny")
+        app.main.open_preset("bert-tiny")
         await pilot.pause()
-        assert app.comparison is None and "holds " not in text_of(app, "#totals")
+        assert app.main.comparison is None and "holds " not in text_of(app, "#totals")
 
 
 async def test_export_and_save_refuse_while_the_form_is_stale(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ async def test_export_and_save_refuse_while_the_form_is_stale(tmp_path: Path) ->
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("tab", "tab", "ctrl+u", *"77")
         await pilot.pause()
-        assert app.stale
+        assert app.main.stale
         await pilot.press("shift+tab", "shift+tab", "x")
         assert not isinstance(app.screen, ExportScreen)
         await pilot.press("s")
@@ -62,7 +62,7 @@ async def test_the_summary_keeps_the_total_when_the_name_is_long() -> None:
     async with app.run_test(size=NARROW) as pilot:
         await pilot.pause()
         line = app.query_one("#summary").render_line(0).text
-        assert app.model is not None and f"{app.model.total:,}" in line
+        assert app.main.model is not None and f"{app.main.model.total:,}" in line
         assert "…" in line and line.startswith(config.hf_class)
 
 

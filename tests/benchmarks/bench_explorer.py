@@ -201,7 +201,7 @@ async def edit_seconds(config: BertConfig, keys: tuple[str, ...], edits: int) ->
         for index in range(edits):
             new = config.replace(vocab_size=config.vocab_size + 1 + index % 2)
             start = time.process_time()
-            app.config = new
+            app.main.config = new
             tree.render_lines(Region(0, 0, tree.size.width, tree.size.height))
             times.append(time.process_time() - start)
             await pilot.pause()

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class OpensPresets(Protocol):
-    """What the preset commands need of the app (the explorer's App; named here, not imported: the app loads
-    this module when the palette first opens, and a module that imports its importer makes a circle)."""
+    """What the preset commands need of the screen that shows the panes (the main screen; named here, not
+    imported: it loads this module when the palette first opens, and a module that imports its importer makes a
+    circle)."""
 
     catalog: Catalog
 
@@ -35,15 +36,21 @@ class OpensPresets(Protocol):
 class PresetCommands(Provider):
     """Every preset in the command palette: 'preset: bert-large-uncased'."""
 
+    def _opener(self) -> OpensPresets | None:
+        """The screen that opens presets: the palette's own, or the one under the dialog it was opened over."""
+        return next((s for s in reversed(self.app.screen_stack) if isinstance(s, OpensPresets)), None)
+
     async def discover(self) -> Hits:
-        app = self.app
-        assert isinstance(app, OpensPresets)
+        app = self._opener()
+        if app is None:
+            return
         for preset in app.catalog.presets.values():
             yield DiscoveryHit(f"preset: {preset.name}", partial(app.open_preset, preset.name), help=escape(printable(preset.title)))
 
     async def search(self, query: str) -> Hits:
-        app = self.app
-        assert isinstance(app, OpensPresets)
+        app = self._opener()
+        if app is None:
+            return
         matcher = self.matcher(query)
         for preset in app.catalog.presets.values():
             title = f"preset: {preset.name}"

@@ -76,7 +76,7 @@ class KeyBar(Horizontal):
         """Markup for the shown bindings, one per action (the first key bound to it), disabled ones dim; within
         `width` cells, the most useful whole (see PRIORITY), in their own order."""
         seen: set[str] = set()
-        entries: list[tuple[int, int, str, int]] = []  # rank, order, markup, cells
+        entries: list[tuple[int, tuple[int, int], str, int]] = []  # rank, place, markup, cells
         for order, (node, binding, enabled, _tooltip) in enumerate(bindings.values()):
             if not binding.show or binding.action in seen or binding.key == self.app.COMMAND_PALETTE_BINDING:
                 continue
@@ -86,7 +86,8 @@ class KeyBar(Horizontal):
             action = binding.action.removeprefix("app.")
             own = node is not self.app and node is not self.screen
             rank = 0 if own else 1 + (PRIORITY.index(action) if action in PRIORITY else len(PRIORITY))
-            entries.append((rank, order, part if enabled else f"[dim]{part}[/]",
+            place = (0 if own else 1 if node is self.app else 2, order)  # the pane's keys, the app's, the screen's
+            entries.append((rank, place, part if enabled else f"[dim]{part}[/]",
                             cell_len(f" {key} {binding.description} ")))
         room, chosen = (width if width is not None and width > 0 else 10**6), []
         for entry in sorted(entries):

@@ -1,0 +1,415 @@
+"""The explorer's main screen: the config form, the parameter tree with its detail strip, the totals and the
+Compute pane, and the messages between them.
+
+State flows one way. The form posts a validated `BertConfig`; the screen holds it as its one reactive `config`,
+asks the core for the tree, and hands that tree to the panes. When the form holds something the core refuses,
+the panes keep the last valid count, marked stale. At 120 columns and more the panes stand side by side; below
+that they become tabs under a summary line that always shows the total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.message import Message
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Static, Tab, Tabs, Tree
+
+from ..core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
+from ..core.compare import Comparison, compare
+from ..core.units import short_count
+from ..plain import middle_ellipsis, printable
+from ..presets import Catalog, load_catalog
+from .widgets.form import ConfigForm
+from .widgets.keybar import KeyBar
+from .widgets.panes import DetailPane, TotalsPane
+from .widgets.param_tree import ParamTreeView, key_of
+from .widgets.tabs_preview import TabsPreview
+
+if TYPE_CHECKING:
+    from textual.widget import AwaitMount
+
+    from ..core.compute import Compute, Workload
+    from .dialogs import Opened
+    from .widgets.compute import ComputePane
+
+# The dialogs (audit, export, open, save) load when first opened: importing them (formats, audit, file I/O) at
+# start-up would delay the first paint for screens most runs never open.
+
+WIDE = 120  # columns from which the panes stand side by side (below, the tree would be too narrow for its counts)
+TABS = [("Config", "form"), ("Tree", "tree"), ("Totals", "totals"), ("Compute", "compute")]
+PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box", "compute": "#compute-box"}
+CENTER = "#center"  # the tree's pane: the tree with its detail strip
+KEY_ROWS = [
+    ("F1, ?", "this help (? outside inputs)"),
+    ("ctrl+p", "command palette: every preset and action"),
+    ("Tab, shift+Tab", "next / previous field or pane"),
+    ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 120 columns)"),
+    ("F5", "compute and memory of a training step: batch, sequence, precision, what fits"),
+    ("← →", "switch tabs when the tab bar has focus"),
+    ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
+    ("e / c", "expand / collapse the whole tree (in the tree)"),
+    ("a", "audit a claimed count: which conventions reproduce it (outside inputs)"),
+    ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
+    ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
+    ("o", "open a Hub id, config.json, folder or checkpoint; differing tensors are marked ✗"),
+    ("s", "save the current config as a user preset (asks before overwriting)"),
+    ("type digits", "edit a field; the count updates at every key"),
+    ("ctrl+q, q", "quit (q outside inputs)"),
+]  # the help screen's rows
+
+
+class MainScreen(Screen[None]):
+    """The panes of one model: form → core → tree, detail, totals and compute."""
+
+    AUTO_FOCUS = "#preset"
+    BINDINGS = [
+        # The pane keys act as they arrive (priority), like Tab: F5 then Tab and digits in one read reach the
+        # Compute pane's fields. Under a dialog (another screen) they do nothing.
+        Binding("f2", "show_pane('form')", "Config", priority=True),
+        Binding("f3", "show_pane('tree')", "Tree", priority=True),
+        Binding("f4", "show_pane('totals')", "Totals", priority=True),
+        Binding("f5", "show_pane('compute')", "Compute", priority=True),
+        Binding("a", "audit", "Audit"),
+        Binding("b", "toggle_baseline", "Pin"),
+        Binding("x", "export", "Export"),
+        Binding("o", "open", "Open"),
+        Binding("s", "save_preset", "Save"),
+    ]
+
+    class FieldsReady(Message):
+        """The form's fields have replaced their first-frame preview: keys typed meanwhile can be handled."""
+
+    config: var[BertConfig | None] = var(None, always_update=True)
+    stale = var(False)
+
+    def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None,
+                 stored: list[tuple[str, tuple[int, ...]]] | None = None) -> None:
+        super().__init__()
+        self.catalog = catalog
+        self._start = (config, preset)
+        self._source_title = title
+        self.model: ParamTree | None = None
+        self.baseline: ParamTree | None = None  # pinned with `b`: deltas show against it until unpinned
+        self.stored = stored  # an opened checkpoint's tensors
+        self._pane = "form"  # the tab shown below 120 columns
+        self.comparison: Comparison | None = None
+        self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
+        self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
+        self._compute_result: Compute | None = None
+        self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
+        self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
+
+    def compose(self) -> ComposeResult:
+        # The layout's class is set before the widgets mount: set after, it would restyle every one of them.
+        self.set_class(self.app.size.width < WIDE, "-narrow")
+        yield Static("", id="summary")
+        yield TabsPreview([label for label, _ in TABS], id="pane-tabs")  # the Tabs mount after the first frame
+        with Horizontal(id="main"):
+            yield ConfigForm(self.catalog.presets, self._start, id="form")
+            with Vertical(id="center"):
+                yield ParamTreeView(id="tree")
+                yield DetailPane(id="detail")
+            yield Vertical(id="compute-box")  # the Compute pane mounts here when first shown (F5)
+            with VerticalScroll(id="totals-box"):
+                yield TotalsPane(id="totals")
+        yield KeyBar(id="keybar")
+
+    def on_mount(self) -> None:
+        config, preset = self._start
+        self._load_form(config, preset)
+        self._layout(self.app.size.width)
+        self.call_after_refresh(self._build_form)  # after the first frame, which shows the form's preview
+
+    async def _build_form(self) -> None:
+        """Mount the form's fields and the pane tabs in place of their previews, in one frame, then handle the
+        keys typed meanwhile (once the screen has laid them out: until then the focus chain lacks them)."""
+        base = self
+        with self.app.batch_update():
+            await base.query_one("#pane-tabs").remove()
+            await base.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
+                             after=base.query_one("#summary"))
+            await base.query_one(ConfigForm).build()
+        self.post_message(self.FieldsReady())
+
+    # State: the form's config → the core's tree → the panes.
+
+    def _load_form(self, config: BertConfig, preset: str | None) -> None:
+        report = self.query_one(ConfigForm).load(config, preset)
+        if report is not None:  # the form's preview: its report comes back at once
+            self._config_changed(report)
+
+    @on(ConfigForm.Changed)
+    def _config_changed(self, event: ConfigForm.Changed) -> None:
+        if event.preset:
+            self._source_title = event.preset
+        elif event.edited:
+            self._source_title = f"{self._source_title.removesuffix(' (edited)')} (edited)"
+        self.stale = False
+        self.config = event.config
+
+    @on(ConfigForm.Invalid)
+    def _config_invalid(self, event: ConfigForm.Invalid) -> None:
+        self._invalid = event.error
+        self.stale = True
+
+    def _refuse_stale(self, action: str) -> bool:
+        """Export and save write what the form shows: while a field holds a refused value, say so and do nothing
+        (the panes show the last valid count, not the form)."""
+        if not self.stale or self._invalid is None:
+            return False
+        error = self._invalid
+        self.notify(f"nothing {action}: {error.field} {error.value} {error.rule}; the panes show the last valid "
+                    "count (stale) until it is fixed", severity="warning", timeout=6)
+        return True
+
+    @on(ConfigForm.PresetSelected)
+    def _preset_selected(self, event: ConfigForm.PresetSelected) -> None:
+        self.open_preset(event.name)
+
+    def watch_config(self, config: BertConfig | None) -> None:
+        if config is None or not self.query(ConfigForm):  # the app is closing: a late report finds no panes
+            return
+        self.model = build_tree(config)
+        self.comparison = compare(self.model, self.stored) if self.stored is not None else None
+        self.query_one(ConfigForm).show_costs(marginal_costs(config))
+        tree = self.query_one(ParamTreeView)
+        tree.set_marks(self._marks())
+        tree.show(self.model)
+        self._show_detail()
+        self._show_totals()
+        self._show_compute()
+
+    def watch_stale(self) -> None:
+        self._show_totals()
+        self._show_compute()
+
+    def _show_totals(self) -> None:
+        if self.model is None:
+            return
+        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims(), self.comparison)
+        total = self.model.total
+        summary = self.query_one("#summary", Static)
+        mark = "   ⚠ stale" if self.stale else ""
+        pinned = f"   Δ {total - self.baseline.total:+,} vs pinned" if self.baseline is not None else ""
+        count = f"{total:,}"
+        rest = f" ({short_count(total)}){pinned}{mark}"
+        width = (summary.content_region.width or self.app.size.width - summary.styles.gutter.width) - 1
+        name = self.model.config.hf_class
+        room = width - len(name) - 6 - len(count) - len(rest)  # " · " and three spaces before the total
+        title = middle_ellipsis(printable(self._source_title), room) if room >= 4 else ""
+        head = f"{name} · {title}   " if title else f"{middle_ellipsis(name, width - len(count) - len(rest) - 3)}   "
+        summary.update(Text.assemble(head, (count, "bold"), rest))
+        summary.set_class(self.stale, "-stale")
+
+    # The Compute pane: its workload and the app's config → the core's Compute → the pane.
+
+    # The pane and the compute core load on the first F5 (handlers by name: the classes are not imported here).
+
+    def on_compute_pane_changed(self, event: ComputePane.Changed) -> None:
+        self.workload, self._workload_error = event.workload, None
+        self._gpu_memory = event.gpu_memory
+        self._show_compute()
+
+    def on_compute_pane_invalid(self, event: ComputePane.Invalid) -> None:
+        self._workload_error = event.error
+        self._show_compute()
+
+    def _show_compute(self) -> None:
+        """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
+        longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
+        marked stale, as the other panes do."""
+        found = self.query("#compute")
+        if not found or self.model is None or self.workload is None:
+            return
+        from ..core.compute import compute
+
+        pane = cast("ComputePane", found.first())
+        if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
+            return
+        error = self._workload_error
+        if error is None:
+            try:
+                self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model)
+            except ConfigError as refused:
+                error = refused
+        pane.show_error(error)
+        if self._compute_result is not None:
+            pane.show(self._compute_result, stale=error is not None or self.stale)
+
+    def _mount_compute(self) -> AwaitMount | None:
+        """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
+        if self.query("#compute"):
+            return None
+        from ..core.compute import Workload
+        from .widgets.compute import ComputePane
+
+        self.workload = self.workload or Workload(batch=32, seq=128)
+        self.call_after_refresh(self._show_compute)
+        return self.query_one("#compute-box").mount(ComputePane(self.workload, id="compute"))
+
+    @on(Tree.NodeHighlighted, "#tree")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        tree = self.query_one(ParamTreeView)
+        cursor = tree.cursor_node
+        node = tree.node_for(cursor.data) if cursor is not None and cursor.data is not None else None
+        if self.model is not None:
+            self.query_one(DetailPane).show(node, self.model)
+
+    # Actions.
+
+    def open_preset(self, name: str) -> None:
+        preset = self.catalog.presets.get(name)
+        if preset is None:
+            self.notify(f"unknown preset {name!r}", severity="error")
+            return
+        self.stored = None  # another model: an opened checkpoint's comparison ends with its own
+        self._load_form(preset.config, preset.name)
+
+    def _marks(self) -> dict[str, str]:
+        """Tree keys whose tensor the opened checkpoint stores differently, with what it stores."""
+        result = self.comparison
+        if result is None:
+            return {}
+        marks = {key_of(name): "✗ not in the file" for name in result.missing}
+        marks.update((key_of(name), f"✗ file has {list(stored)}") for name, _, stored in result.mismatched)
+        return marks
+
+    def _claims(self) -> list[tuple[str, str, str]]:
+        """(value, scope, source) of the counts published for the preset on screen, if it is one."""
+        preset = self.catalog.presets.get(self._source_title)
+        return [(c.value, c.scope, c.source) for c in preset.claims] if preset else []
+
+    def action_audit(self) -> None:
+        from .dialogs import AuditScreen
+
+        if self.model is not None and not isinstance(self.app.screen, AuditScreen):
+            self.app.push_screen(AuditScreen(self.model.config, self._source_title, self._claims()))
+
+    def action_toggle_baseline(self) -> None:
+        """Pin the current count as the baseline (deltas in the totals and the tree), or unpin it."""
+        self.baseline = None if self.baseline is not None else self.model
+        self.query_one(ParamTreeView).set_baseline(self.baseline)
+        self._show_totals()
+        self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
+
+    def action_export(self) -> None:
+        from .dialogs import ExportScreen
+
+        if self.model is None or isinstance(self.app.screen, ExportScreen) or self._refuse_stale("exported"):
+            return
+        suggestion = f"{self._source_title.replace(' (edited)', '-edited')}.json"
+        self.app.push_screen(ExportScreen(self.model, self._source_title, suggestion), self._exported)
+
+    def _exported(self, path: Path | None) -> None:
+        if path is not None:
+            self.notify(f"wrote {path}", timeout=4)
+
+    def action_open(self) -> None:
+        from .dialogs import OpenScreen
+
+        if not isinstance(self.app.screen, OpenScreen):
+            self.app.push_screen(OpenScreen(), self._opened)
+
+    def _opened(self, opened: Opened | None) -> None:
+        if opened is None:
+            return
+        source, checkpoint = opened
+        self.stored = [(t.name, t.shape) for t in checkpoint.tensors] if checkpoint is not None else None
+        self._source_title = source.name
+        self._load_form(source.config, None)
+        for note in source.notes:
+            self.notify(note, timeout=6)
+
+    def action_save_preset(self) -> None:
+        from .dialogs import SavePresetScreen
+
+        if self.model is None or isinstance(self.app.screen, SavePresetScreen) or self._refuse_stale("saved"):
+            return
+        builtin = {name for name, p in self.catalog.presets.items() if p.builtin}
+        suggestion = self._source_title.replace(" (edited)", "-edited").replace("/", "-").replace(" ", "-")
+        self.app.push_screen(SavePresetScreen(self.model.config, suggestion[:64], builtin), self._saved)
+
+    def _saved(self, name: str | None) -> None:
+        if name is None:
+            return
+        self.catalog = load_catalog()
+        form = self.query_one(ConfigForm)
+        form.add_preset(name)
+        self._source_title = name
+        form.select_preset(name)
+        self._show_totals()
+        self.notify(f"saved preset {name}: in the selector and the palette now", timeout=4)
+
+    async def action_show_pane(self, pane: str) -> None:
+        """Bring a pane forward (a tab below 120 columns) and focus it, at once: the keys after F2–F5 in one
+        read (Tab, digits) reach the pane's fields in order. The Compute pane's first showing waits for its
+        mount. Under a dialog or the palette they do nothing, as before they were priority keys."""
+        if self.app.screen is not self:
+            return
+        if pane == "compute":
+            mounting = self._mount_compute()
+            if mounting is not None:
+                await mounting
+        self.query_one(Tabs).active = f"tab-{pane}"
+        self._choose(pane)  # now, not when TabActivated arrives: a hidden field cannot take the focus
+        self.set_focus(self.query_one({"form": "#preset", "compute": "#batch"}.get(pane, PANES[pane])))
+
+    @on(Tabs.TabActivated, "#pane-tabs")
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        self._choose((event.tab.id or "tab-form").removeprefix("tab-"))
+
+    def _choose(self, pane: str) -> None:
+        if self.app.size.width >= WIDE and pane == "form" and self._pane == "compute":
+            pane = self._pane  # side by side the form is always shown: F2 keeps the Compute pane beside it
+        self._pane = pane
+        self._layout(self.app.size.width)
+
+    def on_resize(self, event: Resize) -> None:
+        self._layout(event.size.width)
+        self._show_totals()  # the summary shortens the source's name to keep the total
+
+    def _layout(self, width: int) -> None:
+        """Side by side from 120 columns; below, only the active tab's pane. Display is set on the three
+        panes directly: a class on the screen would restyle every widget at each tab switch."""
+        narrow = width < WIDE
+        self.set_class(narrow, "-narrow")
+        if self._pane == "compute":
+            self._mount_compute()
+        for name, selector in PANES.items():
+            if narrow:
+                shown = name == self._pane
+            else:  # side by side: the Compute pane stands where the tree and totals do while it is chosen
+                computing = self._pane == "compute"
+                shown = name == "form" or (name == "compute") == computing
+            self.query_one(CENTER if name == "tree" else selector).display = shown
+
+    def system_commands(self) -> Iterable[SystemCommand]:
+        """The palette's actions on the panes (the App adds them to Textual's own)."""
+        yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
+        yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))
+        yield SystemCommand("Show the totals", "Focus the totals (F4)", partial(self.action_show_pane, "totals"))
+        yield SystemCommand("Show compute and memory", "FLOPs, memory and what fits for a workload (F5)",
+                            partial(self.action_show_pane, "compute"))
+        tree = self.query_one(ParamTreeView)
+        yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
+        yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
+        yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
+        yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
+        yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
+        yield SystemCommand("Open a model", "A Hub id (ORG/NAME), config.json, model folder or .safetensors (o)", self.action_open)
+        yield SystemCommand("Save as a user preset", "Write the current config to your presets folder (s)", self.action_save_preset)
+        yield SystemCommand("Help", "Every key (F1, ? outside inputs)", partial(self.app.run_action, "help"))
