@@ -7,7 +7,7 @@ Each seed posts 1,500 random keys (every screen's keys, the palette's, ctrl+p) i
 slow SSH link delivers them, waiting for idle between bursts. A seed fails if the app raises or stops. The
 seeded monkey in the default run (tests/test_monkey.py) leaves ctrl+p out of its bursts to stay
 deterministic; this is where the palette is stormed. It found the three palette/dropdown crashes guarded in
-tui/commands.py and tui/app.py.
+tui/explorer/commands.py and tui/explorer/app.py.
 """
 
 from __future__ import annotations

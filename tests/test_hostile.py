@@ -166,6 +166,16 @@ def test_a_dtype_written_as_a_list(tmp_path: Path) -> None:
 # Markup and escapes ------------------------------------------------------------------------------------------
 
 
+def test_a_path_longer_than_the_table_is_printed_whole(tmp_path: Path) -> None:
+    """The count's heading was the table's title, wrapped at the table's width: a long path was cut in two
+    (found when the suite ran in parallel workers, whose temporary folders are longer)."""
+    folder = tmp_path / ("a-long-folder-name-" * 6)
+    folder.mkdir()
+    (folder / "config.json").write_bytes(HUB_CONFIG.read_bytes())
+    result = cli("count", "--config", str(folder), COLUMNS="400")
+    assert result.returncode == 0 and str(folder) in result.stdout.splitlines()[0]
+
+
 def test_markup_in_a_path_is_shown_as_written(tmp_path: Path) -> None:
     folder = tmp_path / "[/]x[b]"  # "[" holding "]x[b]": the path reads [/]x[b]
     folder.mkdir(parents=True)

@@ -31,7 +31,7 @@ KEYS = (
 )
 # The palette is stormed at typing pace (Pilot waits for idle after each key). Bursts into Textual 8.2.8's
 # palette found three crashes (a search after close, a double close, page keys before layout), all guarded
-# in tui/commands.py and tui/app.py, and checked by storms outside this suite; bursts depend on timing, and
+# in tui/explorer/commands.py and tui/explorer/app.py, and checked by storms outside this suite; bursts depend on timing, and
 # the default run stays deterministic.
 PALETTE_KEYS = [*"bert-lagecd0123", "ctrl+p", "ctrl+p", "enter", "escape", "down", "up", "pagedown", "pageup",
                 "backspace", "tab", "f1", "f3"]

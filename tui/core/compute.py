@@ -1,7 +1,7 @@
 """Compute and memory of a training step (or an inference forward) at a batch and sequence length, exact.
 
 Everything is derived from the config and a `Workload`, in closed forms over the symbols (b, s, H, I, A, V, N,
-C, L), and checked against torch's own measurements of transformers' classes (`tui/measure.py`, fixtures in
+C, L), and checked against torch's own measurements of transformers' classes (`tui/reference/measure.py`, fixtures in
 tests/fixtures/compute.json):
 
 - FLOPs in the convention of `torch.utils.flop_counter`: 2 per multiply-accumulate, matrix products only.

@@ -96,7 +96,9 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
     from rich.text import Text
 
     total = tree.total
-    table = Table(title=Text(f"{tree.config.hf_class} · {printable(title)}"), title_justify="left", expand=False)
+    # The title is a line of its own: as the table's title it wrapped at the table's width, cutting a long path.
+    heading = Text(f"{tree.config.hf_class} · {printable(title)}", style="italic", overflow="fold")
+    table = Table(expand=False)
     table.add_column("parameter", overflow="fold", ratio=1)
     table.add_column("shape", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
@@ -111,7 +113,7 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
     table.caption_justify = "left"
     sharing = layer_sharing(tree.config, total)
     shared = [Text(f"layers: {sharing.text}")] if sharing is not None else []
-    return Group(table, *shared, _groups_table(tree), _memory_table(total))
+    return Group(heading, table, *shared, _groups_table(tree), _memory_table(total))
 
 
 def _sections(tree: ParamTree) -> Iterator[tuple[str, list[tuple[str, Param]]]]:
