@@ -209,7 +209,7 @@ class MainScreen(Screen[None]):
         room = width - len(name) - 6 - len(count) - len(rest)  # " · " and three spaces before the total
         title = middle_ellipsis(printable(self._source_title), room) if room >= 4 else ""
         head = f"{name} · {title}   " if title else f"{middle_ellipsis(name, width - len(count) - len(rest) - 3)}   "
-        summary.update(Text.assemble(head, (count, "bold"), rest))
+        summary.update(Text.assemble(head, (count, "bold"), rest), layout=False)  # one line, always
         summary.set_class(self.stale, "-stale")
 
     # The Compute pane: its workload and the app's config → the core's Compute → the pane.

@@ -532,7 +532,7 @@ class ConfigForm(VerticalScroll):
     def _describe_flag(self, flag: str, value: bool) -> None:
         line = self._ids().get(f"cost-{flag}")
         if isinstance(line, Static):
-            line.update(flag_text(flag, value))
+            line.update(flag_text(flag, value), layout=False)
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -558,7 +558,7 @@ class ConfigForm(VerticalScroll):
         for field, text in self._costs.items():
             line = self._ids().get(f"cost-{field}")
             if isinstance(line, Static):
-                line.update(text)
+                line.update(text, layout=False)  # one line (no wrap): a layout a keystroke was most of its cost
 
     @on(Input.Changed)
     @on(Switch.Changed)

@@ -85,7 +85,8 @@ class DetailPane(Static):
     """Everything about the highlighted node: HF name, shape, count, formulas, head split, ties, share."""
 
     def show(self, node: Node | None, model: ParamTree) -> None:
-        self.update(self._describe(node, model) if node is not None else Text("Highlight a node in the tree.", style="dim"))
+        self.update(self._describe(node, model) if node is not None else Text("Highlight a node in the tree.", style="dim"),
+                    layout=False)  # the strip's height is fixed (app.tcss)
 
     def _describe(self, node: Node, model: ParamTree) -> RenderableType:
         share = f"{100 * node.count / model.total:.2f}% of {model.total:,}" if model.total else ""
