@@ -10,6 +10,8 @@
   lifetime (interpreter teardown included);
 * launch until the total is on the screen of a real pseudo-terminal (80×24), black-box: the same two apps
   run as a user runs them, their output read until the number appears (goal ≤ 1.5×);
+* five digits typed at once into a field of a real pseudo-terminal, black-box, until the result shows: the
+  explorer's new total against a minimal app echoing its field (goal ≤ 1.5×);
 * one edit (the vocab size changes, as a keystroke does): CPU time of the handler that takes the new config
   to every pane, plus painting the tree's visible lines (labels are read at paint time), for bert-base and
   96 layers with the whole tree expanded, and 1,000 layers with the encoder open (a full viewport each)
@@ -179,6 +181,74 @@ def on_screen_seconds(commands: tuple[list[str], list[str]], runs: int,
     return statistics.median(first), statistics.median(second)
 
 
+MINIMAL_TYPING_APP = """
+from textual.app import App
+from textual.widgets import Input, Static
+class Echo(App):
+    def compose(self):
+        yield Input(id="field")
+        yield Static("ready", id="echo")
+    def on_input_changed(self, event):
+        self.query_one("#echo", Static).update(f"echo {event.value}")
+Echo().run()
+"""
+
+
+def typing_seconds(commands: tuple[list[str], list[str]], runs: int) -> tuple[float, float]:
+    """Medians of seconds from five digits written to a real pseudo-terminal (80×24) at once, as a fast typist's
+    or a paste's keys arrive, until the result is on the screen, black-box: for a minimal app, its Static's echo
+    of the field (`echo 40000`); for the explorer, the new total in the summary line after `40000` replaces the
+    vocab size (Tab from the preset select selects the field's text; the digits replace it)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+
+    from tui.core import build_tree
+
+    total = f"{build_tree(BertConfig(vocab_size=40000)).total:,}".encode()
+    subjects = [(b"ready", b"", b"echo 40000"), (b"109,482,240", b"\t", total)]  # (shown, keys before, result)
+
+    def once(index: int) -> float:
+        ready, tab, wanted = subjects[index]
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.chdir(ROOT)
+            os.execve(commands[index][0], commands[index], {**ENV, "TERM": "xterm-256color"})
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+
+        def read_until(text: bytes | None, seconds: float) -> bool:
+            seen, start = bytearray(), time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                if select.select([fd], [], [], 0.002)[0]:
+                    seen += os.read(fd, 65536)
+                    if text is not None and text in seen:
+                        return True
+            return text is None
+
+        elapsed = float("nan")
+        try:
+            if read_until(ready, 30) and read_until(None, 1.5):  # shown, then settled (fields mounted)
+                if tab:
+                    os.write(fd, tab)
+                    read_until(None, 0.5)
+                start = time.perf_counter()
+                os.write(fd, b"40000")
+                if read_until(wanted, 10):
+                    elapsed = time.perf_counter() - start
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+        return elapsed
+
+    first, second = interleaved(lambda index: once(int(index)), ("0", "1"), runs)
+    return statistics.median(first), statistics.median(second)
+
+
 def lifetime_seconds(code: str, runs: int) -> float:
     """Median seconds of the whole process: start-up, first paint, exit and interpreter teardown."""
     return median_seconds([sys.executable, "-c", code], runs, cwd=ROOT)
@@ -219,6 +289,10 @@ def measure(runs: int, edits: int) -> list[tuple[str, float, float, str]]:
     minimal, ours = on_screen_seconds(([sys.executable, "-c", MINIMAL_TERMINAL_APP], [sys.executable, "-m", "tui"]), runs)
     rows += [("total on screen, real terminal (pty): minimal (baseline)", minimal, 1.0, ""),
              ("total on screen, real terminal (pty): bert-tui explorer", ours, ours / minimal,
+              "goal ≤ 1.5×")]
+    minimal, ours = typing_seconds(([sys.executable, "-c", MINIMAL_TYPING_APP], [sys.executable, "-m", "tui"]), runs)
+    rows += [("five digits typed, until shown (pty): minimal app echoing them (baseline)", minimal, 1.0, ""),
+             ("five digits typed into a field, until the new total shows (pty): explorer", ours, ours / minimal,
               "goal ≤ 1.5×")]
     minimal, ours = lifetime_seconds(MINIMAL_APP, runs), lifetime_seconds(OUR_APP, runs)
     rows += [("process lifetime, paint then quit: minimal app (baseline)", minimal, 1.0, ""),

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.message import Message
 from textual.reactive import var
@@ -109,6 +110,7 @@ class MainScreen(Screen[None]):
         self._compute_result: Compute | None = None
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
+        self._compute_pane: ComputePane | None = None  # mounted on the first F5
 
     def compose(self) -> ComposeResult:
         # The layout's class is set before the widgets mount: set after, it would restyle every one of them.
@@ -178,11 +180,15 @@ class MainScreen(Screen[None]):
         self.open_preset(event.name)
 
     def watch_config(self, config: BertConfig | None) -> None:
-        if config is None or not self.query(ConfigForm):  # the app is closing: a late report finds no panes
+        if config is None:
+            return
+        try:
+            form = self.query_one(ConfigForm)  # the first match (a query's truth walks every widget)
+        except NoMatches:  # the app is closing: a late report finds no panes
             return
         self.model = build_tree(config)
         self.comparison = compare(self.model, self.stored) if self.stored is not None else None
-        self.query_one(ConfigForm).show_costs(marginal_costs(config))
+        form.show_costs(marginal_costs(config))
         tree = self.query_one(ParamTreeView)
         tree.set_marks(self._marks())
         tree.show(self.model)
@@ -229,12 +235,11 @@ class MainScreen(Screen[None]):
         """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
         longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
         marked stale, as the other panes do."""
-        found = self.query("#compute")
-        if not found or self.model is None or self.workload is None:
+        pane = self._compute_pane
+        if pane is None or self.model is None or self.workload is None:
             return
         from ..core.compute import compute
 
-        pane = cast("ComputePane", found.first())
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
             return
         error = self._workload_error
@@ -249,14 +254,15 @@ class MainScreen(Screen[None]):
 
     def _mount_compute(self) -> AwaitMount | None:
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
-        if self.query("#compute"):
+        if self._compute_pane is not None:
             return None
         from ..core.compute import Workload
         from .widgets.compute import ComputePane
 
         self.workload = self.workload or Workload(batch=32, seq=128)
         self.call_after_refresh(self._show_compute)
-        return self.query_one("#compute-box").mount(ComputePane(self.workload, id="compute"))
+        self._compute_pane = ComputePane(self.workload, id="compute")
+        return self.query_one("#compute-box").mount(self._compute_pane)
 
     @on(Tree.NodeHighlighted, "#tree")
     def _highlighted(self) -> None:

@@ -557,8 +557,8 @@ class ConfigForm(VerticalScroll):
     def _paint_costs(self) -> None:
         for field, text in self._costs.items():
             line = self._ids().get(f"cost-{field}")
-            if isinstance(line, Static):
-                line.update(text, layout=False)  # one line (no wrap): a layout a keystroke was most of its cost
+            if isinstance(line, Static) and line.content != text:  # most costs stay as they were: no repaint
+                line.update(text, layout=False)  # one line (no wrap): no layout
 
     @on(Input.Changed)
     @on(Switch.Changed)
@@ -595,8 +595,10 @@ class ConfigForm(VerticalScroll):
         self.refresh_state()
 
     def _mark_edited(self) -> None:
-        with self.prevent(Select.Changed):
-            self.query_one("#preset", Select).value = Select.NULL
+        preset = self.query_one("#preset", Select)
+        if preset.value != Select.NULL:  # once is enough: setting it again repaints the select at every key
+            with self.prevent(Select.Changed):
+                preset.value = Select.NULL
 
     def _model_type(self) -> str:
         value = self.query_one("#model_type", Select).value
