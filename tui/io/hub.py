@@ -158,7 +158,7 @@ def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, 
     for _ in range(MAX_REDIRECTS + 1):
         if time.monotonic() > deadline:
             raise SourceError(first, None, f"no answer within {BUDGET:g} s (redirect after redirect): given up")
-        with _send(session, url, headers) as (response, raw):
+        with _send(session, url, headers, min(TIMEOUT, deadline - time.monotonic())) as (response, raw):
             chunks = _until(raw, deadline, first)
             status = response.status_code
             commit = commit or response.headers.get("X-Repo-Commit") or ""
@@ -181,13 +181,14 @@ def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, 
 
 
 @contextmanager
-def _send(session: Any, url: str, headers: dict[str, str]) -> Iterator[tuple[Any, Iterator[bytes]]]:
-    """One request, its body not read yet: httpx or httpx2 (huggingface_hub >= 1.0), or requests (0.x)."""
+def _send(session: Any, url: str, headers: dict[str, str], timeout: float) -> Iterator[tuple[Any, Iterator[bytes]]]:
+    """One request, its body not read yet, each wait at most `timeout` (what is left of the request's budget,
+    so that a chain of slow hops ends within it too): httpx or httpx2 (huggingface_hub >= 1.0), or requests."""
     if callable(getattr(session, "stream", None)):  # requests has a bool there
-        with session.stream("GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=False) as response:
+        with session.stream("GET", url, headers=headers, timeout=timeout, follow_redirects=False) as response:
             yield response, response.iter_bytes()
         return
-    with session.get(url, headers=headers, timeout=TIMEOUT, stream=True, allow_redirects=False) as response:
+    with session.get(url, headers=headers, timeout=timeout, stream=True, allow_redirects=False) as response:
         yield response, response.iter_content(65536)
 
 
