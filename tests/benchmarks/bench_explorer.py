@@ -143,39 +143,63 @@ One().run()
 """
 
 
+class Pty:
+    """A command running in a real pseudo-terminal (80×24), as a user runs it; ended (killed) on exit."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+
+    def __enter__(self) -> "Pty":
+        import fcntl
+        import os
+        import pty
+        import struct
+        import termios
+
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.chdir(ROOT)
+            os.execve(self.argv[0], self.argv, {**ENV, "TERM": "xterm-256color"})
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+        import signal
+
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+    def write(self, data: bytes) -> None:
+        import os
+
+        os.write(self.fd, data)
+
+    def read_until(self, text: bytes | None, seconds: float) -> bool:
+        """Read its output until `text` appears (True), or for `seconds` (True only when `text` is None: the
+        output was drained for that long)."""
+        import os
+        import select
+
+        seen, start = bytearray(), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            if select.select([self.fd], [], [], 0.002)[0]:
+                seen += os.read(self.fd, 65536)
+                if text is not None and text in seen:
+                    return True
+        return text is None
+
+
 def on_screen_seconds(commands: tuple[list[str], list[str]], runs: int,
                       text: bytes = b"109,482,240") -> tuple[float, float]:
     """Medians of seconds from launch until `text` is on the screen of a real pseudo-terminal (80×24), as a
     user sees it, for two commands measured in turn: each is started in the pty, its output read until the
     total appears, then it is ended."""
-    import fcntl
-    import os
-    import pty
-    import select
-    import signal
-    import struct
-    import termios
-
     def once(argv: list[str]) -> float:
         start = time.perf_counter()
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.chdir(ROOT)
-            os.execve(argv[0], argv, {**ENV, "TERM": "xterm-256color"})
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        seen, elapsed = bytearray(), float("nan")
-        try:
-            while time.perf_counter() - start < 30:
-                if select.select([fd], [], [], 0.05)[0]:
-                    seen += os.read(fd, 65536)
-                    if text in seen:
-                        elapsed = time.perf_counter() - start
-                        break
-        finally:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(fd)
-        return elapsed
+        with Pty(argv) as terminal:
+            return time.perf_counter() - start if terminal.read_until(text, 30) else float("nan")
 
     first, second = interleaved(lambda index: once(commands[int(index)]), ("0", "1"), runs)
     return statistics.median(first), statistics.median(second)
@@ -199,14 +223,6 @@ def typing_seconds(commands: tuple[list[str], list[str]], runs: int) -> tuple[fl
     or a paste's keys arrive, until the result is on the screen, black-box: for a minimal app, its Static's echo
     of the field (`echo 40000`); for the explorer, the new total in the summary line after `40000` replaces the
     vocab size (Tab from the preset select selects the field's text; the digits replace it)."""
-    import fcntl
-    import os
-    import pty
-    import select
-    import signal
-    import struct
-    import termios
-
     from tui.core import build_tree
 
     total = f"{build_tree(BertConfig(vocab_size=40000)).total:,}".encode()
@@ -214,36 +230,15 @@ def typing_seconds(commands: tuple[list[str], list[str]], runs: int) -> tuple[fl
 
     def once(index: int) -> float:
         ready, tab, wanted = subjects[index]
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.chdir(ROOT)
-            os.execve(commands[index][0], commands[index], {**ENV, "TERM": "xterm-256color"})
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-
-        def read_until(text: bytes | None, seconds: float) -> bool:
-            seen, start = bytearray(), time.perf_counter()
-            while time.perf_counter() - start < seconds:
-                if select.select([fd], [], [], 0.002)[0]:
-                    seen += os.read(fd, 65536)
-                    if text is not None and text in seen:
-                        return True
-            return text is None
-
-        elapsed = float("nan")
-        try:
-            if read_until(ready, 30) and read_until(None, 1.5):  # shown, then settled (fields mounted)
-                if tab:
-                    os.write(fd, tab)
-                    read_until(None, 0.5)
-                start = time.perf_counter()
-                os.write(fd, b"40000")
-                if read_until(wanted, 10):
-                    elapsed = time.perf_counter() - start
-        finally:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(fd)
-        return elapsed
+        with Pty(commands[index]) as terminal:
+            if not (terminal.read_until(ready, 30) and terminal.read_until(None, 1.5)):  # shown, then settled
+                return float("nan")
+            if tab:
+                terminal.write(tab)
+                terminal.read_until(None, 0.5)
+            start = time.perf_counter()
+            terminal.write(b"40000")
+            return time.perf_counter() - start if terminal.read_until(wanted, 10) else float("nan")
 
     first, second = interleaved(lambda index: once(int(index)), ("0", "1"), runs)
     return statistics.median(first), statistics.median(second)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from .common import Parser, UsageError, add_model, add_overrides, add_source, resolve
 
+
 def build_parser() -> Parser:
     from ..core.audit import SCOPES
     from ..formats.params import FORMATS

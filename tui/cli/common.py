@@ -24,10 +24,9 @@ from ..sources import (
     source_beside,
 )
 
+EXIT_OUTPUT = 1  # the output could not be written (a full disk, an I/O error)
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3  # an optional extra is not installed
-
-EXIT_OUTPUT = 1
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of bert-tui's, not bad input
 
 OVERRIDE_HELP = {

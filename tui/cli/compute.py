@@ -11,6 +11,7 @@ from ..core import ConfigError
 from ..plain import printable
 from .common import Parser, UsageError, add_model, add_overrides, add_source, flag, resolve
 
+
 def build_parser() -> Parser:
     from ..core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
     from ..formats.params import FORMATS

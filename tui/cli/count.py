@@ -11,6 +11,7 @@ from ..core import build_tree
 from ..plain import printable
 from .common import Parser, Selection, add_model, add_overrides, add_source, resolve
 
+
 def build_parser() -> Parser:
     from ..formats.params import FORMATS  # here: the explorer does not need the export formats
 

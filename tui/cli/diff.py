@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ..core import build_tree
 from .common import Parser, add_overrides, apply_overrides, load
 
+
 def build_parser() -> Parser:
     from ..formats.params import FORMATS
 

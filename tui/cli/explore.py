@@ -14,6 +14,7 @@ from .. import COMMANDS, __version__
 from .common import Parser, UsageError, add_model, add_overrides, add_source, catalog_with_warnings, resolve
 from .count import print_count
 
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="bert-tui",

@@ -11,6 +11,7 @@ from ..core import build_tree
 from ..plain import plain
 from .common import Parser, catalog_with_warnings
 
+
 def build_parser() -> Parser:
     from ..formats.params import FORMATS
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from .common import EXIT_UNAVAILABLE, Parser, add_model, add_overrides, add_source, resolve
 
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="bert-tui verify",

@@ -136,12 +136,11 @@ class MainScreen(Screen[None]):
     async def _build_form(self) -> None:
         """Mount the form's fields and the pane tabs in place of their previews, in one frame, then handle the
         keys typed meanwhile (once the screen has laid them out: until then the focus chain lacks them)."""
-        base = self
         with self.app.batch_update():
-            await base.query_one("#pane-tabs").remove()
-            await base.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
-                             after=base.query_one("#summary"))
-            await base.query_one(ConfigForm).build()
+            await self.query_one("#pane-tabs").remove()
+            await self.mount(Tabs(*(Tab(label, id=f"tab-{pane}") for label, pane in TABS), id="pane-tabs"),
+                             after=self.query_one("#summary"))
+            await self.query_one(ConfigForm).build()
         self.post_message(self.FieldsReady())
 
     # State: the form's config → the core's tree → the panes.

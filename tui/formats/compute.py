@@ -13,7 +13,7 @@ from typing import Any
 from ..core import config_dict
 from ..core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
 from ..core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
-from ..core.units import short_bytes, short_count, short_flops
+from ..core.units import short_bytes, short_flops
 from ..plain import printable
 
 WIDTH = 80  # the text fits an 80-column terminal
@@ -109,8 +109,7 @@ def flops_lines(result: Compute) -> list[str]:
     forward = result.flops_forward
     lines.append("  forward by component:")
     for component, n in by_component.items():
-        label = f"layers ({result.values['L']} ×)" if component == "layer" else component
-        lines.append(f"    {label:<20}{n:>26,}  {_pct(n, forward)}")
+        lines.append(f"    {_component_label(result, component):<20}{n:>26,}  {_pct(n, forward)}")
     layer = result.layer_flops()
     lines.append(f"  one layer ({sum(layer.values()):,}):")
     for what, n in layer.items():
@@ -121,6 +120,11 @@ def flops_lines(result: Compute) -> list[str]:
     lines.append(f"  {f'{factor} × params × tokens':<22}{rule:>26,}  {short_flops(rule):>12}")
     lines.append(f"    the rule of thumb {versus(diff, step)}")
     return lines
+
+
+def _component_label(result: Compute, component: str) -> str:
+    """A component as the tables name it: the encoder's layers with how many run."""
+    return f"layers ({result.values['L']} ×)" if component == "layer" else component
 
 
 def versus(diff: int, exact: int) -> str:
@@ -146,8 +150,7 @@ def memory_lines(result: Compute) -> list[str]:
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
         for component, n in _ordered(result.activations_by_component()).items():
-            label = f"layers ({result.values['L']} ×)" if component == "layer" else component
-            lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
+            lines.append(f"    {_component_label(result, component):<18}{n:>20,}  {short_bytes(n):>10}")
         layer = result.layer_activations()
         lines.append(f"  one layer saves ({short_bytes(sum(layer.values()))}):")
         for what, n in layer.items():

@@ -52,6 +52,7 @@ MAX_ERROR_BYTES = 64 * 1024  # of an error answer's body, what the library reads
 MAX_REDIRECTS = 10  # hops a download may take (the Hub takes one, to its CDN)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 Progress = Callable[[str], None]
+_COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit as the Hub names it (X-Repo-Commit, snapshot folders)
 
 
 def is_model_id(text: str) -> bool:
@@ -131,12 +132,12 @@ def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[by
         body = _at_most(chunks, limit + 1, where)
     if len(body) > limit:
         raise SourceError(where, None, f"the Hub sent more than the {limit:,} bytes allowed for {what}: refused")
-    announced = headers.get("Content-Length") or ""
-    if announced.isascii() and announced.isdigit() and len(announced) < 20 and int(announced) != len(body):
-        raise SourceError(where, None, f"the Hub announced {int(announced):,} bytes and sent {len(body):,}: cut "
+    announced = _header_int(headers, "Content-Length")
+    if announced is not None and announced != len(body):
+        raise SourceError(where, None, f"the Hub announced {announced:,} bytes and sent {len(body):,}: cut "
                           "short or mislabelled, refused")
     commit = headers.get("X-Repo-Commit") or ""
-    if not re.fullmatch(r"[0-9a-f]{40}", commit):  # as huggingface_hub itself refuses such an answer
+    if not _COMMIT.fullmatch(commit):  # as huggingface_hub itself refuses such an answer
         raise SourceError(where, None, "the answer names no commit (no X-Repo-Commit header): not the Hub, or a "
                           "proxy that strips its headers? Check HF_ENDPOINT and the proxy")
     return body, commit
@@ -150,7 +151,7 @@ def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, 
     ended), at most `MAX_REDIRECTS` hops, the token sent to the Hub's own host only; all within `BUDGET`
     seconds. A 4xx/5xx answer raises the library's typed error, from a bounded part of its body. Yields
     (status, headers, body chunks)."""
-    headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity", **extra}
+    headers = {**_request_headers(hub), **extra}
     session = hub.get_session()
     first = url
     commit = ""  # the commit the first answer names (a CDN's answer names none)
@@ -202,10 +203,15 @@ def _raise_for_status(hub: Any, response: Any, body: bytes) -> None:
     hub.utils.hf_raise_for_status(response)
 
 
+def _request_headers(hub: Any) -> dict[str, str]:
+    """The library's headers (its user agent, the user's token) and the bytes as stored (no compression: sizes
+    and ranges are the file's)."""
+    return {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
+
+
 def _head(hub: Any, url: str) -> Any:
     """HEAD `url` once, without retries (see `_get`). A typed Hub error is raised for a 4xx/5xx answer."""
-    headers = {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
-    response = hub.get_session().head(url, headers=headers, timeout=TIMEOUT)
+    response = hub.get_session().head(url, headers=_request_headers(hub), timeout=TIMEOUT)
     if response.status_code >= 400:
         hub.utils.hf_raise_for_status(response)
     return response
@@ -219,10 +225,16 @@ def _announced(headers: Any, where: str, limit: int, what: str) -> None:
         raise SourceError(where, None, f"the answer is a web page ({kind}), not the file: a proxy or a login "
                           "page in the way? Not downloaded")
     for header in ("X-Linked-Size", "Content-Length"):
-        size = headers.get(header) or ""
-        if size.isascii() and size.isdigit() and len(size) < 20 and int(size) > limit:
-            raise SourceError(where, None, f"the Hub announces {int(size):,} bytes, over the {limit:,} allowed for "
+        size = _header_int(headers, header)
+        if size is not None and size > limit:
+            raise SourceError(where, None, f"the Hub announces {size:,} bytes, over the {limit:,} allowed for "
                               f"{what}: not downloaded")
+
+
+def _header_int(headers: Any, name: str) -> int | None:
+    """A header holding a whole number of bytes (ASCII digits, at most 19), or None when it is absent or not one."""
+    value = headers.get(name) or ""
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 20 else None
 
 
 def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bool,
@@ -340,8 +352,7 @@ def _total_size(headers: Any, status: int, want: int) -> int | None:
     match = re.fullmatch(r"bytes \d+-\d+/(\d{1,20})", content_range.strip())
     if match:
         return int(match.group(1))
-    length = headers.get("Content-Length")
-    return int(length) if status == 200 and length and length.isascii() and length.isdigit() and len(length) < 20 else None
+    return _header_int(headers, "Content-Length") if status == 200 else None
 
 
 # Kept headers: one JSON file a revision, so that the same model opens offline later.
@@ -354,21 +365,30 @@ def header_cache_dir() -> Path:
 
 
 def _kept_path(repo_id: str, commit: str) -> Path:
-    safe_commit = commit if re.fullmatch(r"[0-9a-f]{40}", commit) else "unknown"
-    return header_cache_dir() / f"models--{repo_id.replace('/', '--')}" / f"{safe_commit}.json"
+    safe_commit = commit if _COMMIT.fullmatch(commit) else "unknown"
+    return _kept_folder(repo_id) / f"{safe_commit}.json"
+
+
+def _kept_folder(repo_id: str) -> Path:
+    return header_cache_dir() / f"models--{repo_id.replace('/', '--')}"
+
+
+def _kept_ref(repo_id: str, revision: str | None) -> Path:
+    """The file naming the commit a revision was at when its config was kept (`refs/REV`, as the HF cache)."""
+    return _kept_folder(repo_id) / "refs" / quote(revision or "main", safe="")
 
 
 def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes) -> Path:
     """Keep a fetched config.json (`<commit>/config.json`, and `refs/<revision>` naming the commit, as the
     Hugging Face cache lays them out) so that the same revision opens offline; its path. A cache that cannot be
     written leaves the file in a temporary folder for this run."""
-    folder = _kept_path(repo_id, commit).parent
-    path = folder / commit / "config.json"
+    path = _kept_folder(repo_id) / commit / "config.json"
+    ref = _kept_ref(repo_id, revision)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, raw)
-        (folder / "refs").mkdir(exist_ok=True)
-        write_atomic(folder / "refs" / quote(revision or "main", safe=""), commit)
+        ref.parent.mkdir(exist_ok=True)
+        write_atomic(ref, commit)
     except OSError:
         import tempfile
 
@@ -379,13 +399,12 @@ def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes) ->
 
 def _kept_config(repo_id: str, revision: str | None) -> tuple[Path, str] | None:
     """(config.json, commit) kept from an earlier fetch of `revision`, or None."""
-    folder = _kept_path(repo_id, "0" * 40).parent
     try:
-        commit = (folder / "refs" / quote(revision or "main", safe="")).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeError):
+        commit = read_bytes(_kept_ref(repo_id, revision), 64, "a kept ref").decode("ascii", "replace").strip()
+    except ReadError:
         return None
-    path = folder / commit / "config.json"
-    return (path, commit) if re.fullmatch(r"[0-9a-f]{40}", commit) and path.is_file() else None
+    path = _kept_folder(repo_id) / commit / "config.json"
+    return (path, commit) if _COMMIT.fullmatch(commit) and path.is_file() else None
 
 
 def _keep(repo_id: str, commit: str, record: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ never counts anything: the marginal costs beside the fields are handed to it by 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import groupby
 from typing import TYPE_CHECKING
 
 from textual import events, on
@@ -437,7 +436,7 @@ class ConfigForm(VerticalScroll):
                 self._previewed = None
             self._paint_costs()  # the rows mounted just now too (the next report would be a frame late)
             await self.query_one(FormPreview).remove()
-            self._by_id = None
+            self._forget_ids()
             if self.screen.focused is None:
                 self.screen.set_focus(self.query_one("#preset"))
 
