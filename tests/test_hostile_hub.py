@@ -73,6 +73,8 @@ CASES = [
     (Misbehaviour(drip=0.1, chunk=1), "too slow, given up"),
     (Misbehaviour(headers={"X-Repo-Commit": ""}), "names no commit"),
     (Misbehaviour(headers={"Content-Type": "text/html"}), "web page (text/html)"),
+    # A config that passes, under a commit the Hub then denies: found by the generated test below.
+    (Misbehaviour(headers={"X-Repo-Commit": "0" * 40}), "not found in the repository"),
     (Misbehaviour(status=503, headers={"Retry-After": "120"}), "HTTP 503 (it asks to retry after 120 s)"),
     (Misbehaviour(status=500), "HTTP 500"),
     (Misbehaviour(status=302, location="http://127.0.0.1:9/elsewhere/config.json"), "cannot reach the Hub"),

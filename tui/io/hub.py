@@ -84,8 +84,10 @@ def open_repo(repo_id: str, revision: str | None = None, offline: bool = False,
     offline = offline or bool(hub.constants.HF_HUB_OFFLINE)
     say = progress or (lambda message: None)
     with _HubErrors(repo_id, revision, offline):
-        config_path, commit = _config(hub, repo_id, revision, offline, say)
+        config_path, commit, fresh = _config(hub, repo_id, revision, offline, say)
         checkpoint, notes, fetched = _checkpoint(hub, repo_id, commit, config_path.parent, offline, say)
+        if fresh is not None:  # kept only once the whole answer held: a commit the Hub then denies keeps nothing
+            config_path = _keep_config(repo_id, revision, commit, fresh)
     return HubModel(repo_id, revision, commit, config_path, checkpoint, notes, fetched)
 
 
@@ -100,15 +102,17 @@ def _hub() -> Any:
     return huggingface_hub
 
 
-def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Progress) -> tuple[Path, str]:
-    """(config.json, the commit it belongs to): from the Hugging Face cache (filled by transformers, say), from
-    what bert-tui kept of an earlier fetch, else fetched by one bounded request and kept."""
+def _config(hub: Any, repo_id: str, revision: str | None, offline: bool,
+            say: Progress) -> tuple[Path, str, bytes | None]:
+    """(config.json, the commit it belongs to, its bytes when fetched now): from the Hugging Face cache (filled by
+    transformers, say), from what bert-tui kept of an earlier fetch, else fetched by one bounded request (its path
+    is where it will be kept, `_keep_config`, once the rest of the answer holds)."""
     cached = hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
     if isinstance(cached, str):
-        return Path(cached), Path(cached).parent.name  # snapshots/<commit>/config.json
+        return Path(cached), Path(cached).parent.name, None  # snapshots/<commit>/config.json
     kept = _kept_config(repo_id, revision)
     if kept is not None:
-        return kept
+        return (*kept, None)
     if offline:
         raise SourceError(repo_id, None, f"is not in the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) and the "
                           "network is off (--offline or HF_HUB_OFFLINE=1): open it once online, or give a local path")
@@ -119,7 +123,7 @@ def _config(hub: Any, repo_id: str, revision: str | None, offline: bool, say: Pr
         parse_json(raw)  # kept only once it reads as JSON (what it configures is checked as a local file's is)
     except ReadError as problem:
         raise SourceError(f"{repo_id}/config.json", None, f"{problem}: not kept") from None
-    return _keep_config(repo_id, revision, commit, raw), commit
+    return _kept_folder(repo_id) / commit / "config.json", commit, raw
 
 
 def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[bytes, str]:
