@@ -181,8 +181,8 @@ def test_bad_workloads_name_the_field() -> None:
         Workload(batch=1, seq=1, precision="fp8")
     with pytest.raises(ConfigError, match="checkpointing"):
         Workload(batch=1, seq=1, mode="inference", checkpointing=True)
-    with pytest.raises(ConfigError, match="model_type = 'roberta'"):
-        compute(BertConfig(model_type="roberta"), Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="model_type = 'albert'"):
+        compute(BertConfig(model_type="albert"), Workload(batch=1, seq=1))
 
 
 def test_multiple_choice_runs_batch_times_choices_sequences() -> None:
@@ -234,7 +234,7 @@ def test_compute_refuses_a_sequence_longer_than_the_positions(capsys: pytest.Cap
     (["--batch", "x", "--seq", "8"], "--batch x: must be a whole number"),
     (["--batch", "2", "--seq", "8", "--gpu-memory", "lots"], "--gpu-memory 'lots'"),
     (["--batch", "2", "--seq", "8", "--mode", "inference", "--checkpointing"], "--checkpointing"),
-    (["--batch", "2", "--seq", "8", "--model-type", "roberta"], "bert only"),
+    (["--batch", "2", "--seq", "8", "--model-type", "albert"], "modelled for bert, roberta"),
 ])
 def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
     assert main(["compute", *argv]) == 2

@@ -22,8 +22,11 @@ from functools import cached_property
 from math import prod
 from typing import Any
 
-from .config import LM_HEADS, BertConfig, ConfigError
+from . import kinds
+from .config import LM_HEADS, ROBERTA_STYLE, BertConfig, ConfigError
 from .families import build_tree
+from .kinds import Flop, Module, Saved, Step
+from .steps import STEPS, StepLayout
 from .tree import ParamTree
 
 MODES = ("train", "inference")
@@ -104,6 +107,12 @@ class Conventions:
         (measured on an H200; the CPU does not)."""
         return self.loss != self.compute and self.bool_masks
 
+    @property
+    def cast_norm(self) -> int:
+        """What a LayerNorm on a 16-bit activation saves as input: CUDA autocast casts it to float32, CPU autocast
+        keeps it 16-bit (with float32 statistics)."""
+        return 4 if self.residual != self.compute and self.bool_masks else self.compute
+
     def mask(self, of: int) -> int:
         """Bytes per element of a dropout mask whose input has `of` bytes per element."""
         return 1 if self.bool_masks else of
@@ -154,38 +163,6 @@ class Conventions:
             lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
         lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
         return lines
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """One tensor saved for backward: `coef × Π factors` elements of `size` bytes each."""
-
-    component: str  # embeddings, layer, attention mask, pooler, head
-    what: str
-    factors: tuple[str, ...]
-    size: int
-    coef: int = 1
-    batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view)
-
-    def elements(self, values: dict[str, int]) -> int:
-        return self.coef * prod(values[f] for f in self.factors)
-
-    def nbytes(self, values: dict[str, int]) -> int:
-        return self.elements(values) * self.size
-
-
-@dataclass(frozen=True, slots=True)
-class Flop:
-    """One matrix product of the forward: `2 × coef × Π factors` FLOPs."""
-
-    component: str
-    what: str
-    factors: tuple[str, ...]
-    coef: int = 1
-    attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
-
-    def flops(self, values: dict[str, int]) -> int:
-        return 2 * self.coef * prod(values[f] for f in self.factors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +328,7 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
     sequences = workload.batch * (workload.choices if config.head == "multiple-choice" else 1)
     return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
-            "H": config.hidden_size, "I": config.intermediate_size, "A": config.num_attention_heads,
+            "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size, "A": config.num_attention_heads,
             "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": config.num_hidden_layers,
             "1": 1, "2": 2}
 
@@ -362,13 +339,21 @@ def additive_mask(config: BertConfig, workload: Workload) -> bool:
 
 
 def check(config: BertConfig, workload: Workload) -> None:
-    if config.model_type != "bert":
-        raise ConfigError("model_type", config.model_type, "compute and memory are modelled for bert only so far")
+    if config.model_type not in STEPS:
+        raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
+                          f"{', '.join(STEPS)} so far (parameters are counted for every family)")
+    if config.head == "pretraining" and config.model_type == "electra" and workload.padded and workload.train:
+        raise ConfigError("padding_mask", True, "ElectraForPreTraining's loss keeps only the unpadded tokens (a "
+                          "count the config cannot tell): not modelled; run it without a padding mask")
     if config.add_cross_attention:
         raise ConfigError("add_cross_attention", True, "compute and memory do not model a decoder's cross-attention "
                           "yet (it reads an encoder's states the step does not have); parameters are counted")
-    if workload.seq > config.max_position_embeddings:
+    # RoBERTa's positions count from its padding index (1) + 1: two rows of the table are never a position.
+    reserved = 2 if config.model_type in ROBERTA_STYLE else 0
+    if workload.seq > config.max_position_embeddings - reserved:
         rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
+        if reserved:
+            rule += f" − {reserved} ({config.model_type} counts positions from its padding index + 1)"
         raise ConfigError("seq", workload.seq, rule)
     if config.head == "multiple-choice" and workload.choices < 1:
         raise ConfigError("choices", workload.choices, "must be at least 1")
@@ -394,7 +379,7 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     conventions = Conventions.of(workload, additive_mask(config, workload))
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
-    return Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config)), saved,
+    return Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config, workload)), saved,
                    recompute, parameters, tensors, 16 * config.max_position_embeddings, conventions,
                    layer_parameters)
 
@@ -432,51 +417,45 @@ def unused(config: BertConfig) -> tuple[int, int]:
     return 0, 0
 
 
-# FLOPs of the forward ----------------------------------------------------------------------------------------
-def flop_terms(config: BertConfig) -> Iterator[Flop]:
-    yield Flop("layer", "query, key, value projections", ("n", "H", "H"), 3)
-    yield Flop("layer", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"), attention=True)
-    yield Flop("layer", "attention context P·V", ("b'", "s", "s", "H"), attention=True)
-    yield Flop("layer", "attention output projection", ("n", "H", "H"))
-    yield Flop("layer", "feed-forward up (intermediate)", ("n", "H", "I"))
-    yield Flop("layer", "feed-forward down (output)", ("n", "I", "H"))
-    if config.has_pooler:
-        yield Flop("pooler", "pooler dense", ("b'", "H", "H"))
-    yield from _head_flops(config.head)
+# The step's terms, from the family's modules (`tui.core.steps`, summed by the engine in `tui.core.kinds`) -------
+def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
+    facts = {"amp": workload.amp, "fused": c.fused, "layer_input": layer_input,
+             "pooler_holds": config.has_pooler and not workload.amp, "regression": config.num_labels == 1,
+             "project": config.embedding_width != config.hidden_size}
+    return Step(workload, c, facts)
 
 
-def _head_flops(head: str) -> Iterator[Flop]:
-    if head in ("mlm", "pretraining", "causal-lm"):
-        yield Flop("head", "LM transform dense", ("n", "H", "H"))
-        yield Flop("head", "LM decoder", ("n", "H", "V"))
-    if head in ("pretraining", "next-sentence"):
-        yield Flop("head", "next-sentence classifier", ("b'", "H"), 2)
-    if head == "sequence-classification":
-        yield Flop("head", "classifier", ("b'", "H", "N"))
-    if head == "token-classification":
-        yield Flop("head", "classifier", ("n", "H", "N"))
-    if head == "question-answering":
-        yield Flop("head", "start/end classifier", ("n", "H"), 2)
-    if head == "multiple-choice":
-        yield Flop("head", "choice classifier", ("b'", "H"))
+def _layout(config: BertConfig) -> StepLayout:
+    return STEPS[config.model_type]
 
 
-# Activations saved for backward ------------------------------------------------------------------------------
+def _parts(config: BertConfig) -> tuple[tuple[str, tuple[Module, ...]], ...]:
+    layout = _layout(config)
+    pooler = layout.pooler if config.has_pooler else ()
+    return ("embeddings", layout.embeddings), ("layer", layout.layer), ("pooler", pooler), \
+        ("head", layout.heads[config.head])
+
+
+def flop_terms(config: BertConfig, workload: Workload | None = None) -> Iterator[Flop]:
+    step = _step(config, workload or Workload(1, 1), Conventions.of(workload or Workload(1, 1)))
+    for component, modules in _parts(config):
+        yield from kinds.flops(component, modules, step)
+
+
 def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
-    yield from _embeddings(c)
-    if workload.checkpointing:
-        yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.residual)
-        if workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
-            yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
-                        _mask_size(workload, c))
-    else:
-        yield from _layer(workload, c, with_input=True)
-    yield from _pooler_and_head(config, workload, c)
+    step = _step(config, workload, c)
+    for component, modules in _parts(config):
+        if component == "layer" and workload.checkpointing:
+            yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.residual)
+            if workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
+                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                            _mask_size(workload, c))
+        else:
+            yield from kinds.saves(component, modules, step)
 
 
 def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
-    del config
-    yield from _layer(workload, c, with_input=False)
+    yield from kinds.saves("layer", _layout(config).layer, _step(config, workload, c, layer_input=False))
 
 
 def _mask_size(workload: Workload, c: Conventions) -> int:
@@ -484,148 +463,9 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
     return 1 if workload.attention == "sdpa" else (4 if workload.amp else c.compute)
 
 
-def _embeddings(c: Conventions) -> Iterator[Saved]:
-    yield Saved("embeddings", "input ids (word embedding lookup)", ("n",), 8)
-    yield Saved("embeddings", "token type ids (one row, broadcast)", ("s",), 8)
-    yield Saved("embeddings", "LayerNorm input", ("n", "H"), c.residual)
-    yield Saved("embeddings", "LayerNorm mean and rstd", ("n",), c.stats, 2)
-    yield Saved("embeddings", "dropout mask", ("n", "H"), c.mask(c.residual))
-
-
-def _layer(workload: Workload, c: Conventions, *, with_input: bool) -> Iterator[Saved]:
-    amp = workload.amp
-    if amp:
-        yield Saved("layer", "Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), c.compute, 3)
-        yield Saved("layer", "16-bit copies of the Linear weights", ("H", "H"), c.compute, 4)
-        yield Saved("layer", "16-bit copies of the FFN weights", ("H", "I"), c.compute, 2)
-    elif with_input:
-        yield Saved("layer", "layer input (Q/K/V projections)", ("n", "H"), c.residual)
-    yield from (_fused_attention(workload, c) if c.fused else _eager_attention(c))
-    yield Saved("layer", "attention output dropout mask", ("n", "H"), c.mask(c.compute))
-    yield Saved("layer", "attention LayerNorm input", ("n", "H"), c.residual)
-    yield Saved("layer", "attention LayerNorm mean and rstd", ("n",), c.stats, 2)
-    yield Saved("layer", "FFN input (attention LayerNorm output)", ("n", "H"), c.compute)
-    yield Saved("layer", "GELU input", ("n", "I"), c.compute)
-    yield Saved("layer", "FFN down input (GELU output)", ("n", "I"), c.compute)
-    yield Saved("layer", "output dropout mask", ("n", "H"), c.mask(c.compute))
-    yield Saved("layer", "output LayerNorm input", ("n", "H"), c.residual)
-    yield Saved("layer", "output LayerNorm mean and rstd", ("n",), c.stats, 2)
-
-
-def _eager_attention(c: Conventions) -> Iterator[Saved]:
-    """The math path: softmax(Q·Kᵀ/√d + mask) with dropout, then ·V (eager anywhere, sdpa on CPU)."""
-    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.heads, 3)
-    yield Saved("layer", "attention probabilities (softmax output)", ("b'", "A", "s", "s"), c.softmax)
-    yield Saved("layer", "attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
-    # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
-    yield Saved("layer", "attention probabilities after dropout", ("b'", "A", "s", "s"), c.heads)
-    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
-
-
-def _fused_attention(workload: Workload, c: Conventions) -> Iterator[Saved]:
-    """sdpa's fused CUDA kernels (cuDNN for 16-bit inputs, memory-efficient for float32), as measured on an H200:
-    q, k, v and the output (the output projection's input, one storage), the float32 log-sum-exp of every row
-    (the memory-efficient kernel pads its rows to a multiple of 32: `kAlignLSE`), the dropout RNG's seed and
-    offset, and the padding mask as a float bias: sdpa converts the boolean mask at every call, so every layer
-    keeps its own (the memory-efficient kernel pads its rows to a multiple of 16 when s is not one)."""
-    yield Saved("layer", "queries, keys, values (split into heads)", ("n", "H"), c.compute, 3)
-    yield Saved("layer", "log-sum-exp of every row (float32)", ("b'", "A", "s₃₂" if c.compute == 4 else "s"), 4)
-    if workload.train:
-        yield Saved("layer", "dropout RNG seed and offset", ("1",), 8, 2)
-    yield Saved("layer", "attention context (output projection input)", ("n", "H"), c.compute)
-    if workload.padded:
-        yield Saved("layer", "padding mask as a float bias", ("b'", "s", "s₁₆" if c.compute == 4 else "s"), c.compute)
-
-
-def _pooler_and_head(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
-    amp = workload.amp
-    last_saved = False  # whether the last hidden state's storage is already held
-    if config.has_pooler:
-        if amp:
-            yield Saved("pooler", "[CLS] hidden state (16-bit copy)", ("b'", "H"), c.compute)
-            yield Saved("pooler", "16-bit copy of the dense weight", ("H", "H"), c.compute)
-        else:
-            yield Saved("pooler", "last hidden state (kept whole by the [CLS] view)", ("n", "H"), c.residual)
-            last_saved = True
-        yield Saved("pooler", "tanh output", ("b'", "H"), c.compute)
-    yield from _head(config, workload, c, last_saved)
-
-
-def _linear_input(what: str, factors: tuple[str, ...], weight: tuple[str, ...], c: Conventions, amp: bool,
-                  held: bool, size: int) -> Iterator[Saved]:
-    """What a head's Linear saves: its input (a 16-bit copy under autocast, unless already 16-bit) and weight."""
-    if amp:
-        if size != c.compute:
-            yield Saved("head", f"{what} (16-bit copy)", factors, c.compute)
-        elif not held:
-            yield Saved("head", what, factors, size)
-        yield Saved("head", "16-bit copy of its weight", weight, c.compute)
-    elif not held:
-        yield Saved("head", what, factors, size)
-
-
-def _cross_entropy(rows: tuple[str, ...], classes: str, c: Conventions, what: str = "") -> Iterator[Saved]:
-    if c.keeps_16bit_logits:
-        yield Saved("head", f"{what}16-bit logits (autocast's cross-entropy input)", (*rows, classes), c.compute)
-    yield Saved("head", f"{what}log-probabilities (cross-entropy)", (*rows, classes), c.loss)
-    yield Saved("head", f"{what}labels", rows, 8)
-    yield Saved("head", f"{what}loss weight total", ("1",), c.loss)
-
-
-def _causal_labels(workload: Workload) -> Iterator[Saved]:
-    """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
-    contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
-    if workload.batch == 1:
-        yield Saved("head", "padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
-
-
-def _head(config: BertConfig, workload: Workload, c: Conventions, last_saved: bool) -> Iterator[Saved]:
-    head, amp = config.head, workload.amp
-    if head in ("mlm", "pretraining", "causal-lm"):
-        yield from _linear_input("LM transform input (last hidden state)", ("n", "H"), ("H", "H"), c, amp,
-                                 last_saved, c.residual)
-        yield Saved("head", "LM transform GELU input", ("n", "H"), c.compute)
-        # CPU autocast runs LayerNorm on the 16-bit input with float32 statistics; CUDA autocast casts it up.
-        yield Saved("head", "LM transform LayerNorm input", ("n", "H"), 4 if amp and c.bool_masks else c.compute)
-        yield Saved("head", "LM transform LayerNorm mean and rstd", ("n",), c.stats, 2)
-        yield from _linear_input("LM decoder input", ("n", "H"), ("V", "H"), c, amp, False,
-                                 4 if amp else c.compute)
-        # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
-        yield from _cross_entropy(("n",), "V", replace(c, loss=4, compute=4) if head == "causal-lm" else c)
-        if head == "causal-lm":
-            yield from _causal_labels(workload)
-    if head in ("pretraining", "next-sentence"):
-        yield from _linear_input("pooled output", ("b'", "H"), ("2", "H"), c, amp, True, c.compute)
-        yield from _cross_entropy(("b",), "2", c, "next-sentence ")
-    if head == "sequence-classification":
-        yield Saved("head", "dropout mask", ("b'", "H"), c.mask(c.compute))
-        yield from _linear_input("classifier input", ("b'", "H"), ("N", "H"), c, amp, False, c.compute)
-        if config.num_labels == 1:
-            yield Saved("head", "regression output (MSE)", ("b",), c.loss)
-            yield Saved("head", "regression targets (float32)", ("b",), 4)
-        else:
-            yield from _cross_entropy(("b",), "N", c)
-    if head == "multiple-choice":
-        yield Saved("head", "dropout mask", ("b'", "H"), c.mask(c.compute))
-        yield from _linear_input("classifier input", ("b'", "H"), ("1", "H"), c, amp, False, c.compute)
-        yield from _cross_entropy(("b",), "C", c)
-    if head == "token-classification":
-        yield Saved("head", "dropout mask", ("n", "H"), c.mask(c.residual))
-        yield from _linear_input("classifier input", ("n", "H"), ("N", "H"), c, amp, False, c.residual)
-        yield from _cross_entropy(("n",), "N", c)
-    if head == "question-answering":
-        yield from _linear_input("last hidden state", ("n", "H"), ("2", "H"), c, amp, last_saved, c.residual)
-        for end in ("start", "end"):
-            if c.keeps_16bit_logits:  # as `_cross_entropy` (not measured for this head)
-                yield Saved("head", f"{end} 16-bit logits (autocast's cross-entropy input)", ("b", "s"), c.compute)
-            yield Saved("head", f"{end} log-probabilities over positions", ("b", "s"), c.loss)
-            yield Saved("head", f"{end} positions", ("b",), 8)
-            yield Saved("head", f"{end} loss weight total", ("1",), c.loss)
-
-
 # Closed forms ------------------------------------------------------------------------------------------------
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "I", "V", "N", "2", "1")
+SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "E", "I", "V", "N", "2", "1")
 
 
 def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:

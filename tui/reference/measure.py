@@ -50,14 +50,18 @@ class Measurement:
         }
 
 
+LAYER_STACKS = (["encoder", "layer"], ["transformer", "layer"])  # BERT's and its kin's; DistilBERT's
+EMBEDDING_MODULES = ("embeddings", "embeddings_project")  # ELECTRA projects its embeddings beside them
+
+
 def component_of(module_name: str, body: str) -> str:
     """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head."""
     parts = module_name.split(".")
     if parts and parts[0] == body:
         parts = parts[1:]
-    if parts[:1] == ["embeddings"]:
+    if parts[:1] and parts[0] in EMBEDDING_MODULES:
         return "embeddings"
-    if parts[:2] == ["encoder", "layer"] and len(parts) > 2:
+    if parts[:2] in LAYER_STACKS and len(parts) > 2:
         return f"layer.{parts[2]}"
     if parts[:1] == ["pooler"]:
         return "pooler"
@@ -68,16 +72,19 @@ def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
     import torch
     import transformers
 
-    hf_class: Any = transformers.BertConfig  # typed by transformers with every key; built from plain sizes here
-    hf_config = hf_class(**config.sizes(), num_labels=config.num_labels,
-                                        tie_word_embeddings=config.tie_word_embeddings,
-                                        attn_implementation=workload.attention)
+    from ..core.config import MODEL_TYPES
+    from ..io.hf_config import to_hf_keys
+
+    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Electra
+    hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config),
+                                                         attn_implementation=workload.attention)
     if config.head == "causal-lm":
         hf_config.is_decoder = True
     cls = getattr(transformers, config.hf_class)
     torch.manual_seed(0)
     with torch.device(device):
-        model = cls(hf_config, add_pooling_layer=config.pooler) if config.head == "none" else cls(hf_config)
+        chooses = config.head == "none" and config.fixed_pooler is None  # the base model takes the pooler flag
+        model = cls(hf_config, add_pooling_layer=config.pooler) if chooses else cls(hf_config)
     dtype = getattr(torch, PRECISION_DTYPES[workload.precision])
     model.to(dtype)
     model.train(workload.mode == "train")
@@ -109,6 +116,8 @@ def _labels(config: BertConfig, workload: Workload, gen: Any) -> dict[str, Any]:
 
     b, s = workload.batch, workload.seq
     head, n = config.head, config.num_labels
+    if head == "pretraining" and config.model_type == "electra":  # the discriminator: replaced or not, per token
+        return {"labels": torch.randint(0, 2, (b, s), generator=gen)}
     if head in ("mlm", "causal-lm"):
         return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen)}
     if head == "pretraining":
@@ -135,7 +144,7 @@ def loss_of(outputs: Any) -> Any:
     if getattr(outputs, "loss", None) is not None:
         return outputs.loss
     total = outputs.last_hidden_state.sum()
-    if outputs.pooler_output is not None:
+    if getattr(outputs, "pooler_output", None) is not None:
         total = total + outputs.pooler_output.sum()
     return total
 
@@ -183,14 +192,16 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
 def _is_parent(parts: list[str], body: str) -> bool:
     """The body and encoder modules, which only hold the components (counted at the components' roots)."""
     rest = parts[1:] if parts[0] == body else parts
-    return parts == [body] or rest in (["encoder"], ["encoder", "layer"])
+    return parts == [body] or rest in (*([stack[0]] for stack in LAYER_STACKS), *LAYER_STACKS)
 
 
 def _is_component_root(parts: list[str], body: str, component: str) -> bool:
     rest = parts[1:] if parts[0] == body else parts
     if component == "head":
         return False  # the head is what remains of the total
-    return rest == component.split(".") or rest == ["encoder", "layer", component.split(".")[-1]]
+    if component == "embeddings":
+        return rest[:1] != [] and rest[0] in EMBEDDING_MODULES and len(rest) == 1
+    return rest == component.split(".") or any(rest == [*stack, component.split(".")[-1]] for stack in LAYER_STACKS)
 
 
 @contextlib.contextmanager

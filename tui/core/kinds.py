@@ -1,0 +1,288 @@
+"""The kinds of module a step runs, each knowing its FLOPs and what it saves for backward: the one engine.
+
+A family's step is data (`tui/core/steps.py`): for its embeddings, one encoder layer, the pooler and each head,
+a tuple of the modules below in the order the forward runs them. Each yields its `Flop` terms (matrix products)
+and its `Saved` terms (the tensors autograd keeps) under the workload's conventions; a condition (`when`) names
+facts of the step (`amp`, `fused`, `padded`, …: `Step.facts`), a leading `!` negates one, and all must hold.
+Element sizes are named by the `Conventions` field that decides them (`residual`, `compute`, `stats`, …) or given
+in bytes (8 for int64 ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from math import prod
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from .compute import Conventions, Workload
+
+
+Size = Union[str, int]
+When = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One tensor saved for backward: `coef × Π factors` elements of `size` bytes each."""
+
+    component: str  # embeddings, layer, attention mask, pooler, head
+    what: str
+    factors: tuple[str, ...]
+    size: int
+    coef: int = 1
+    batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view)
+
+    def elements(self, values: dict[str, int]) -> int:
+        return self.coef * prod(values[f] for f in self.factors)
+
+    def nbytes(self, values: dict[str, int]) -> int:
+        return self.elements(values) * self.size
+
+
+@dataclass(frozen=True, slots=True)
+class Flop:
+    """One matrix product of the forward: `2 × coef × Π factors` FLOPs."""
+
+    component: str
+    what: str
+    factors: tuple[str, ...]
+    coef: int = 1
+    attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
+
+    def flops(self, values: dict[str, int]) -> int:
+        return 2 * self.coef * prod(values[f] for f in self.factors)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What a module needs to know of the step: the workload, its conventions and its facts."""
+
+    workload: Workload
+    c: Conventions
+    facts: Mapping[str, bool]
+    component: str = ""
+
+    def holds(self, when: When) -> bool:
+        return all(self.facts[fact.removeprefix("!")] != fact.startswith("!") for fact in when)
+
+    def size(self, size: Size) -> int:
+        return size if isinstance(size, int) else int(getattr(self.c, size))
+
+    def saved(self, what: str, factors: tuple[str, ...], size: Size, coef: int = 1,
+              batch_one: bool = False) -> Saved:
+        return Saved(self.component, what, factors, self.size(size), coef, batch_one)
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """One tensor saved as it is (an index, an activation's input or output)."""
+
+    what: str
+    factors: tuple[str, ...]
+    size: Size = "compute"
+    coef: int = 1
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        yield step.saved(self.what, self.factors, self.size, self.coef)
+
+
+@dataclass(frozen=True, slots=True)
+class Norm:
+    """LayerNorm: its input, and its mean and rstd per row."""
+
+    name: str
+    rows: str = "n"
+    width: str = "H"
+    size: Size = "residual"
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
+        yield step.saved(f"{self.name} mean and rstd", (self.rows,), "stats", 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Dropout (p > 0 in training): a mask the shape of its input, 1 byte (CUDA) or the input's dtype (CPU)."""
+
+    what: str
+    factors: tuple[str, ...]
+    of: Size = "compute"  # its input's dtype
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        yield step.saved(self.what, self.factors, step.c.mask(step.size(self.of)))
+
+
+@dataclass(frozen=True, slots=True)
+class Linear:
+    """`nn.Linear(in, out)` over `rows`: 2·rows·in·out FLOPs (`coef` of them side by side: Q, K, V). It saves its
+    input (`input`, of dtype `size`) unless `held` (a fact: that storage is saved already); under autocast a
+    16-bit copy of an input of another dtype (`copy`: its name), and a 16-bit copy of its weight (`weight`,
+    unless the layer names its copies itself)."""
+
+    what: str
+    rows: str
+    din: str
+    dout: str
+    coef: int = 1
+    input: str | None = None  # None: its input is saved by the module before it (the attention's context)
+    size: Size = "compute"
+    held: str | None = None
+    copy: str | None = None
+    weight: str | None = "16-bit copy of its weight"
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        yield Flop("", self.what, (self.rows, self.din, self.dout), self.coef)
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        held = self.held is not None and step.facts[self.held]
+        factors = (self.rows, self.din)
+        if self.input is not None and step.workload.amp:
+            if step.size(self.size) != step.c.compute:
+                yield step.saved(self.copy or f"{self.input} (16-bit copy)", factors, "compute")
+            elif not held:
+                yield step.saved(self.input, factors, self.size)
+        elif self.input is not None and not held:
+            yield step.saved(self.input, factors, self.size)
+        if step.workload.amp and self.weight is not None:
+            yield step.saved(self.weight, (self.dout, self.din), "compute")
+
+
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """Scaled dot-product attention over A heads: Q·Kᵀ and P·V, and what it saves by flavour (the math path of
+    eager and of sdpa on CPU, or sdpa's fused CUDA kernels)."""
+
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        yield Flop("", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"), attention=True)
+        yield Flop("", "attention context P·V", ("b'", "s", "s", "H"), attention=True)
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        c = step.c
+        if not c.fused:
+            yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
+            yield step.saved("attention probabilities (softmax output)", ("b'", "A", "s", "s"), "softmax")
+            yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
+            # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
+            yield step.saved("attention probabilities after dropout", ("b'", "A", "s", "s"), "heads")
+            yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
+            return
+        # sdpa's fused CUDA kernels (cuDNN for 16-bit inputs, memory-efficient for float32), as measured on an
+        # H200: q, k, v and the output (the output projection's input, one storage), the float32 log-sum-exp of
+        # every row (the memory-efficient kernel pads its rows to a multiple of 32: `kAlignLSE`), the dropout
+        # RNG's seed and offset, and the padding mask as a float bias: sdpa converts the boolean mask at every
+        # call, so every layer keeps its own (the memory-efficient kernel pads its rows to a multiple of 16).
+        yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+        yield step.saved("log-sum-exp of every row (float32)", ("b'", "A", "s₃₂" if c.compute == 4 else "s"), 4)
+        if step.workload.train:
+            yield step.saved("dropout RNG seed and offset", ("1",), 8, 2)
+        yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
+        if step.workload.padded:
+            yield step.saved("padding mask as a float bias", ("b'", "s", "s₁₆" if c.compute == 4 else "s"),
+                             "compute")
+
+
+@dataclass(frozen=True, slots=True)
+class CrossEntropy:
+    """A cross-entropy loss over `classes` for `rows`: its log-probabilities (and under CUDA autocast its 16-bit
+    input logits), the labels and the weight total. `upcast`: the loss casts its logits to float32 first (the
+    causal LM's)."""
+
+    rows: tuple[str, ...]
+    classes: str
+    prefix: str = ""
+    upcast: bool = False
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        c = replace(step.c, loss=4, compute=4) if self.upcast else step.c
+        if c.keeps_16bit_logits:
+            yield step.saved(f"{self.prefix}16-bit logits (autocast's cross-entropy input)", (*self.rows, self.classes),
+                             c.compute)
+        yield step.saved(f"{self.prefix}log-probabilities (cross-entropy)", (*self.rows, self.classes), c.loss)
+        yield step.saved(f"{self.prefix}labels", self.rows, 8)
+        yield step.saved(f"{self.prefix}loss weight total", ("1",), c.loss)
+
+
+@dataclass(frozen=True, slots=True)
+class Regression:
+    """Mean squared error on one output per example: the output and its float32 targets."""
+
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        yield step.saved("regression output (MSE)", ("b",), "loss")
+        yield step.saved("regression targets (float32)", ("b",), 4)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanLoss:
+    """Question answering's loss: a cross-entropy over positions for the start and for the end."""
+
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        for end in ("start", "end"):
+            if step.c.keeps_16bit_logits:  # as `CrossEntropy` (not measured for this head)
+                yield step.saved(f"{end} 16-bit logits (autocast's cross-entropy input)", ("b", "s"), "compute")
+            yield step.saved(f"{end} log-probabilities over positions", ("b", "s"), "loss")
+            yield step.saved(f"{end} positions", ("b",), 8)
+            yield step.saved(f"{end} loss weight total", ("1",), "loss")
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftedLabels:
+    """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
+    contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
+
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        if step.workload.batch == 1:
+            yield step.saved("padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
+
+
+Module = Union[Keep, Norm, Drop, Linear, Attention, CrossEntropy, Regression, SpanLoss, ShiftedLabels]
+
+
+def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Flop]:
+    """The forward's matrix products of `modules` (those whose condition holds), named for `component`."""
+    for module in modules:
+        if step.holds(module.when):
+            yield from (replace(term, component=component) for term in module.flops())
+
+
+def saves(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Saved]:
+    """What `modules` save for backward, in the order they run."""
+    here = replace(step, component=component)
+    for module in modules:
+        if here.holds(module.when):
+            yield from module.saves(here)
