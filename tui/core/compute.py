@@ -100,6 +100,13 @@ class Conventions:
     loss: int  # the loss's log-probabilities (autocast runs cross-entropy in float32)
     bool_masks: bool  # dropout keeps a 1-byte mask (CUDA) instead of a noise tensor in its input's dtype (CPU)
     fused: bool = False  # sdpa runs a fused kernel (CUDA): no b·A·s² tensors; on CPU it takes the math path
+    stream16: bool = False  # the encoder's stream is 16-bit under autocast: a 16-bit projection feeds it (CPU)
+
+    @property
+    def stream(self) -> int:
+        """The encoder's hidden states between layers: the residual dtype, unless a projection under CPU
+        autocast hands the encoder 16-bit states (CPU autocast's LayerNorm keeps its input's dtype)."""
+        return self.compute if self.stream16 else self.residual
 
     @property
     def keeps_16bit_logits(self) -> bool:
@@ -342,6 +349,10 @@ def check(config: BertConfig, workload: Workload) -> None:
     if config.model_type not in STEPS:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
+    if projects(config) and workload.amp and workload.device == "cuda":
+        raise ConfigError("embedding_size", config.embedding_width, "≠ hidden_size under CUDA autocast is not "
+                          "modelled: the projection hands the first layer 16-bit states that CUDA's LayerNorm casts "
+                          "back (not measured); use fp32/bf16/fp16, the cpu conventions, or embedding_size = hidden_size")
     if config.head == "pretraining" and config.model_type == "electra" and workload.padded and workload.train:
         raise ConfigError("padding_mask", True, "ElectraForPreTraining's loss keeps only the unpadded tokens (a "
                           "count the config cannot tell): not modelled; run it without a padding mask")
@@ -376,7 +387,10 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
     """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
-    conventions = Conventions.of(workload, additive_mask(config, workload))
+    stream16 = workload.amp and projects(config)  # the mask is then made 16-bit too: the scores stay 16-bit
+    conventions = Conventions.of(workload, additive_mask(config, workload) and not stream16)
+    if stream16:
+        conventions = replace(conventions, stream16=True)
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     return Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config, workload)), saved,
@@ -419,10 +433,16 @@ def unused(config: BertConfig) -> tuple[int, int]:
 
 # The step's terms, from the family's modules (`tui.core.steps`, summed by the engine in `tui.core.kinds`) -------
 def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
-    facts = {"amp": workload.amp, "fused": c.fused, "layer_input": layer_input,
-             "pooler_holds": config.has_pooler and not workload.amp, "regression": config.num_labels == 1,
-             "project": config.embedding_width != config.hidden_size}
+    cast_inputs = workload.amp and c.stream != c.compute
+    facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
+             "pooler_holds": config.has_pooler and not cast_inputs, "regression": config.num_labels == 1,
+             "project": projects(config)}
     return Step(workload, c, facts)
+
+
+def projects(config: BertConfig) -> bool:
+    """Whether a projection maps the embeddings (E wide) to the encoder's H."""
+    return config.model_type == "electra" and config.embedding_width != config.hidden_size
 
 
 def _layout(config: BertConfig) -> StepLayout:
@@ -446,7 +466,7 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
     step = _step(config, workload, c)
     for component, modules in _parts(config):
         if component == "layer" and workload.checkpointing:
-            yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.residual)
+            yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
             if workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
                 yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
                             _mask_size(workload, c))
@@ -459,8 +479,9 @@ def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> I
 
 
 def _mask_size(workload: Workload, c: Conventions) -> int:
-    """The 4-D mask a checkpointed layer keeps: additive in the compute dtype (eager), boolean (sdpa)."""
-    return 1 if workload.attention == "sdpa" else (4 if workload.amp else c.compute)
+    """The 4-D mask a checkpointed layer keeps: boolean (sdpa), or additive in the dtype of the encoder's stream
+    (eager: float32 under autocast, unless a 16-bit projection feeds the encoder)."""
+    return 1 if workload.attention == "sdpa" else c.stream
 
 
 # Closed forms ------------------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ class Norm:
     name: str
     rows: str = "n"
     width: str = "H"
-    size: Size = "residual"
+    size: Size = "stream"
     when: When = ()
 
     def flops(self) -> Iterator[Flop]:

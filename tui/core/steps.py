@@ -3,9 +3,11 @@ run, in order, read from transformers' modeling files (5.25: models/bert, robert
 distilbert, electra) and checked against torch's measurement of the real classes (tests/fixtures/compute.json,
 written by tests/fixtures/generate_compute.py). The engine is `tui.core.kinds`; `tui.core.compute` sums it.
 
-Facts a condition may name (`Step.facts`): `amp`, `fused` (sdpa's CUDA kernels), `layer_input` (a layer's input
-is saved by the layer: not when checkpointing recomputes it), `pooler_holds` (the pooler keeps the whole last
-hidden state, so a head reading it saves nothing more), `regression` (one label: MSE).
+Facts a condition may name (`Step.facts`): `amp`, `cast_inputs` (autocast over a float32 stream: every Linear
+casts its input), `fused` (sdpa's CUDA kernels), `layer_input` (a layer's input is saved by the layer: not when
+checkpointing recomputes it), `pooler_holds` (the pooler keeps the whole last hidden state, so a head reading it
+saves nothing more), `regression` (one label: MSE), `project` (ELECTRA's E ≠ H). Sizes: the embeddings' are
+`residual`, the encoder's and the heads' `stream` (the same, but where a 16-bit projection feeds the encoder).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ Modules = tuple[Module, ...]
 
 # Embeddings -----------------------------------------------------------------------------------------------------
 INPUT_IDS = Keep("input ids (word embedding lookup)", ("n",), 8)
-EMBEDDINGS_NORM = (Norm("LayerNorm"), Drop("dropout mask", ("n", "H"), "residual"))
+EMBEDDINGS_NORM = (Norm("LayerNorm", size="residual"), Drop("dropout mask", ("n", "H"), "residual"))
 BERT_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8), *EMBEDDINGS_NORM)
 # RoBERTa counts positions from the padding index (a new tensor of ids) and gathers the token types by them.
 ROBERTA_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (gathered by position)", ("n",), 8),
@@ -28,19 +30,19 @@ DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, *EMBEDDINGS_NORM)
 # ELECTRA: BERT's embeddings E wide, projected to H when E ≠ H.
 ELECTRA_EMBEDDINGS: Modules = (
     INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8),
-    Norm("LayerNorm", width="E"), Drop("dropout mask", ("n", "E"), "residual"),
+    Norm("LayerNorm", width="E", size="residual"), Drop("dropout mask", ("n", "E"), "residual"),
     Linear("embedding projection E → H", "n", "E", "H", input="projection input (the embeddings)", size="residual",
            weight="16-bit copy of the projection weight", when=("project",)),
 )
 
 # One encoder layer ----------------------------------------------------------------------------------------------
 AMP_LAYER_COPIES: Modules = (
-    Keep("Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), coef=3, when=("amp",)),
+    Keep("Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), coef=3, when=("cast_inputs",)),
     Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",)),
     Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",)),
 )
 ATTENTION: Modules = (
-    Keep("layer input (Q/K/V projections)", ("n", "H"), "residual", when=("!amp", "layer_input")),
+    Keep("layer input (Q/K/V projections)", ("n", "H"), "stream", when=("!cast_inputs", "layer_input")),
     Linear("query, key, value projections", "n", "H", "H", 3, weight=None),
     Attention(),
     Linear("attention output projection", "n", "H", "H", weight=None),
@@ -60,9 +62,9 @@ DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, Norm("attention Laye
 
 # The pooler and the heads ---------------------------------------------------------------------------------------
 FIRST_TOKEN = (  # a Linear over the [CLS] token: its view keeps the whole last hidden state (a copy under autocast)
-    Keep("[CLS] hidden state (16-bit copy)", ("b'", "H"), when=("amp",)),
+    Keep("[CLS] hidden state (16-bit copy)", ("b'", "H"), when=("cast_inputs",)),
     Keep("16-bit copy of the dense weight", ("H", "H"), when=("amp",)),
-    Keep("last hidden state (kept whole by the [CLS] view)", ("n", "H"), "residual", when=("!amp",)),
+    Keep("last hidden state (kept whole by the [CLS] view)", ("n", "H"), "stream", when=("!cast_inputs",)),
 )
 POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None), *FIRST_TOKEN, Keep("tanh output", ("b'", "H")))
 
@@ -72,10 +74,10 @@ def lm_head(width: str = "H", causal: bool = False) -> Modules:
     16-bit input with float32 statistics; CUDA autocast casts it up), the loss over V."""
     return (
         Linear("LM transform dense", "n", "H", width, input="LM transform input (last hidden state)",
-               size="residual", held="pooler_holds"),
+               size="stream", held="pooler_holds"),
         Keep("LM transform GELU input", ("n", width)),
         Norm("LM transform LayerNorm", width=width, size="cast_norm"),
-        Linear("LM decoder", "n", width, "V", input="LM decoder input", size="residual"),
+        Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream"),
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
         CrossEntropy(("n",), "V", upcast=causal),
         *((ShiftedLabels(),) if causal else ()),
@@ -89,10 +91,10 @@ BERT_CLASSIFIER: Modules = (Drop("dropout mask", ("b'", "H")),
 CHOICE: Modules = (Drop("dropout mask", ("b'", "H")),
                    Linear("choice classifier", "b'", "H", "1", input="classifier input"),
                    CrossEntropy(("b",), "C"))
-TOKENS: Modules = (Drop("dropout mask", ("n", "H"), "residual"),
-                   Linear("classifier", "n", "H", "N", input="classifier input", size="residual"),
+TOKENS: Modules = (Drop("dropout mask", ("n", "H"), "stream"),
+                   Linear("classifier", "n", "H", "N", input="classifier input", size="stream"),
                    CrossEntropy(("n",), "N"))
-SPANS: Modules = (Linear("start/end classifier", "n", "H", "2", input="last hidden state", size="residual",
+SPANS: Modules = (Linear("start/end classifier", "n", "H", "2", input="last hidden state", size="stream",
                          held="pooler_holds"), SpanLoss())
 
 
@@ -100,8 +102,8 @@ def classification_head(activation: Keep) -> Modules:
     """RoBERTa's and ELECTRA's `ClassificationHead`: dropout on the [CLS] token, dense, an activation, dropout,
     `out_proj`."""
     return (
-        Drop("dropout mask ([CLS] token)", ("b'", "H"), "residual"),
-        Linear("classification dense", "b'", "H", "H", input="dense input", size="residual"),
+        Drop("dropout mask ([CLS] token)", ("b'", "H"), "stream"),
+        Linear("classification dense", "b'", "H", "H", input="dense input", size="stream"),
         activation,
         Drop("dropout mask", ("b'", "H")),
         Linear("classification out_proj", "b'", "H", "N", input="out_proj input"),
@@ -137,8 +139,8 @@ ROBERTA_HEADS: dict[str, Modules] = {
 }
 # DistilBERT's classifiers: `pre_classifier` on the first token, ReLU, dropout, the classifier.
 DISTILBERT_CLASSIFIER: Modules = (
-    *FIRST_TOKEN[:2], Keep("last hidden state (kept whole by the first token's view)", ("n", "H"), "residual",
-                           when=("!amp",)),
+    *FIRST_TOKEN[:2], Keep("last hidden state (kept whole by the first token's view)", ("n", "H"), "stream",
+                           when=("!cast_inputs",)),
     Linear("pre_classifier", "b'", "H", "H", weight=None),
     Keep("ReLU output", ("b'", "H")),
     Drop("dropout mask", ("b'", "H")),
@@ -151,8 +153,8 @@ DISTILBERT_HEADS: dict[str, Modules] = {
     "multiple-choice": (*DISTILBERT_CLASSIFIER, Linear("choice classifier", "b'", "H", "1", input="classifier input"),
                         CrossEntropy(("b",), "C")),
     "token-classification": TOKENS,
-    "question-answering": (Drop("dropout mask", ("n", "H"), "residual"),
-                           Linear("start/end classifier", "n", "H", "2", input="classifier input", size="residual"),
+    "question-answering": (Drop("dropout mask", ("n", "H"), "stream"),
+                           Linear("start/end classifier", "n", "H", "2", input="classifier input", size="stream"),
                            SpanLoss()),
 }
 # ELECTRA: the generator's LM head is E wide; the discriminator scores every token (binary cross-entropy).
@@ -162,7 +164,7 @@ ELECTRA_HEADS: dict[str, Modules] = {
     "causal-lm": lm_head("E", causal=True),
     "pretraining": (
         Linear("discriminator dense", "n", "H", "H", input="discriminator input (last hidden state)",
-               size="residual"),
+               size="stream"),
         Keep("discriminator GELU input", ("n", "H")),
         Linear("discriminator prediction", "n", "H", "1", input="prediction input (GELU output)"),
         Keep("logits (binary cross-entropy input)", ("n",), "loss"),
