@@ -169,7 +169,16 @@ class Conventions:
         if workload.train:
             lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
         lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
+        if self.stream16:
+            lines.append("the embeddings' 16-bit projection makes the encoder's stream 16-bit (CPU autocast)")
         return lines
+
+    def family_lines(self, config: BertConfig) -> list[str]:
+        """Where a family's figures rest on BERT's measurements rather than its own."""
+        if config.model_type == "bert":
+            return []
+        return [f"{config.model_type}: FLOPs and saved tensors measured on its own classes (CPU); the CUDA "
+                "conventions and the peak's transients were measured on BERT (H200) and are applied the same way"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +205,10 @@ class Compute:
     conventions: Conventions
     layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
     fits: tuple[Fit, ...] = field(default=())
+
+    def convention_lines(self) -> list[str]:
+        """Every convention that changes bytes, and where the family's figures rest on BERT's measurements."""
+        return self.conventions.lines(self.workload) + self.conventions.family_lines(self.config)
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
@@ -336,8 +349,18 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
     return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size, "A": config.num_attention_heads,
-            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": config.num_hidden_layers,
+            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": layer_runs(config), "S": stored_layers(config),
             "1": 1, "2": 2}
+
+
+def layer_runs(config: BertConfig) -> int:
+    """L: how many times an encoder layer runs (ALBERT runs each of its G groups of K layers L/G times)."""
+    return config.num_hidden_layers * (config.inner_group_num if config.model_type == "albert" else 1)
+
+
+def stored_layers(config: BertConfig) -> int:
+    """S: the encoder layers stored (ALBERT's G·K; every other family stores each layer it runs)."""
+    return config.num_hidden_groups * config.inner_group_num if config.model_type == "albert" else layer_runs(config)
 
 
 def additive_mask(config: BertConfig, workload: Workload) -> bool:
@@ -349,10 +372,14 @@ def check(config: BertConfig, workload: Workload) -> None:
     if config.model_type not in STEPS:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
+    if config.model_type == "albert" and workload.checkpointing:
+        raise ConfigError("checkpointing", True, "ALBERT's classes do not support activation checkpointing "
+                          "(transformers refuses it): its layers are shared, run L times")
     if projects(config) and workload.amp and workload.device == "cuda":
-        raise ConfigError("embedding_size", config.embedding_width, "≠ hidden_size under CUDA autocast is not "
-                          "modelled: the projection hands the first layer 16-bit states that CUDA's LayerNorm casts "
-                          "back (not measured); use fp32/bf16/fp16, the cpu conventions, or embedding_size = hidden_size")
+        what = "ALBERT's E → H mapping" if config.model_type == "albert" else "ELECTRA's projection (E ≠ H)"
+        raise ConfigError("precision", workload.precision, f"with {what} under CUDA autocast is not modelled: the "
+                          "projection hands the first layer 16-bit states that CUDA's LayerNorm casts back (not "
+                          "measured); use fp32, bf16 or fp16, or the cpu conventions")
     if config.head == "pretraining" and config.model_type == "electra" and workload.padded and workload.train:
         raise ConfigError("padding_mask", True, "ElectraForPreTraining's loss keeps only the unpadded tokens (a "
                           "count the config cannot tell): not modelled; run it without a padding mask")
@@ -387,8 +414,10 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
     """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
-    stream16 = workload.amp and projects(config)  # the mask is then made 16-bit too: the scores stay 16-bit
-    conventions = Conventions.of(workload, additive_mask(config, workload) and not stream16)
+    stream16 = workload.amp and projects(config)
+    # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
+    mask16 = stream16 and config.model_type == "electra"
+    conventions = Conventions.of(workload, additive_mask(config, workload) and not mask16)
     if stream16:
         conventions = replace(conventions, stream16=True)
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
@@ -442,7 +471,8 @@ def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: b
 
 def projects(config: BertConfig) -> bool:
     """Whether a projection maps the embeddings (E wide) to the encoder's H."""
-    return config.model_type == "electra" and config.embedding_width != config.hidden_size
+    return config.model_type == "albert" or (config.model_type == "electra"
+                                             and config.embedding_width != config.hidden_size)
 
 
 def _layout(config: BertConfig) -> StepLayout:
@@ -452,8 +482,8 @@ def _layout(config: BertConfig) -> StepLayout:
 def _parts(config: BertConfig) -> tuple[tuple[str, tuple[Module, ...]], ...]:
     layout = _layout(config)
     pooler = layout.pooler if config.has_pooler else ()
-    return ("embeddings", layout.embeddings), ("layer", layout.layer), ("pooler", pooler), \
-        ("head", layout.heads[config.head])
+    return ("embeddings", layout.embeddings), ("stored layers", layout.stored), ("layer", layout.layer), \
+        ("pooler", pooler), ("head", layout.heads[config.head])
 
 
 def flop_terms(config: BertConfig, workload: Workload | None = None) -> Iterator[Flop]:
@@ -486,7 +516,7 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 # Closed forms ------------------------------------------------------------------------------------------------
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-SYMBOL_ORDER = ("L", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "E", "I", "V", "N", "2", "1")
+SYMBOL_ORDER = ("L", "S", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "E", "I", "V", "N", "2", "1")
 
 
 def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:

@@ -167,6 +167,7 @@ class Attention:
     """Scaled dot-product attention over A heads: Q·Kᵀ and P·V, and what it saves by flavour (the math path of
     eager and of sdpa on CPU, or sdpa's fused CUDA kernels)."""
 
+    dropout: bool = True  # attention dropout p > 0 (ALBERT's is 0: no mask, the probabilities used as they are)
     when: When = ()
 
     def flops(self) -> Iterator[Flop]:
@@ -175,12 +176,24 @@ class Attention:
 
     def saves(self, step: Step) -> Iterator[Saved]:
         c = step.c
+        # Without dropout, CPU training takes sdpa's flash kernel too (its math path is for dropout only).
+        cpu_flash = not self.dropout and not c.fused and step.workload.attention == "sdpa" and step.workload.train
+        if cpu_flash:
+            yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+            yield step.saved("log-sum-exp of every row (float32)", ("b'", "A", "s"), 4)
+            yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
+            if step.workload.padded:
+                yield step.saved("padding mask as a float bias", ("b'", "s", "s"), "compute")
+            return
         if not c.fused:
             yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
             yield step.saved("attention probabilities (softmax output)", ("b'", "A", "s", "s"), "softmax")
-            yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
+            if self.dropout:
+                yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
             # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
-            yield step.saved("attention probabilities after dropout", ("b'", "A", "s", "s"), "heads")
+            if self.dropout or c.softmax != c.heads:
+                yield step.saved("attention probabilities after dropout" if self.dropout else
+                                 "attention probabilities (a copy in the values' dtype)", ("b'", "A", "s", "s"), "heads")
             yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
             return
         # sdpa's fused CUDA kernels (cuDNN for 16-bit inputs, memory-efficient for float32), as measured on an
@@ -190,7 +203,7 @@ class Attention:
         # call, so every layer keeps its own (the memory-efficient kernel pads its rows to a multiple of 16).
         yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
         yield step.saved("log-sum-exp of every row (float32)", ("b'", "A", "s₃₂" if c.compute == 4 else "s"), 4)
-        if step.workload.train:
+        if step.workload.train and self.dropout:
             yield step.saved("dropout RNG seed and offset", ("1",), 8, 2)
         yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
         if step.workload.padded:

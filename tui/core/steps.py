@@ -60,6 +60,27 @@ BERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, *ADD_AND_NORM, *FFN)
 # DistilBERT adds the attention's output to its input with no dropout between.
 DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, Norm("attention LayerNorm"), *FFN)
 
+# ALBERT: no dropout in its embeddings and encoder (p = 0), the E → H mapping always runs, its FFN's activation is
+# `gelu_new` (the tanh form, built of elementwise ops that keep four tensors the size of its input).
+GELU_NEW = "GELU (tanh form): its input and three intermediates"
+# Autocast casts a weight once per forward (its cache): a stored layer run L/G times keeps one set of copies.
+ALBERT_STORED: Modules = (
+    Keep("16-bit copies of the Linear weights (one set per stored layer)", ("S", "H", "H"), coef=4, when=("amp",)),
+    Keep("16-bit copies of the FFN weights (one set per stored layer)", ("S", "H", "I"), coef=2, when=("amp",)),
+)
+ALBERT_LAYER: Modules = (
+    AMP_LAYER_COPIES[0], *ATTENTION[:2], Attention(dropout=False), ATTENTION[3], Norm("attention LayerNorm"),
+    Linear("feed-forward up (ffn)", "n", "H", "I", input="FFN input (attention LayerNorm output)", weight=None),
+    Keep(GELU_NEW, ("n", "I"), coef=4),
+    Linear("feed-forward down (ffn_output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None),
+    Norm("full-layer LayerNorm"),
+)
+ALBERT_EMBEDDINGS: Modules = (
+    INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8), Norm("LayerNorm", width="E", size="residual"),
+    Linear("embedding mapping E → H", "n", "E", "H", input="mapping input (the embeddings)", size="residual",
+           weight="16-bit copy of the mapping weight"),
+)
+
 # The pooler and the heads ---------------------------------------------------------------------------------------
 FIRST_TOKEN = (  # a Linear over the [CLS] token: its view keeps the whole last hidden state (a copy under autocast)
     Keep("[CLS] hidden state (16-bit copy)", ("b'", "H"), when=("cast_inputs",)),
@@ -69,13 +90,13 @@ FIRST_TOKEN = (  # a Linear over the [CLS] token: its view keeps the whole last 
 POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None), *FIRST_TOKEN, Keep("tanh output", ("b'", "H")))
 
 
-def lm_head(width: str = "H", causal: bool = False) -> Modules:
+def lm_head(width: str = "H", causal: bool = False, gelu: Keep | None = None) -> Modules:
     """BERT's LM head: dense H → `width`, GELU, LayerNorm, the decoder (CPU autocast runs that LayerNorm on the
     16-bit input with float32 statistics; CUDA autocast casts it up), the loss over V."""
     return (
         Linear("LM transform dense", "n", "H", width, input="LM transform input (last hidden state)",
                size="stream", held="pooler_holds"),
-        Keep("LM transform GELU input", ("n", width)),
+        gelu or Keep("LM transform GELU input", ("n", width)),
         Norm("LM transform LayerNorm", width=width, size="cast_norm"),
         Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream"),
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
@@ -119,6 +140,7 @@ class StepLayout:
     layer: Modules
     heads: Mapping[str, Modules]
     pooler: Modules = POOLER
+    stored: Modules = ()  # what a stored layer keeps once however often it runs (ALBERT's), × S
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -182,6 +204,17 @@ ELECTRA_HEADS: dict[str, Modules] = {
     ),
 }
 
+ALBERT_HEADS: dict[str, Modules] = {
+    "none": (),
+    "mlm": lm_head("E", gelu=Keep(f"LM transform {GELU_NEW}", ("n", "E"), coef=4)),
+    "pretraining": (*lm_head("E", gelu=Keep(f"LM transform {GELU_NEW}", ("n", "E"), coef=4)),
+                    Drop("sentence-order dropout mask", ("b'", "H")),
+                    Linear("sentence-order classifier", "b'", "H", "N", input="classifier input"),
+                    CrossEntropy(("b",), "N", "sentence-order ")),
+    **{head: BERT_HEADS[head] for head in ("sequence-classification", "token-classification", "question-answering",
+                                           "multiple-choice")},
+}
+
 STEPS: dict[str, StepLayout] = {
     "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS),
     "roberta": StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS),
@@ -189,4 +222,5 @@ STEPS: dict[str, StepLayout] = {
     "camembert": StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS),
     "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS),
     "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS),
+    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED),
 }

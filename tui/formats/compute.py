@@ -17,7 +17,7 @@ from ..core.units import short_bytes, short_flops
 from ..plain import printable
 
 WIDTH = 80  # the text fits an 80-column terminal
-COMPONENT_ORDER = ("embeddings", "layer", "attention mask", "pooler", "head")
+COMPONENT_ORDER = ("embeddings", "stored layers", "layer", "attention mask", "pooler", "head")
 MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
 
 
@@ -49,7 +49,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
         "fits_note": f"largest batch whose peak fits: {HEADROOM_RULE}",
-        "conventions": result.conventions.lines(result.workload),
+        "conventions": result.convention_lines(),
         "closed_forms": closed_forms(result),
     }
 
@@ -89,7 +89,7 @@ def compute_text(result: Compute, title: str) -> str:
     """What `bert-tui compute` prints as a table."""
     lines = [headline(result, title), ""]
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
-    lines += ["conventions:"] + [wrapped for line in result.conventions.lines(result.workload)
+    lines += ["conventions:"] + [wrapped for line in result.convention_lines()
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
     lines += ["", "closed forms (per layer where it says layer; × L in the totals):"]
     lines += [wrapped for key, form in closed_forms(result).items()
@@ -215,5 +215,5 @@ def compute_markdown(result: Compute, title: str) -> str:
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
               f"Largest batches by the peak: {HEADROOM_RULE}.", ""]
-    lines += [f"- {line}" for line in result.conventions.lines(result.workload)]
+    lines += [f"- {line}" for line in result.convention_lines()]
     return "\n".join(lines) + "\n"

@@ -51,20 +51,34 @@ class Measurement:
 
 
 LAYER_STACKS = (["encoder", "layer"], ["transformer", "layer"])  # BERT's and its kin's; DistilBERT's
-EMBEDDING_MODULES = ("embeddings", "embeddings_project")  # ELECTRA projects its embeddings beside them
+ALBERT_LAYERS = ["encoder", "albert_layer_groups", "*", "albert_layers", "*"]  # stored layers, each run L/G times
+EMBEDDING_ROOTS = (["embeddings"], ["embeddings_project"], ["encoder", "embedding_hidden_mapping_in"])
+POOLER_ROOTS = (["pooler"], ["pooler_activation"])
+
+
+def _root(rest: list[str]) -> str | None:
+    """The component whose root module `rest` (a name under the body) is, or None."""
+    if rest in EMBEDDING_ROOTS:
+        return "embeddings"
+    if rest in POOLER_ROOTS:
+        return "pooler"
+    if len(rest) == 3 and rest[:2] in LAYER_STACKS:
+        return f"layer.{rest[2]}"
+    if len(rest) == len(ALBERT_LAYERS) and all(a in ("*", b) for a, b in zip(ALBERT_LAYERS, rest)):
+        return f"layer.{rest[2]}.{rest[4]}"
+    return None
 
 
 def component_of(module_name: str, body: str) -> str:
-    """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head."""
+    """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head (the
+    root it lies under; a module under no root is the head's)."""
     parts = module_name.split(".")
     if parts and parts[0] == body:
         parts = parts[1:]
-    if parts[:1] and parts[0] in EMBEDDING_MODULES:
-        return "embeddings"
-    if parts[:2] in LAYER_STACKS and len(parts) > 2:
-        return f"layer.{parts[2]}"
-    if parts[:1] == ["pooler"]:
-        return "pooler"
+    for end in range(len(parts), 0, -1):
+        component = _root(parts[:end])
+        if component is not None:
+            return component
     return "head"
 
 
@@ -116,6 +130,9 @@ def _labels(config: BertConfig, workload: Workload, gen: Any) -> dict[str, Any]:
 
     b, s = workload.batch, workload.seq
     head, n = config.head, config.num_labels
+    if head == "pretraining" and config.model_type == "albert":  # sentence order, over num_labels classes
+        return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen),
+                "sentence_order_label": torch.randint(0, n, (b,), generator=gen)}
     if head == "pretraining" and config.model_type == "electra":  # the discriminator: replaced or not, per token
         return {"labels": torch.randint(0, 2, (b, s), generator=gen)}
     if head in ("mlm", "causal-lm"):
@@ -174,10 +191,11 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
     by_component: dict[str, int] = {}
     for name, counts in forward_mode.get_flop_counts().items():
         parts = name.split(".")
-        if parts[0] != prefix or len(parts) < 2 or _is_parent(parts[1:], config.body):
+        if parts[0] != prefix or len(parts) < 2:
             continue
-        component = component_of(".".join(parts[1:]), config.body)
-        if _is_component_root(parts[1:], config.body, component):
+        rest = parts[2:] if parts[1] == config.body else parts[1:]
+        component = _root(rest)
+        if component is not None:  # counted at the components' roots; the head is what remains of the total
             by_component[component] = by_component.get(component, 0) + sum(counts.values())
     head_flops = forward_mode.get_total_flops() - sum(by_component.values())
     by_component["head"] = by_component.get("head", 0) + head_flops
@@ -187,21 +205,6 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
             loss.backward()
         backward = backward_mode.get_total_flops()
     return forward_mode.get_total_flops(), backward, {k: v for k, v in by_component.items() if v}
-
-
-def _is_parent(parts: list[str], body: str) -> bool:
-    """The body and encoder modules, which only hold the components (counted at the components' roots)."""
-    rest = parts[1:] if parts[0] == body else parts
-    return parts == [body] or rest in (*([stack[0]] for stack in LAYER_STACKS), *LAYER_STACKS)
-
-
-def _is_component_root(parts: list[str], body: str, component: str) -> bool:
-    rest = parts[1:] if parts[0] == body else parts
-    if component == "head":
-        return False  # the head is what remains of the total
-    if component == "embeddings":
-        return rest[:1] != [] and rest[0] in EMBEDDING_MODULES and len(rest) == 1
-    return rest == component.split(".") or any(rest == [*stack, component.split(".")[-1]] for stack in LAYER_STACKS)
 
 
 @contextlib.contextmanager
@@ -226,6 +229,20 @@ def _module_stack(model: Any) -> Iterator[list[str]]:
             handle.remove()
 
 
+@contextlib.contextmanager
+def _layer_runs(model: Any, body: str) -> Iterator[list[int]]:
+    """How many times a stored layer has run so far, less one (ALBERT runs its G·K stored layers L times)."""
+    runs = [-1]
+    handles = [module.register_forward_pre_hook(lambda _module, _args: runs.__setitem__(0, runs[0] + 1))
+               for name, module in model.named_modules() if component_of(name, body).count(".") == 2
+               and _root(name.split(".")[1 if name.split(".")[0] == body else 0:]) is not None]
+    try:
+        yield runs
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def measure_memory(config: BertConfig, workload: Workload,
                    device: str = "cpu") -> tuple[dict[str, int], int, int, int, int]:
     """(activations by component, recompute peak, weights, gradients, optimizer states) in bytes, on CPU."""
@@ -236,11 +253,14 @@ def measure_memory(config: BertConfig, workload: Workload,
     fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     saved: dict[int, tuple[str, int]] = {}
     alive: list[Any] = []  # saved tensors held until the end, so no freed address is reused and miscounted
-    with _module_stack(model) as stack:
+    with _module_stack(model) as stack, _layer_runs(model, config.body) as runs:
         def pack(tensor: Any) -> Any:
             storage = tensor.untyped_storage()
             if storage.data_ptr() not in fixed and storage.data_ptr() not in saved:
-                saved[storage.data_ptr()] = (component_of(stack[-1], config.body), storage.nbytes())
+                component = component_of(stack[-1], config.body)
+                if component.count(".") == 2:  # an ALBERT layer: stored once, counted by the run
+                    component = f"layer.{runs[0]}"
+                saved[storage.data_ptr()] = (component, storage.nbytes())
                 alive.append(tensor)
             return tensor
 
