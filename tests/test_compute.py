@@ -101,8 +101,9 @@ def test_core_matches_torch_to_the_flop_and_the_byte(case: dict[str, Any]) -> No
 def test_every_family_with_a_step_is_measured_for_every_head_precision_attention_and_choice() -> None:
     """Every head class of every family but BERT (compute.json), in training under each precision × attention ×
     checkpointing × padding mask (XLM-R and CamemBERT, RoBERTa's modules, under fp32 and amp-bf16), and in
-    inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT without checkpointing
-    (transformers refuses it)."""
+    inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
+    checkpointing (transformers refuses it)."""
+    from tui.core.compute import NO_CHECKPOINTING
     from tui.core.config import FAMILY_HEADS
     from tui.core.steps import STEPS
 
@@ -112,12 +113,12 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
     for family in STEPS:
         if family == "bert":
             continue
-        precisions = PRECISIONS if family in ("roberta", "distilbert", "electra", "albert") else ("fp32", "amp-bf16")
+        precisions = PRECISIONS if family not in ("xlm-roberta", "camembert") else ("fp32", "amp-bf16")
         for head in FAMILY_HEADS[family]:
             for attention in ATTENTIONS:
                 assert (family, head, "fp32", attention, False, False, "inference") in seen
                 for precision in precisions:
-                    for checkpointing in (False, True) if family != "albert" else (False,):
+                    for checkpointing in (False, True) if family not in NO_CHECKPOINTING else (False,):
                         for mask in (False, True):
                             if not (family == "electra" and head == "pretraining" and mask):
                                 assert (family, head, precision, attention, checkpointing, mask, "train") in seen
@@ -170,8 +171,7 @@ def configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
 
 @st.composite
 def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
-    """Any family with a step, any of its heads, any sizes and workload (CUDA autocast over ELECTRA's projection
-    is refused by name: drawn as E = H there)."""
+    """Any family with a step, any of its heads, any sizes and workload (what a family refuses by name left out)."""
     from tui.core.config import FAMILY_HEADS
     from tui.core.steps import STEPS
 
@@ -183,15 +183,23 @@ def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]
     if head == "question-answering":
         changes["num_labels"] = 2
     if family == "electra":
-        projected = not (workload.amp and workload.device == "cuda") and draw(st.booleans())
-        changes["embedding_size"] = draw(sizes) if projected else config.hidden_size
-    if family == "albert":  # no checkpointing (transformers refuses it), its mapping not under CUDA autocast
+        changes["embedding_size"] = draw(sizes) if draw(st.booleans()) else config.hidden_size
+    if family == "mpnet":  # no checkpointing (transformers refuses it)
+        workload = replace(workload, checkpointing=False)
+    if family == "albert" and head == "pretraining":
+        changes["num_labels"] = 2  # its sentence-order loss runs with 2 only
+    if family == "deberta-v2":  # any flags; the convolution is refused by name
+        changes.update({flag: draw(st.booleans()) for flag in (
+            "relative_attention", "share_att_key", "pos_att_c2p", "pos_att_p2c", "norm_rel_ebd",
+            "position_biased_input")})
+        changes.update(conv_kernel_size=0, position_buckets=draw(st.integers(0, 512)),
+                       max_relative_positions=draw(st.integers(0, 1024)), type_vocab_size=draw(st.integers(0, 4)))
+        changes["embedding_size"] = draw(st.sampled_from([0, draw(sizes)]))
+    if family == "albert":  # no checkpointing (transformers refuses it)
         changes["embedding_size"] = draw(sizes)
         changes["inner_group_num"] = draw(st.integers(1, 3))
         changes["num_hidden_groups"] = draw(st.integers(1, config.num_hidden_layers))
         workload = replace(workload, checkpointing=False)
-        if workload.amp and workload.device == "cuda":
-            workload = replace(workload, device="cpu")
     if family == "electra" and head == "pretraining":
         workload = replace(workload, padding_mask=False)
     return config.replace(**changes), workload
@@ -259,12 +267,20 @@ def test_bad_workloads_name_the_field() -> None:
         Workload(batch=1, seq=1, precision="fp8")
     with pytest.raises(ConfigError, match="checkpointing"):
         Workload(batch=1, seq=1, mode="inference", checkpointing=True)
-    with pytest.raises(ConfigError, match="model_type = 'mpnet'"):
-        compute(BertConfig(model_type="mpnet"), Workload(batch=1, seq=1))
-    with pytest.raises(ConfigError, match="checkpointing = True: ALBERT"):
+    with pytest.raises(ConfigError, match="model_type = 'modernbert'"):
+        compute(BertConfig(model_type="modernbert"), Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="checkpointing = True: albert"):
         compute(BertConfig(model_type="albert"), Workload(batch=1, seq=1, checkpointing=True))
-    with pytest.raises(ConfigError, match="precision = 'amp-bf16': with ALBERT"):
-        compute(BertConfig(model_type="albert"), Workload(batch=1, seq=1, precision="amp-bf16", device="cuda"))
+    with pytest.raises(ConfigError, match="checkpointing = True: mpnet"):
+        compute(BertConfig(model_type="mpnet"), Workload(batch=1, seq=1, checkpointing=True))
+    with pytest.raises(ConfigError, match="num_labels = 3: AlbertForPreTraining"):
+        compute(BertConfig(model_type="albert", head="pretraining", num_labels=3), Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="conv_kernel_size = 3"):
+        compute(BertConfig(model_type="deberta-v2", conv_kernel_size=3), Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="padding_mask = True: ElectraForPreTraining"):
+        compute(BertConfig(model_type="electra", head="pretraining"), Workload(batch=1, seq=4, padding_mask=True))
+    with pytest.raises(ConfigError, match=r"seq = 511: .* − 2 \(roberta counts positions"):
+        compute(BertConfig(model_type="roberta", max_position_embeddings=512), Workload(batch=1, seq=511))
 
 
 def test_multiple_choice_runs_batch_times_choices_sequences() -> None:
@@ -316,7 +332,7 @@ def test_compute_refuses_a_sequence_longer_than_the_positions(capsys: pytest.Cap
     (["--batch", "x", "--seq", "8"], "--batch x: must be a whole number"),
     (["--batch", "2", "--seq", "8", "--gpu-memory", "lots"], "--gpu-memory 'lots'"),
     (["--batch", "2", "--seq", "8", "--mode", "inference", "--checkpointing"], "--checkpointing"),
-    (["--batch", "2", "--seq", "8", "--model-type", "mpnet"], "modelled for bert, roberta"),
+    (["--batch", "2", "--seq", "8", "--model-type", "modernbert"], "modelled for bert, roberta"),
 ])
 def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
     assert main(["compute", *argv]) == 2

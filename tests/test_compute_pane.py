@@ -62,11 +62,25 @@ async def test_a_refused_sequence_keeps_the_last_result_marked_stale() -> None:
 
 async def test_a_model_type_not_modelled_is_refused_by_name() -> None:
     catalog = load_catalog()
-    app = make_app(catalog, BertConfig(model_type="roberta"), title="roberta")
+    app = make_app(catalog, BertConfig(model_type="modernbert"), title="modernbert")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f5")
         await pilot.pause()
-        assert "model_type roberta: compute and memory are modelled for bert only so far" in error_text(app)
+        assert "model_type modernbert: compute and memory are modelled for bert, roberta" in error_text(app)
+
+
+async def test_every_modelled_family_shows_its_step_at_80_columns() -> None:
+    """DeBERTa-v3 (the family most unlike BERT), ALBERT and XLM-R: the pane shows the core's figures, no refusal."""
+    catalog = load_catalog()
+    for preset in ("deberta-v3-base", "albert-base-v2", "xlm-roberta-base"):
+        config = catalog.get(preset).config
+        app = make_app(catalog, config, title=preset, preset=preset)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("f5")
+            await pilot.pause()
+            expected = compute(config, Workload(batch=32, seq=128, device="cuda"))
+            assert not error_text(app), preset
+            assert short_bytes(expected.total) in result_text(app), preset
 
 
 async def test_keys_typed_right_after_the_first_f5_reach_the_pane_in_order() -> None:

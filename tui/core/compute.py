@@ -23,7 +23,7 @@ from math import prod
 from typing import Any
 
 from . import kinds
-from .config import LM_HEADS, ROBERTA_STYLE, BertConfig, ConfigError
+from .config import LM_HEADS, BertConfig, ConfigError
 from .families import build_tree
 from .kinds import Flop, Module, Saved, Step
 from .steps import STEPS, StepLayout
@@ -173,12 +173,21 @@ class Conventions:
             lines.append("the embeddings' 16-bit projection makes the encoder's stream 16-bit (CPU autocast)")
         return lines
 
-    def family_lines(self, config: BertConfig) -> list[str]:
+    def family_lines(self, config: BertConfig, workload: Workload) -> list[str]:
         """Where a family's figures rest on BERT's measurements rather than its own."""
-        if config.model_type == "bert":
+        layout = STEPS[config.model_type]
+        if layout.measured_on_gpu:
             return []
-        return [f"{config.model_type}: FLOPs and saved tensors measured on its own classes (CPU); the CUDA "
-                "conventions and the peak's transients were measured on BERT (H200) and are applied the same way"]
+        lines = [f"{config.model_type}: FLOPs and saved tensors measured on its own classes (CPU); the CUDA "
+                 "conventions and the peak's transients were measured on BERT (H200) and are applied the same way"]
+        if _cuda_projection(config, workload):
+            lines.append("under CUDA autocast the embedding projection's 16-bit output reaches layer 0 (its Q/K/V "
+                         "keep it as it is), whose float32 LayerNorms restore the float32 stream: from CUDA "
+                         "autocast's documented rules, not measured")
+        if layout.eager_only:
+            lines.append(f"{config.model_type} has no sdpa attention in transformers (it loads with eager): the "
+                         "math path, whatever is asked, on CUDA too")
+        return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +217,7 @@ class Compute:
 
     def convention_lines(self) -> list[str]:
         """Every convention that changes bytes, and where the family's figures rest on BERT's measurements."""
-        return self.conventions.lines(self.workload) + self.conventions.family_lines(self.config)
+        return self.conventions.lines(self.workload) + self.conventions.family_lines(self.config, self.workload)
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
@@ -236,7 +245,15 @@ class Compute:
         what a fused attention's backward recomputes."""
         if not self.workload.train:
             return 0
-        return 2 * self.flops_forward + self.flops_recompute + self.flops_rescore
+        return 2 * (self.flops_forward - self.flops_unused) + self.flops_recompute + self.flops_rescore
+
+    @property
+    def flops_unused(self) -> int:
+        """Forward products whose result no gradient reaches (DeBERTa's shared-key position projection a score
+        type it does not use): no backward for them."""
+        layers = self.values["L"]
+        return sum((layers if t.component == "layer" else 1) * t.flops(self.values)
+                   for t in self.flop_terms if not t.backward)
 
     @property
     def flops_rescore(self) -> int:
@@ -349,45 +366,53 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
     return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size, "A": config.num_attention_heads,
-            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": layer_runs(config), "S": stored_layers(config),
+            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": layer_runs(config), "S": stored_layers(config), "D": config.relative_span,
             "1": 1, "2": 2}
+
+
+def attention_run(config: BertConfig, workload: Workload) -> Workload:
+    """The workload as the attention runs it: the math path for a family transformers has no sdpa for."""
+    if STEPS[config.model_type].eager_only and workload.attention != "eager":
+        return replace(workload, attention="eager")
+    return workload
 
 
 def layer_runs(config: BertConfig) -> int:
     """L: how many times an encoder layer runs (ALBERT runs each of its G groups of K layers L/G times)."""
-    return config.num_hidden_layers * (config.inner_group_num if config.model_type == "albert" else 1)
+    return config.num_hidden_layers * (config.inner_group_num if STEPS[config.model_type].shared_layers else 1)
 
 
 def stored_layers(config: BertConfig) -> int:
     """S: the encoder layers stored (ALBERT's G·K; every other family stores each layer it runs)."""
-    return config.num_hidden_groups * config.inner_group_num if config.model_type == "albert" else layer_runs(config)
+    if STEPS[config.model_type].shared_layers:
+        return config.num_hidden_groups * config.inner_group_num
+    return layer_runs(config)
 
 
 def additive_mask(config: BertConfig, workload: Workload) -> bool:
-    """Whether eager attention adds a float mask to its scores: a padding mask, or the causal mask of a decoder."""
-    return workload.attention == "eager" and (workload.padded or config.head == "causal-lm")
+    """Whether eager attention adds a float mask to its scores: a padding mask, or the causal mask of a decoder
+    (a family that fills its scores through a boolean mask keeps their dtype)."""
+    return (workload.attention == "eager" and (workload.padded or config.head == "causal-lm")
+            and not STEPS[config.model_type].boolean_mask)
 
 
 def check(config: BertConfig, workload: Workload) -> None:
     if config.model_type not in STEPS:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
-    if config.model_type == "albert" and workload.checkpointing:
-        raise ConfigError("checkpointing", True, "ALBERT's classes do not support activation checkpointing "
-                          "(transformers refuses it): its layers are shared, run L times")
-    if projects(config) and workload.amp and workload.device == "cuda":
-        what = "ALBERT's E → H mapping" if config.model_type == "albert" else "ELECTRA's projection (E ≠ H)"
-        raise ConfigError("precision", workload.precision, f"with {what} under CUDA autocast is not modelled: the "
-                          "projection hands the first layer 16-bit states that CUDA's LayerNorm casts back (not "
-                          "measured); use fp32, bf16 or fp16, or the cpu conventions")
-    if config.head == "pretraining" and config.model_type == "electra" and workload.padded and workload.train:
-        raise ConfigError("padding_mask", True, "ElectraForPreTraining's loss keeps only the unpadded tokens (a "
-                          "count the config cannot tell): not modelled; run it without a padding mask")
+    layout = STEPS[config.model_type]
+    for refusal in layout.refusals:
+        value = refusal.check(config, workload)
+        if value is not None:
+            raise ConfigError(refusal.field, value, refusal.rule)
+    if layout.no_checkpointing and workload.checkpointing:
+        raise ConfigError("checkpointing", True, f"{config.model_type}'s classes do not support activation "
+                          f"checkpointing (transformers refuses it: {layout.no_checkpointing})")
     if config.add_cross_attention:
         raise ConfigError("add_cross_attention", True, "compute and memory do not model a decoder's cross-attention "
                           "yet (it reads an encoder's states the step does not have); parameters are counted")
     # RoBERTa's positions count from its padding index (1) + 1: two rows of the table are never a position.
-    reserved = 2 if config.model_type in ROBERTA_STYLE else 0
+    reserved = layout.reserved_positions
     if workload.seq > config.max_position_embeddings - reserved:
         rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
         if reserved:
@@ -414,10 +439,11 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
     """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
-    stream16 = workload.amp and projects(config)
+    stream16 = workload.amp and projects(config) and workload.device == "cpu"
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
-    mask16 = stream16 and config.model_type == "electra"
-    conventions = Conventions.of(workload, additive_mask(config, workload) and not mask16)
+    mask16 = stream16 and STEPS[config.model_type].mask_after_projection
+    runs = attention_run(config, workload)
+    conventions = Conventions.of(runs, additive_mask(config, runs) and not mask16)
     if stream16:
         conventions = replace(conventions, stream16=True)
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
@@ -454,25 +480,41 @@ def unused(config: BertConfig) -> tuple[int, int]:
     """(elements, tensors) of parameters the forward never uses, so no gradient and no optimizer state.
 
     An untied LM head builds `cls.predictions.bias` and a decoder bias of its own; the forward uses the decoder's.
+    A family may build parameters its step does not use (DeBERTa's relative embeddings' LayerNorm without
+    relative attention: `StepLayout.unused`).
     """
+    elements, tensors = 0, 0
     if config.head in LM_HEADS and not config.tie_word_embeddings:
-        return config.vocab_size, 1
-    return 0, 0
+        elements, tensors = config.vocab_size, 1
+    layout = STEPS[config.model_type]
+    if layout.unused and kinds.holds(_facts(config), layout.unused_when):
+        values = symbol_values(config, Workload(1, 1))
+        elements, tensors = elements + prod(values[f] for f in layout.unused), tensors + layout.unused_tensors
+    return elements, tensors
 
 
 # The step's terms, from the family's modules (`tui.core.steps`, summed by the engine in `tui.core.kinds`) -------
 def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
     cast_inputs = workload.amp and c.stream != c.compute
     facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
-             "pooler_holds": config.has_pooler and not cast_inputs, "regression": config.num_labels == 1,
-             "project": projects(config)}
+             "pooler_holds": config.has_pooler and not cast_inputs, **_facts(config)}
     return Step(workload, c, facts)
+
+
+def _facts(config: BertConfig) -> dict[str, bool]:
+    """The config's facts the modules' conditions read (the workload's are `_step`'s)."""
+    return {"regression": config.num_labels == 1, "project": projects(config),
+             "token_types": config.type_vocab_size > 0, "relative": config.relative_attention,
+             "c2p": config.pos_att_c2p, "p2c": config.pos_att_p2c, "share": config.share_att_key,
+             "norm_rel": config.norm_rel_ebd,
+             "pos_key": config.relative_attention and (config.share_att_key or config.pos_att_c2p),
+             "pos_query": config.relative_attention and (config.share_att_key or config.pos_att_p2c)}
 
 
 def projects(config: BertConfig) -> bool:
     """Whether a projection maps the embeddings (E wide) to the encoder's H."""
-    return config.model_type == "albert" or (config.model_type == "electra"
-                                             and config.embedding_width != config.hidden_size)
+    projection = STEPS[config.model_type].projection
+    return projection == "always" or (projection == "E≠H" and config.embedding_width != config.hidden_size)
 
 
 def _layout(config: BertConfig) -> StepLayout:
@@ -497,11 +539,28 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
     for component, modules in _parts(config):
         if component == "layer" and workload.checkpointing:
             yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
-            if workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
+            if _cuda_projection(config, workload):
+                yield Saved("first layer", "layer 0's checkpointed input is the projection's 16-bit output",
+                            ("n", "H"), 2, -1)
+            if _layout(config).boolean_mask:  # always there: int64 as given, float32 as the model makes it
                 yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
-                            _mask_size(workload, c))
+                            8 if workload.padding_mask else 4)
+            elif workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
+                mask16 = _cuda_projection(config, workload) and _layout(config).mask_after_projection
+                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                            c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
         else:
             yield from kinds.saves(component, modules, step)
+            if component == "layer" and _cuda_projection(config, workload):
+                yield Saved("first layer", "layer 0 reads the projection's 16-bit output: one input kept, not "
+                            "three 16-bit copies", ("n", "H"), c.compute, -2)
+
+
+def _cuda_projection(config: BertConfig, workload: Workload) -> bool:
+    """An embedding projection under CUDA autocast: it hands layer 0 16-bit states, which layer 0's Q/K/V
+    projections keep as they are, and whose LayerNorms (float32 under CUDA autocast) turn the stream back to
+    float32 for every later layer (CPU autocast keeps the whole stream 16-bit: `Conventions.stream16`)."""
+    return workload.amp and workload.device == "cuda" and projects(config) and workload.train
 
 
 def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
@@ -516,7 +575,7 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 # Closed forms ------------------------------------------------------------------------------------------------
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-SYMBOL_ORDER = ("L", "S", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "H", "E", "I", "V", "N", "2", "1")
+SYMBOL_ORDER = ("L", "S", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "D", "H", "E", "I", "V", "N", "2", "1")
 
 
 def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:
@@ -535,14 +594,14 @@ def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple
 
 def render(poly: dict[tuple[tuple[str, int], ...], int]) -> str:
     """`40·n·H + 8·n·I + 12·b'·A·s²`: a polynomial as the output shows it."""
-    parts = []
+    text = ""
     for monomial, coefficient in poly.items():
         symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in monomial)
-        if not symbols:
-            parts.append(f"{coefficient}")
-        else:
-            parts.append(symbols if coefficient == 1 else f"{coefficient}·{symbols}")
-    return " + ".join(parts) or "0"
+        size = abs(coefficient)
+        part = f"{size}" if not symbols else (symbols if size == 1 else f"{size}·{symbols}")
+        sign = " − " if coefficient < 0 else " + "
+        text = (text + sign + part) if text else ("−" + part if coefficient < 0 else part)
+    return text or "0"
 
 
 def evaluate(poly: dict[tuple[tuple[str, int], ...], int], values: dict[str, int]) -> int:
@@ -564,9 +623,10 @@ def closed_forms(result: Compute) -> dict[str, str]:
     forms: dict[str, str] = {}
     for component in dict.fromkeys(t.component for t in result.flop_terms):
         forms[f"flops.forward.{component}"] = render(flops_form(result, component))
-    forms["flops.backward"] = ("2 × forward" + (" + L × layer forward (recompute)" if result.workload.checkpointing
-                                                 else "") + (" + ½ × L × attention products (fused backward)"
-                                                             if result.flops_rescore else ""))
+    forms["flops.backward"] = "".join((
+        "2 × forward", " − 2 × unused products" if result.flops_unused else "",
+        " + L × layer forward (recompute)" if result.workload.checkpointing else "",
+        " + ½ × L × attention products (fused backward)" if result.flops_rescore else ""))
     for component in dict.fromkeys(t.component for t in result.saved_terms):
         forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
     if result.recompute_terms:

@@ -50,9 +50,15 @@ class Flop:
     factors: tuple[str, ...]
     coef: int = 1
     attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
+    backward: bool = True  # False: no gradient reaches its result (it is computed and not used)
 
     def flops(self, values: dict[str, int]) -> int:
         return 2 * self.coef * prod(values[f] for f in self.factors)
+
+
+def holds(facts: Mapping[str, bool], when: When) -> bool:
+    """Whether every fact of `when` holds (`!fact`: does not)."""
+    return all(facts[fact.removeprefix("!")] != fact.startswith("!") for fact in when)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,7 @@ class Step:
     component: str = ""
 
     def holds(self, when: When) -> bool:
-        return all(self.facts[fact.removeprefix("!")] != fact.startswith("!") for fact in when)
+        return holds(self.facts, when)
 
     def size(self, size: Size) -> int:
         return size if isinstance(size, int) else int(getattr(self.c, size))
@@ -163,11 +169,28 @@ class Linear:
 
 
 @dataclass(frozen=True, slots=True)
+class Product:
+    """A matrix product of the forward that saves nothing of its own (what it keeps is named beside it)."""
+
+    what: str
+    factors: tuple[str, ...]
+    backward: bool = True
+    when: When = ()
+
+    def flops(self) -> Iterator[Flop]:
+        yield Flop("", self.what, self.factors, backward=self.backward)
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
 class Attention:
     """Scaled dot-product attention over A heads: Q·Kᵀ and P·V, and what it saves by flavour (the math path of
     eager and of sdpa on CPU, or sdpa's fused CUDA kernels)."""
 
     dropout: bool = True  # attention dropout p > 0 (ALBERT's is 0: no mask, the probabilities used as they are)
+    values_only: bool = False  # the queries and keys are kept by the modules before it (DeBERTa's)
     when: When = ()
 
     def flops(self) -> Iterator[Flop]:
@@ -186,7 +209,10 @@ class Attention:
                 yield step.saved("padding mask as a float bias", ("b'", "s", "s"), "compute")
             return
         if not c.fused:
-            yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
+            if self.values_only:
+                yield step.saved("values (split into heads)", ("n", "H"), "heads")
+            else:
+                yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
             yield step.saved("attention probabilities (softmax output)", ("b'", "A", "s", "s"), "softmax")
             if self.dropout:
                 yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
@@ -283,7 +309,7 @@ class ShiftedLabels:
             yield step.saved("padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
 
 
-Module = Union[Keep, Norm, Drop, Linear, Attention, CrossEntropy, Regression, SpanLoss, ShiftedLabels]
+Module = Union[Keep, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss, ShiftedLabels]
 
 
 def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Flop]:

@@ -12,10 +12,16 @@ saves nothing more), `regression` (one label: MSE), `project` (ELECTRA's E ≠ H
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .kinds import Attention, CrossEntropy, Drop, Keep, Linear, Module, Norm, Regression, ShiftedLabels, SpanLoss
+from .kinds import (Attention, CrossEntropy, Drop, Keep, Linear, Module, Norm, Product, Regression, ShiftedLabels,
+                    SpanLoss)
+
+if TYPE_CHECKING:
+    from .compute import Workload
+    from .config import BertConfig
 
 Modules = tuple[Module, ...]
 
@@ -27,6 +33,10 @@ BERT_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (one row, broadcast)
 ROBERTA_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (gathered by position)", ("n",), 8),
                                Keep("position ids (counted from the padding index)", ("n",), 8), *EMBEDDINGS_NORM)
 DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, *EMBEDDINGS_NORM)
+# MPNet: RoBERTa's positions without token types, and the encoder's relative position buckets (one s × s table
+# of ids, looked up in `relative_attention_bias` once for every layer).
+MPNET_EMBEDDINGS: Modules = (INPUT_IDS, ROBERTA_EMBEDDINGS[2], *EMBEDDINGS_NORM,
+                             Keep("relative position buckets (s × s ids)", ("s", "s"), 8))
 # ELECTRA: BERT's embeddings E wide, projected to H when E ≠ H.
 ELECTRA_EMBEDDINGS: Modules = (
     INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8),
@@ -62,7 +72,7 @@ DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, Norm("attention Laye
 
 # ALBERT: no dropout in its embeddings and encoder (p = 0), the E → H mapping always runs, its FFN's activation is
 # `gelu_new` (the tanh form, built of elementwise ops that keep four tensors the size of its input).
-GELU_NEW = "GELU (tanh form): its input and three intermediates"
+GELU_NEW = "gelu_new: its input and 3 intermediates"
 # Autocast casts a weight once per forward (its cache): a stored layer run L/G times keeps one set of copies.
 ALBERT_STORED: Modules = (
     Keep("16-bit copies of the Linear weights (one set per stored layer)", ("S", "H", "H"), coef=4, when=("amp",)),
@@ -133,14 +143,37 @@ def classification_head(activation: Keep) -> Modules:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A case the family's step is not modelled for (or its class cannot run): `check` gives the offending value
+    of `field`, or None."""
+
+    field: str
+    rule: str
+    check: Callable[[BertConfig, Workload], object]
+
+
+@dataclass(frozen=True, slots=True)
 class StepLayout:
-    """A family's step: its embeddings, one encoder layer, the pooler, and each head class's modules."""
+    """A family's step: its embeddings, one encoder layer, the pooler, and each head class's modules, and the
+    facts that are its own (each read from its modeling file, each measured)."""
 
     embeddings: Modules
     layer: Modules
     heads: Mapping[str, Modules]
     pooler: Modules = POOLER
     stored: Modules = ()  # what a stored layer keeps once however often it runs (ALBERT's), × S
+    measured_on_gpu: bool = False  # its CUDA conventions and the peak's transients measured on an H200 (BERT)
+    projection: str = ""  # an embedding projection to H: "always" (ALBERT's mapping), "E≠H" (ELECTRA, DeBERTa)
+    mask_after_projection: bool = False  # the mask takes the projected states' dtype (ELECTRA)
+    reserved_positions: int = 0  # position ids count from the padding index + 1 (RoBERTa's, MPNet's)
+    eager_only: bool = False  # transformers has no sdpa for it: the math path whatever is asked
+    boolean_mask: bool = False  # a boolean mask always (made when none is given): the scores keep their dtype
+    shared_layers: bool = False  # G groups of K stored layers, run L·K times (ALBERT)
+    no_checkpointing: str = ""  # why transformers refuses checkpointing it
+    refusals: tuple[Refusal, ...] = ()
+    unused_when: tuple[str, ...] = ()  # facts under which `unused` parameters (factors) get no gradient
+    unused: tuple[str, ...] = ()
+    unused_tensors: int = 0
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -215,12 +248,108 @@ ALBERT_HEADS: dict[str, Modules] = {
                                            "multiple-choice")},
 }
 
+# DeBERTa-v2/v3: embeddings (optionally with positions, token types, an E → H projection) multiplied by the mask;
+# the relative embeddings' LayerNorm once per step; disentangled attention in every layer: content-to-content,
+# content-to-position and position-to-content scores (each divided by a scale tensor it keeps), the relative
+# embeddings projected by the layer (with the content key/query projections when keys are shared), repeated for
+# every sequence, and gathered by relative position; a boolean mask per layer (the mask is always there).
+DEBERTA_EMBEDDINGS: Modules = (
+    INPUT_IDS,
+    Keep("token type ids (zeros)", ("n",), 8, when=("token_types",)),
+    Linear("embedding projection E → H", "n", "E", "H", input="projection input (the embeddings)", size="residual",
+           weight="16-bit copy of the projection weight", when=("project",)),
+    Norm("LayerNorm"),  # after the projection: the encoder's stream (16-bit where a projection ran under autocast)
+    Keep("padding mask as a factor", ("n",), "stream"),
+    Drop("dropout mask", ("n", "H"), "stream"),
+    # The relative embeddings' LayerNorm normalises the parameter itself: only its statistics are new.
+    Keep("relative embeddings' LayerNorm mean and rstd", ("2", "D"), "stats", 2, when=("relative", "norm_rel")),
+)
+_SCALE = Keep("a scale (a 0-d tensor)", ("1",), "heads")
+DEBERTA_ATTENTION: Modules = (
+    *AMP_LAYER_COPIES[:1],
+    Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",)),
+    Keep("16-bit copies of the position projections' weights", ("H", "H"), when=("amp", "relative", "!share", "c2p")),
+    Keep("16-bit copies of the position projections' weights", ("H", "H"), when=("amp", "relative", "!share", "p2c")),
+    Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",)),
+    ATTENTION[0], ATTENTION[1],
+    _SCALE,
+    Keep("keys scaled, transposed (Kᵀ/scale)", ("n", "H"), "heads"),
+    Keep("queries (split into heads)", ("n", "H"), "heads"),
+    Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual", when=("relative",)),
+    Keep("relative embeddings (the position projections' input)", ("2", "D", "H"), "residual",
+         when=("relative", "!amp")),
+    Keep("relative embeddings (a 16-bit copy for the key projection)", ("2", "D", "H"), when=("pos_key", "amp")),
+    Keep("relative embeddings (a 16-bit copy for the query projection)", ("2", "D", "H"),
+         when=("pos_query", "amp")),
+    Product("relative embeddings × key projection", ("2", "D", "H", "H"), when=("pos_key", "c2p")),
+    Product("relative embeddings × query projection", ("2", "D", "H", "H"), when=("pos_query", "p2c")),
+    # With shared keys both projections run, though a score type may not use one: no gradient reaches it.
+    Product("relative embeddings × key projection (unused)", ("2", "D", "H", "H"), backward=False,
+            when=("pos_key", "!c2p")),
+    Product("relative embeddings × query projection (unused)", ("2", "D", "H", "H"), backward=False,
+            when=("pos_query", "!p2c")),
+    Product("content-to-position scores", ("b'", "s", "2", "D", "H"), when=("relative", "c2p")),
+    Keep("position keys (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "c2p")),
+    Keep("content-to-position gather index (s × s)", ("s", "s"), 8, when=("relative", "c2p")),
+    Keep("content-to-position scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "c2p")),
+    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "c2p")),
+    Product("position-to-content scores", ("b'", "s", "2", "D", "H"), when=("relative", "p2c")),
+    Keep("position queries (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "p2c")),
+    Keep("keys (split into heads)", ("n", "H"), "heads", when=("relative", "p2c")),
+    Keep("position-to-content gather index (s × s)", ("s", "s"), 8, when=("relative", "p2c")),
+    Keep("position-to-content scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "p2c")),
+    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "p2c")),
+    Keep("attention mask (boolean, every layer)", ("b'", "s", "s"), 1),
+    Attention(values_only=True),
+    ATTENTION[3],
+)
+DEBERTA_LAYER: Modules = (*DEBERTA_ATTENTION, *ADD_AND_NORM, *FFN)
+DEBERTA_POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None), *FIRST_TOKEN,
+                           Keep("pooler GELU input", ("b'", "H")))
+DEBERTA_HEADS: dict[str, Modules] = {
+    "none": (),
+    "mlm": lm_head("E"),
+    "sequence-classification": (
+        Drop("dropout mask", ("b'", "H")),
+        Linear("classifier", "b'", "H", "N", input="classifier input"),
+        Regression(when=("regression",)),
+        Keep("labelled rows' index", ("b",), 8, when=("!regression",)),
+        Keep("logits (gathered by labelled row)", ("b", "N"), when=("!regression",)),
+        CrossEntropy(("b",), "N", upcast=True, when=("!regression",)),
+    ),
+    "token-classification": TOKENS,
+    "question-answering": SPANS,
+    "multiple-choice": CHOICE,
+}
+
+MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
+    "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
+
+ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS, reserved_positions=2)
 STEPS: dict[str, StepLayout] = {
-    "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS),
-    "roberta": StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS),
-    "xlm-roberta": StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS),
-    "camembert": StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS),
+    "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS, measured_on_gpu=True),
+    "roberta": ROBERTA,
+    "xlm-roberta": ROBERTA,
+    "camembert": ROBERTA,
     "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS),
-    "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS),
-    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED),
+    "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, projection="E≠H", mask_after_projection=True,
+                          refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded "
+                                            "tokens (a count the config cannot tell): not modelled; run it without "
+                                            "a padding mask",
+                                            lambda c, w: w.padded and w.train and c.head == "pretraining" or None),)),
+    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED, projection="always",
+                         shared_layers=True, no_checkpointing="its layers are shared, run L times",
+                         refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores"
+                                           " two at a time (view(-1, 2)): a step runs with 2 only",
+                                           lambda c, w: c.num_labels if c.head == "pretraining" and c.num_labels != 2
+                                           and w.train else None),)),
+    "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
+                        no_checkpointing="MPNet's layers are not checkpointable"),
+    "deberta-v2": StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DEBERTA_POOLER,
+                             projection="E≠H", eager_only=True, boolean_mask=True,
+                             refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "
+                                               "layer only: not modelled for compute yet (parameters are counted)",
+                                               lambda c, w: c.conv_kernel_size or None),),
+                             # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so
+                             unused_when=("norm_rel", "!relative"), unused=("2", "H"), unused_tensors=2),
 }

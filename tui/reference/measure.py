@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.compute import Workload
+from ..core.compute import Workload, attention_run
 from ..core.config import BertConfig
 
 # The dtype the model is built in: autocast (amp-*) runs float32 weights.
@@ -52,7 +52,9 @@ class Measurement:
 
 LAYER_STACKS = (["encoder", "layer"], ["transformer", "layer"])  # BERT's and its kin's; DistilBERT's
 ALBERT_LAYERS = ["encoder", "albert_layer_groups", "*", "albert_layers", "*"]  # stored layers, each run L/G times
-EMBEDDING_ROOTS = (["embeddings"], ["embeddings_project"], ["encoder", "embedding_hidden_mapping_in"])
+EMBEDDING_ROOTS = (["embeddings"], ["embeddings_project"], ["encoder", "embedding_hidden_mapping_in"],
+                   ["encoder", "relative_attention_bias"], ["encoder", "LayerNorm"])
+# (ELECTRA's projection, ALBERT's mapping, MPNet's position bias, DeBERTa's relative embeddings' LayerNorm)
 POOLER_ROOTS = (["pooler"], ["pooler_activation"])
 
 
@@ -90,8 +92,8 @@ def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
     from ..io.hf_config import to_hf_keys
 
     family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Electra
-    hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config),
-                                                         attn_implementation=workload.attention)
+    attention = attention_run(config, workload).attention  # MPNet has no sdpa: transformers would pick eager
+    hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config), attn_implementation=attention)
     if config.head == "causal-lm":
         hf_config.is_decoder = True
     cls = getattr(transformers, config.hf_class)
@@ -181,7 +183,7 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
     from torch.utils.flop_counter import FlopCounterMode
 
     plain = Workload(**{**workload.as_dict(), "padding_mask": False, "precision": "fp32"})
-    if device != "meta":
+    if device not in ("meta", "cpu"):
         plain = workload
     model = build_model(config, plain, device)
     batch = inputs(config, plain, device)
@@ -340,6 +342,9 @@ def _optimizer_step(model: Any, workload: Workload) -> int:
 def measure(config: BertConfig, workload: Workload, device: str = "cpu") -> Measurement:
     """The oracle on `device`: on the CPU, FLOPs on the meta device and bytes on the CPU (the fixtures); on
     "cuda", both with the real kernels (tests/gpu/measure_steps_cuda.py adds the peak, phase by phase)."""
-    forward, backward, flops_by_component = measure_flops(config, workload, "meta" if device == "cpu" else device)
+    # DeBERTa reads tensor values while it runs (its log buckets), which the meta device cannot: its FLOPs on CPU
+    # (its attention is hand-written: no flash kernel for FlopCounterMode to miss there).
+    flops_device = device if device != "cpu" else ("cpu" if config.model_type == "deberta-v2" else "meta")
+    forward, backward, flops_by_component = measure_flops(config, workload, flops_device)
     activations, recompute, weights, gradients, optimizer = measure_memory(config, workload, device)
     return Measurement(forward, backward, flops_by_component, activations, recompute, weights, gradients, optimizer)
