@@ -103,7 +103,6 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
     checkpointing × padding mask (XLM-R and CamemBERT, RoBERTa's modules, under fp32 and amp-bf16), and in
     inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
     checkpointing (transformers refuses it)."""
-    from tui.core.compute import NO_CHECKPOINTING
     from tui.core.config import FAMILY_HEADS
     from tui.core.steps import STEPS
 
@@ -118,7 +117,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
             for attention in ATTENTIONS:
                 assert (family, head, "fp32", attention, False, False, "inference") in seen
                 for precision in precisions:
-                    for checkpointing in (False, True) if family not in NO_CHECKPOINTING else (False,):
+                    for checkpointing in (False, True) if not STEPS[family].no_checkpointing else (False,):
                         for mask in (False, True):
                             if not (family == "electra" and head == "pretraining" and mask):
                                 assert (family, head, precision, attention, checkpointing, mask, "train") in seen
@@ -192,7 +191,7 @@ def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]
         changes.update({flag: draw(st.booleans()) for flag in (
             "relative_attention", "share_att_key", "pos_att_c2p", "pos_att_p2c", "norm_rel_ebd",
             "position_biased_input")})
-        changes.update(conv_kernel_size=0, position_buckets=draw(st.integers(0, 512)),
+        changes.update(conv_kernel_size=0, position_buckets=draw(st.sampled_from([0, draw(st.integers(2, 512))])),
                        max_relative_positions=draw(st.integers(0, 1024)), type_vocab_size=draw(st.integers(0, 4)))
         changes["embedding_size"] = draw(st.sampled_from([0, draw(sizes)]))
     if family == "albert":  # no checkpointing (transformers refuses it)
@@ -275,6 +274,9 @@ def test_bad_workloads_name_the_field() -> None:
         compute(BertConfig(model_type="mpnet"), Workload(batch=1, seq=1, checkpointing=True))
     with pytest.raises(ConfigError, match="num_labels = 3: AlbertForPreTraining"):
         compute(BertConfig(model_type="albert", head="pretraining", num_labels=3), Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="position_buckets = 1: must not be 1"):
+        compute(BertConfig(model_type="deberta-v2", relative_attention=True, position_buckets=1),
+                Workload(batch=1, seq=1))
     with pytest.raises(ConfigError, match="conv_kernel_size = 3"):
         compute(BertConfig(model_type="deberta-v2", conv_kernel_size=3), Workload(batch=1, seq=1))
     with pytest.raises(ConfigError, match="padding_mask = True: ElectraForPreTraining"):

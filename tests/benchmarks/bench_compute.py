@@ -23,6 +23,10 @@ from tui.core.compute import Workload, compute  # noqa: E402
 
 Row = tuple[str, float, float, str]
 CONFIG = BertConfig(num_hidden_layers=1000, head="sequence-classification")
+# The family least like BERT (disentangled attention: the most modules a layer), the same depth.
+DEBERTA = BertConfig(model_type="deberta-v2", num_hidden_layers=1000, head="sequence-classification",
+                     type_vocab_size=0, relative_attention=True, position_buckets=256, norm_rel_ebd=True,
+                     share_att_key=True, pos_att_c2p=True, pos_att_p2c=True, position_biased_input=False)
 WORKLOAD = Workload(batch=32, seq=512, precision="amp-bf16", checkpointing=True, padding_mask=True, device="cuda")
 
 
@@ -43,12 +47,18 @@ def measure(runs: int) -> list[Row]:
     count = median_seconds(lambda: build_tree(CONFIG).total, runs)
     alone = median_seconds(lambda: compute(CONFIG, WORKLOAD).memory(), runs)
     beside = median_seconds(lambda: compute(CONFIG, WORKLOAD, tree=tree).memory(), runs)
+    deberta_tree = build_tree(DEBERTA)
+    deberta_count = median_seconds(lambda: build_tree(DEBERTA).total, runs)
+    deberta = median_seconds(lambda: compute(DEBERTA, WORKLOAD, tree=deberta_tree).memory(), runs)
     return [
         ("core: count 1,000 layers, seq-cls (baseline)", count, 1.0, ""),
         ("core: compute a step at 1,000 layers, tree counted (explorer)", beside, beside / count,
          "goal ≤ 1.5× baseline"),
         ("core: compute a step at 1,000 layers, counting included (CLI)", alone, alone / count,
          "a count plus the step"),
+        ("core: DeBERTa-v3, count 1,000 layers (baseline)", deberta_count, 1.0, ""),
+        ("core: DeBERTa-v3, compute a step at 1,000 layers, tree counted", deberta, deberta / deberta_count,
+         "goal ≤ 1.5× its count"),
     ]
 
 

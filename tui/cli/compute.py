@@ -14,6 +14,7 @@ from .common import Parser, UsageError, add_model, add_overrides, add_source, fl
 
 def build_parser() -> Parser:
     from ..core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
+    from ..core.steps import STEPS
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -24,11 +25,14 @@ def build_parser() -> Parser:
         "gradients and optimizer states, the step's peak (the most the GPU holds at once, phase by phase) and the "
         "largest batch whose peak fits common GPU sizes. "
         "A training step is the class's forward with labels (its own loss), the backward and one optimizer step; "
-        "for BertModel, which has no loss, the loss is the sum of its outputs.",
+        "for BertModel, which has no loss, the loss is the sum of its outputs. "
+        f"Modelled for {', '.join(STEPS)}; another model type is refused by name.",
         epilog="examples:\n  bert-tui compute bert-large-uncased --batch 32 --seq 512 --precision amp-bf16 "
         "--gpu-memory 24GiB\n  bert-tui compute --preset bert-base-uncased --head sequence-classification "
         "--batch 32 --seq 128 --format json\n  bert-tui compute google-bert/bert-base-uncased --batch 8 --seq 512 "
-        "--checkpointing",
+        "--checkpointing"
+        "\n  bert-tui compute deberta-v3-base --head sequence-classification --batch 8 --seq 512 "
+        "--precision amp-bf16",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model(parser)

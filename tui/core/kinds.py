@@ -35,7 +35,7 @@ class Saved:
     batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view)
 
     def elements(self, values: dict[str, int]) -> int:
-        return self.coef * prod(values[f] for f in self.factors)
+        return self.coef * prod(map(values.__getitem__, self.factors))
 
     def nbytes(self, values: dict[str, int]) -> int:
         return self.elements(values) * self.size
@@ -53,7 +53,7 @@ class Flop:
     backward: bool = True  # False: no gradient reaches its result (it is computed and not used)
 
     def flops(self, values: dict[str, int]) -> int:
-        return 2 * self.coef * prod(values[f] for f in self.factors)
+        return 2 * self.coef * prod(map(values.__getitem__, self.factors))
 
 
 def holds(facts: Mapping[str, bool], when: When) -> bool:
@@ -91,7 +91,7 @@ class Keep:
     coef: int = 1
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -108,7 +108,7 @@ class Norm:
     size: Size = "stream"
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -125,7 +125,7 @@ class Drop:
     of: Size = "compute"  # its input's dtype
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -151,8 +151,8 @@ class Linear:
     weight: str | None = "16-bit copy of its weight"
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
-        yield Flop("", self.what, (self.rows, self.din, self.dout), self.coef)
+    def flops(self, component: str) -> Iterator[Flop]:
+        yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         held = self.held is not None and step.facts[self.held]
@@ -177,8 +177,8 @@ class Product:
     backward: bool = True
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
-        yield Flop("", self.what, self.factors, backward=self.backward)
+    def flops(self, component: str) -> Iterator[Flop]:
+        yield Flop(component, self.what, self.factors, backward=self.backward)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
@@ -193,9 +193,9 @@ class Attention:
     values_only: bool = False  # the queries and keys are kept by the modules before it (DeBERTa's)
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
-        yield Flop("", "attention scores Q·Kᵀ", ("b'", "s", "s", "H"), attention=True)
-        yield Flop("", "attention context P·V", ("b'", "s", "s", "H"), attention=True)
+    def flops(self, component: str) -> Iterator[Flop]:
+        yield Flop(component, "attention scores Q·Kᵀ", ("b'", "s", "s", "H"), attention=True)
+        yield Flop(component, "attention context P·V", ("b'", "s", "s", "H"), attention=True)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         c = step.c
@@ -249,7 +249,7 @@ class CrossEntropy:
     upcast: bool = False
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -268,7 +268,7 @@ class Regression:
 
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -282,7 +282,7 @@ class SpanLoss:
 
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -301,7 +301,7 @@ class ShiftedLabels:
 
     when: When = ()
 
-    def flops(self) -> Iterator[Flop]:
+    def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
@@ -316,12 +316,12 @@ def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[F
     """The forward's matrix products of `modules` (those whose condition holds), named for `component`."""
     for module in modules:
         if step.holds(module.when):
-            yield from (replace(term, component=component) for term in module.flops())
+            yield from module.flops(component)
 
 
 def saves(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Saved]:
     """What `modules` save for backward, in the order they run."""
-    here = replace(step, component=component)
+    here = Step(step.workload, step.c, step.facts, component)
     for module in modules:
         if here.holds(module.when):
             yield from module.saves(here)

@@ -349,7 +349,11 @@ STEPS: dict[str, StepLayout] = {
                              projection="E≠H", eager_only=True, boolean_mask=True,
                              refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "
                                                "layer only: not modelled for compute yet (parameters are counted)",
-                                               lambda c, w: c.conv_kernel_size or None),),
+                                               lambda c, w: c.conv_kernel_size or None),
+                                       Refusal("position_buckets", "must not be 1 for a step: transformers divides "
+                                               "by position_buckets // 2 (0 or at least 2)",
+                                               lambda c, w: 1 if c.relative_attention and c.position_buckets == 1
+                                               else None)),
                              # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so
                              unused_when=("norm_rel", "!relative"), unused=("2", "H"), unused_tensors=2),
 }
