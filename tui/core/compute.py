@@ -283,10 +283,31 @@ class Compute:
 
     @cached_property
     def _activations(self) -> dict[str, int]:
+        if self.workload.batch > 1:  # linear in b (`_per_batch`): what the fits table's three batches reuse
+            per_batch, fixed = self._per_batch[0]
+            return {c: per_batch.get(c, 0) * self.workload.batch + fixed.get(c, 0) for c in {*per_batch, *fixed}}
         totals: dict[str, int] = {}
         for term, nbytes in self.saved_bytes:
             totals[term.component] = totals.get(term.component, 0) + nbytes
         return totals
+
+    @cached_property
+    def _per_batch(self) -> tuple[tuple[dict[str, int], dict[str, int]], tuple[int, int]]:
+        """The saved bytes by component, and the recomputation's, as (per unit of b, fixed): every term is
+        linear in b (one of b, b', n among its factors) or does not depend on it; the batch-1 labels' view is
+        not in the terms at b > 1."""
+        one = symbol_values(self.config, replace(self.workload, batch=1))
+        layers = one["L"]
+        per_batch: dict[str, int] = {}
+        fixed: dict[str, int] = {}
+        for term in self.saved_terms:
+            kept = per_batch if _BATCH_FACTORS.intersection(term.factors) else fixed
+            count = layers if term.component == "layer" else 1
+            kept[term.component] = kept.get(term.component, 0) + count * term.nbytes(one)
+        recompute = [0, 0]
+        for term in self.recompute_terms:
+            recompute[0 if _BATCH_FACTORS.intersection(term.factors) else 1] += term.nbytes(one)
+        return (per_batch, fixed), (recompute[0], recompute[1])
 
     @cached_property
     def saved_bytes(self) -> tuple[tuple[Saved, int], ...]:
@@ -301,6 +322,9 @@ class Compute:
     @cached_property
     def recompute_peak(self) -> int:
         """Bytes one checkpointed layer saves again while the backward recomputes it."""
+        if self.workload.batch > 1:
+            per_batch, fixed = self._per_batch[1]
+            return per_batch * self.workload.batch + fixed
         return sum(t.nbytes(self.values) for t in self.recompute_terms)
 
     @cached_property
@@ -434,7 +458,9 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    return replace(result, fits=fits(result, sizes))
+    final = replace(result, fits=fits(result, sizes))
+    final.__dict__["_per_batch"] = result._per_batch  # computed once for the fits table (a cached property)
+    return final
 
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
@@ -462,13 +488,18 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
     return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
 
 
+_BATCH_FACTORS = frozenset(("b", "b'", "n"))
+
+
 def at_batch(result: Compute, batch: int) -> Compute:
     """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
     values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
     workload = replace(result.workload, batch=batch)
     if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
         return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters)
-    return replace(result, workload=workload, values=symbol_values(result.config, workload), fits=())
+    other = replace(result, workload=workload, values=symbol_values(result.config, workload), fits=())
+    other.__dict__["_per_batch"] = result._per_batch  # the same terms: their split by b holds (a cached property)
+    return other
 
 
 def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
