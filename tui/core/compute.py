@@ -511,16 +511,16 @@ def unused(config: BertConfig) -> tuple[int, int]:
     """(elements, tensors) of parameters the forward never uses, so no gradient and no optimizer state.
 
     An untied LM head builds `cls.predictions.bias` and a decoder bias of its own; the forward uses the decoder's.
-    A family may build parameters its step does not use (DeBERTa's relative embeddings' LayerNorm without
-    relative attention: `StepLayout.unused`).
+    A family may build parameters its step does not use (DeBERTa's relative embeddings and their LayerNorm
+    without a score type that reads them: `StepLayout.unused`).
     """
     elements, tensors = 0, 0
     if config.head in LM_HEADS and not config.tie_word_embeddings:
         elements, tensors = config.vocab_size, 1
-    layout = STEPS[config.model_type]
-    if layout.unused and kinds.holds(_facts(config), layout.unused_when):
-        values = symbol_values(config, Workload(1, 1))
-        elements, tensors = elements + prod(values[f] for f in layout.unused), tensors + layout.unused_tensors
+    facts, values = _facts(config), symbol_values(config, Workload(1, 1))
+    for part in STEPS[config.model_type].unused:
+        if kinds.holds(facts, part.when):
+            elements, tensors = elements + prod(values[f] for f in part.factors), tensors + part.tensors
     return elements, tensors
 
 
@@ -539,7 +539,9 @@ def _facts(config: BertConfig) -> dict[str, bool]:
              "c2p": config.pos_att_c2p, "p2c": config.pos_att_p2c, "share": config.share_att_key,
              "norm_rel": config.norm_rel_ebd,
              "pos_key": config.relative_attention and (config.share_att_key or config.pos_att_c2p),
-             "pos_query": config.relative_attention and (config.share_att_key or config.pos_att_p2c)}
+             "pos_query": config.relative_attention and (config.share_att_key or config.pos_att_p2c),
+             "pos_proj": config.relative_attention and (config.share_att_key or config.pos_att_c2p
+                                                        or config.pos_att_p2c)}
 
 
 def projects(config: BertConfig) -> bool:

@@ -1,13 +1,16 @@
 """Each family's training step as data: the modules its embeddings, one encoder layer, the pooler and each head
 run, in order, read from transformers' modeling files (5.25: models/bert, roberta, xlm_roberta, camembert,
-distilbert, electra) and checked against torch's measurement of the real classes (tests/fixtures/compute.json,
-written by tests/fixtures/generate_compute.py). The engine is `tui.core.kinds`; `tui.core.compute` sums it.
+distilbert, electra, albert, mpnet, deberta_v2) and checked against torch's measurement of the real classes
+(tests/fixtures/compute.json and compute_families.json, written by tests/fixtures/generate_compute.py). The
+engine is `tui.core.kinds`; `tui.core.compute` sums it.
 
 Facts a condition may name (`Step.facts`): `amp`, `cast_inputs` (autocast over a float32 stream: every Linear
 casts its input), `fused` (sdpa's CUDA kernels), `layer_input` (a layer's input is saved by the layer: not when
 checkpointing recomputes it), `pooler_holds` (the pooler keeps the whole last hidden state, so a head reading it
-saves nothing more), `regression` (one label: MSE), `project` (ELECTRA's E ≠ H). Sizes: the embeddings' are
-`residual`, the encoder's and the heads' `stream` (the same, but where a 16-bit projection feeds the encoder).
+saves nothing more), `regression` (one label: MSE), `project` (an embedding projection runs), `token_types`, and
+DeBERTa's `relative`, `c2p`, `p2c`, `share`, `norm_rel`, `pos_key`/`pos_query`/`pos_proj` (which position
+projections run). Sizes: the embeddings' are `residual`, the encoder's and the heads' `stream` (the same, but
+where a 16-bit projection feeds the encoder).
 """
 
 from __future__ import annotations
@@ -153,6 +156,16 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True)
+class Unused:
+    """Parameters built but reached by no gradient while the facts `when` hold: `Π factors` elements in
+    `tensors` tensors (no gradient, no optimizer state)."""
+
+    when: tuple[str, ...]
+    factors: tuple[str, ...]
+    tensors: int
+
+
+@dataclass(frozen=True, slots=True)
 class StepLayout:
     """A family's step: its embeddings, one encoder layer, the pooler, and each head class's modules, and the
     facts that are its own (each read from its modeling file, each measured)."""
@@ -171,9 +184,7 @@ class StepLayout:
     shared_layers: bool = False  # G groups of K stored layers, run L·K times (ALBERT)
     no_checkpointing: str = ""  # why transformers refuses checkpointing it
     refusals: tuple[Refusal, ...] = ()
-    unused_when: tuple[str, ...] = ()  # facts under which `unused` parameters (factors) get no gradient
-    unused: tuple[str, ...] = ()
-    unused_tensors: int = 0
+    unused: tuple[Unused, ...] = ()  # parameters it builds and its step leaves without a gradient
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -277,7 +288,7 @@ DEBERTA_ATTENTION: Modules = (
     Keep("queries (split into heads)", ("n", "H"), "heads"),
     Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual", when=("relative",)),
     Keep("relative embeddings (the position projections' input)", ("2", "D", "H"), "residual",
-         when=("relative", "!amp")),
+         when=("pos_proj", "!amp")),
     Keep("relative embeddings (a 16-bit copy for the key projection)", ("2", "D", "H"), when=("pos_key", "amp")),
     Keep("relative embeddings (a 16-bit copy for the query projection)", ("2", "D", "H"),
          when=("pos_query", "amp")),
@@ -354,6 +365,9 @@ STEPS: dict[str, StepLayout] = {
                                                "by position_buckets // 2 (0 or at least 2)",
                                                lambda c, w: 1 if c.relative_attention and c.position_buckets == 1
                                                else None)),
-                             # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so
-                             unused_when=("norm_rel", "!relative"), unused=("2", "H"), unused_tensors=2),
+                             # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so; with
+                             # neither score type the relative embeddings reach no score
+                             unused=(Unused(("norm_rel", "!relative"), ("2", "H"), 2),
+                                     Unused(("relative", "!c2p", "!p2c"), ("2", "D", "H"), 1),
+                                     Unused(("relative", "!c2p", "!p2c", "norm_rel"), ("2", "H"), 2))),
 }
