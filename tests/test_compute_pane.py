@@ -81,6 +81,8 @@ async def test_every_modelled_family_shows_its_step_at_80_columns() -> None:
             expected = compute(config, Workload(batch=32, seq=128, device="cuda"))
             assert not error_text(app), preset
             assert short_bytes(expected.total) in result_text(app), preset
+            said = "attention runs eager: deberta-v2 has no sdpa in transformers" in result_text(app)
+            assert said == (preset == "deberta-v3-base"), preset  # MPNet and DeBERTa run the math path
 
 
 async def test_keys_typed_right_after_the_first_f5_reach_the_pane_in_order() -> None:

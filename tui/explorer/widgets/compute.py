@@ -15,7 +15,8 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import ConfigError
-from ...core.compute import ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload
+from ...core.compute import (ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload,
+                             attention_run)
 from ...core.config import parse_int
 from ...core.peak import phases
 from ...core.units import parse_size, short_bytes, short_flops
@@ -146,6 +147,10 @@ def render_result(result: Compute, stale: bool) -> Text:
         w = result.workload
         text.append(f"⚠ stale: showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}\n",
                     style="bold")
+    runs = attention_run(result.config, result.workload).attention
+    if runs != result.workload.attention:  # a family transformers builds without sdpa: the math path runs
+        text.append(f"attention runs {runs}: {result.config.model_type} has no {result.workload.attention} "
+                    "in transformers\n", style="dim")
     step, rule = result.flops_step, result.rule_of_thumb
     text.append("FLOPs per step  ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
