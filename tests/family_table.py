@@ -20,7 +20,10 @@ def row(preset: str) -> str:
                           preset, *WORKLOAD, "--format", "json"],
                          capture_output=True, text=True, check=False)
     if run.returncode:
-        return f"| {preset} | refused: {run.stderr.strip().split(': ', 2)[-1]} | | | |"
+        why = run.stderr.strip().split(": ", 2)[-1]
+        if "are modelled for" in why:
+            why = "its family is not modelled yet (refused by name)"
+        return f"| {preset} | {why} | | | |"
     result = json.loads(run.stdout)
     fits = {fit["gib"]: fit["max_batch"] for fit in result["fits"]}
     return (f"| {preset} | {result['parameters']:,} | {result['flops']['step'] / 1e12:.2f} TFLOP | "

@@ -394,3 +394,28 @@ def test_adamws_step_counters_are_said_to_live_on_the_host_on_cuda_only(device: 
     result = compute(BertConfig(), Workload(batch=2, seq=8, device=device, attention=attention))
     said = any("step counters live on the host" in line for line in result.conventions.lines(result.workload))
     assert said == (device == "cuda")
+
+
+@pytest.mark.parametrize(("model_type", "changes", "key"), [
+    ("bert", {"hidden_act": "relu"}, "hidden_act relu"),
+    ("bert", {"hidden_dropout_prob": 0.0}, "hidden_dropout_prob 0.0"),
+    ("bert", {"attention_probs_dropout_prob": "x"}, "attention_probs_dropout_prob x"),
+    ("albert", {"hidden_dropout_prob": 0.1}, "hidden_dropout_prob 0.1"),
+    ("distilbert", {"activation": "relu"}, "activation relu"),
+])
+def test_a_config_whose_step_is_not_modelled_is_counted_and_refused_by_compute(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, changes: dict[str, Any],
+        key: str) -> None:
+    """Activations and dropouts change what a step saves and no parameter: the count stands, compute names the
+    file's key (the class defaults, as every preset has them, compute as usual)."""
+    modelled = {"bert": {"hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+                "albert": {"hidden_act": "gelu_new", "hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0},
+                "distilbert": {"activation": "gelu", "dropout": 0.1, "attention_dropout": 0.1}}[model_type]
+    for name, values in (("modelled", modelled), ("changed", {**modelled, **changes})):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"model_type": model_type, **values}), encoding="utf-8")
+    assert main(["count", str(tmp_path / "changed.json")]) == 0
+    assert main(["compute", str(tmp_path / "modelled.json"), "--batch", "2", "--seq", "8"]) == 0
+    capsys.readouterr()
+    assert main(["compute", str(tmp_path / "changed.json"), "--batch", "2", "--seq", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: {key}: changes what a training step saves" in err, err

@@ -251,13 +251,23 @@ def test_a_decoders_cross_attention_is_counted_where_transformers_builds_one(tmp
 @pytest.mark.parametrize(("key", "value"), [("add_cross_attention", False), ("position_embedding_type", "absolute"),
                                             ("position_embedding_type", None), ("pruned_heads", {}),
                                             ("torchscript", False), ("hidden_dropout_prob", 0.3),
-                                            ("layer_norm_eps", 1e-5), ("is_decoder", True), ("hidden_act", "relu")])
+                                            ("layer_norm_eps", 1e-5), ("is_decoder", True)])
 def test_keys_at_their_counted_value_or_without_effect_are_silent(tmp_path: Path, key: str, value: object) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text()),
                                 key: value}), encoding="utf-8")
     hf = load_hf_config(path)
     assert build_tree(hf.config).total == 109_514_298 and hf.notes == ()
+
+
+def test_an_activation_compute_does_not_model_is_counted_with_a_note(tmp_path: Path) -> None:
+    """`hidden_act` changes no parameter (the count stands) but what a step saves: one note says compute refuses."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text()),
+                                "hidden_act": "relu"}), encoding="utf-8")
+    hf = load_hf_config(path)
+    assert build_tree(hf.config).total == 109_514_298
+    assert hf.notes == ("hidden_act relu: counted; compute refuses it (what a step saves with it is not modelled)",)
 
 
 @pytest.mark.parametrize(("architecture", "case"), [("BertLMHeadModel", "keys/bert/causal-lm/untied/base"),

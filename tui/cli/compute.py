@@ -86,8 +86,9 @@ def run(argv: Sequence[str]) -> int:
                             checkpointing=args.checkpointing, attention=args.attention,
                             padding_mask=args.padding_mask, device=args.device)
         result = compute(selection.config, workload, gpu_memory)
-    except ConfigError as error:
-        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+    except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
+        where = error.field if error.field in dict(selection.config.step_keys) else flag(error.field)
+        raise UsageError(f"{where} {error.value}: {error.rule}") from None
     notes = list(selection.notes)
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
     if defaulted:

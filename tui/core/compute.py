@@ -425,6 +425,9 @@ def check(config: BertConfig, workload: Workload) -> None:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
     layout = STEPS[config.model_type]
+    for key, setting in config.step_keys:
+        raise ConfigError(key, setting, "changes what a training step saves and is not modelled: compute models the "
+                          "family's default activation and whether each dropout is on (the parameters are counted)")
     for refusal in layout.refusals:
         value = refusal.check(config, workload)
         if value is not None:

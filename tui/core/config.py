@@ -184,6 +184,9 @@ class BertConfig:
     position_biased_input: bool = True  # DeBERTa: an absolute position table added to the input
     legacy: bool = True  # DeBERTa: the masked-LM head as `cls.predictions` (tied decoder) or `lm_predictions`
     add_cross_attention: bool = False  # BERT-style decoders: a cross-attention block in every layer
+    # (key, value) of a config.json's keys that change what a training step saves but no parameter (activations,
+    # dropout probabilities), set where compute does not model them: counted as any config, refused by compute.
+    step_keys: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for name in SIZE_FIELDS:

@@ -197,7 +197,35 @@ def load_hf_config(path: Path) -> HFConfig:
         config = BertConfig.from_mapping(values)
     except ConfigError as error:
         raise SourceError(path, error.field, f"{error.value!r}: {error.rule}") from None
+    step_keys = _step_keys(data, model_type)
+    if step_keys:
+        config = config.replace(step_keys=step_keys)
+        notes.append(f"{step_keys[0][0]} {step_keys[0][1]}: counted; compute refuses it (what a step saves with it "
+                     "is not modelled)")
     return HFConfig(path, config, architecture, tuple(notes))
+
+
+# Keys that change what a training step saves but no parameter, as each family's file names them, and what compute
+# models (the config classes' defaults): the activation by name, a dropout by whether it is zero (a mask or none).
+STEP_ACTIVATION = {"distilbert": "activation"}
+STEP_DROPOUTS = {"distilbert": ("dropout", "attention_dropout")}
+MODELLED_ACTIVATION = {"albert": "gelu_new"}
+DROPOUT_FREE = ("albert",)  # families whose modelled step has no dropout in the encoder
+
+
+def _step_keys(data: dict[str, Any], model_type: str) -> tuple[tuple[str, str], ...]:
+    """The keys of `data` set to something compute does not model (named, with their value, for its refusal)."""
+    found: list[tuple[str, str]] = []
+    key = STEP_ACTIVATION.get(model_type, "hidden_act")
+    modelled = MODELLED_ACTIVATION.get(model_type, "gelu")
+    if key in data and data[key] != modelled:
+        found.append((key, printable(str(data[key]))[:40]))
+    for key in STEP_DROPOUTS.get(model_type, ("hidden_dropout_prob", "attention_probs_dropout_prob")):
+        value = data.get(key)
+        if key in data and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                            or (value == 0) != (model_type in DROPOUT_FREE)):
+            found.append((key, printable(str(value))[:40]))
+    return tuple(found)
 
 
 # DeBERTa's keys whose values are words, not booleans: `pos_att_type` ("p2c|c2p" or a list) and `norm_rel_ebd`.
