@@ -60,19 +60,20 @@ async def test_a_refused_sequence_keeps_the_last_result_marked_stale() -> None:
         assert "seq: is empty" in error_text(app)
 
 
-async def test_a_model_type_not_modelled_is_refused_by_name() -> None:
+async def test_a_config_compute_does_not_model_is_refused_by_name() -> None:
     catalog = load_catalog()
-    app = make_app(catalog, BertConfig(model_type="modernbert"), title="modernbert")
+    app = make_app(catalog, BertConfig(add_cross_attention=True), title="a decoder")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f5")
         await pilot.pause()
-        assert "model_type modernbert: compute and memory are modelled for bert, roberta" in error_text(app)
+        assert "add_cross_attention True: compute and memory do not model a decoder's" in error_text(app)
 
 
 async def test_every_modelled_family_shows_its_step_at_80_columns() -> None:
-    """DeBERTa-v3 (the family most unlike BERT), ALBERT and XLM-R: the pane shows the core's figures, no refusal."""
+    """DeBERTa-v3 and ModernBERT (the families least like BERT), ALBERT and XLM-R: the pane shows the core's
+    figures, no refusal."""
     catalog = load_catalog()
-    for preset in ("deberta-v3-base", "albert-base-v2", "xlm-roberta-base"):
+    for preset in ("deberta-v3-base", "albert-base-v2", "xlm-roberta-base", "ModernBERT-base"):
         config = catalog.get(preset).config
         app = make_app(catalog, config, title=preset, preset=preset)
         async with app.run_test(size=(80, 24)) as pilot:

@@ -391,12 +391,14 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size, "A": config.num_attention_heads,
             "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": layer_runs(config), "S": stored_layers(config), "D": config.relative_span,
+            "d": config.hidden_size // config.num_attention_heads, **layer_types(config),
             "1": 1, "2": 2}
 
 
 def attention_run(config: BertConfig, workload: Workload) -> Workload:
     """The workload as the attention runs it: the math path for a family transformers has no sdpa for."""
-    if STEPS[config.model_type].eager_only and workload.attention != "eager":
+    layout = STEPS.get(config.model_type)
+    if layout is not None and layout.eager_only and workload.attention != "eager":
         return replace(workload, attention="eager")
     return workload
 
@@ -411,6 +413,19 @@ def stored_layers(config: BertConfig) -> int:
     if STEPS[config.model_type].shared_layers:
         return config.num_hidden_groups * config.inner_group_num
     return layer_runs(config)
+
+
+GLOBAL_EVERY = 3  # ModernBERT's global_attn_every_n_layers (other values are refused through `step_keys`)
+HALF_WINDOW = 64  # ModernBERT's local_attention // 2: from this length on, a local layer's mask is not all ones
+
+
+def layer_types(config: BertConfig) -> dict[str, int]:
+    """Ll, the local (sliding-window) layers, and Y, the layer types present (ModernBERT; elsewhere 0 and 1)."""
+    if not STEPS[config.model_type].layer_types:
+        return {"Ll": 0, "Y": 1}
+    layers = config.num_hidden_layers
+    local = layers - -(-layers // GLOBAL_EVERY)  # layer i is global when i % 3 == 0
+    return {"Ll": local, "Y": 1 + (local > 0)}
 
 
 def additive_mask(config: BertConfig, workload: Workload) -> bool:
@@ -530,8 +545,12 @@ def unused(config: BertConfig) -> tuple[int, int]:
 # The step's terms, from the family's modules (`tui.core.steps`, summed by the engine in `tui.core.kinds`) -------
 def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
     cast_inputs = workload.amp and c.stream != c.compute
+    sliding = STEPS[config.model_type].layer_types and layer_types(config)["Ll"] > 0
     facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
-             "pooler_holds": config.has_pooler and not cast_inputs, **_facts(config)}
+             "pooler_holds": config.has_pooler and not cast_inputs, "padded": workload.padded,
+             "mask_given": workload.padding_mask,
+             "window_mask": sliding and workload.attention == "sdpa" and workload.seq >= HALF_WINDOW,
+             "rows16": c.fused and c.compute == 4, **_facts(config)}
     return Step(workload, c, facts)
 
 
@@ -560,7 +579,8 @@ def _layout(config: BertConfig) -> StepLayout:
 def _parts(config: BertConfig) -> tuple[tuple[str, tuple[Module, ...]], ...]:
     layout = _layout(config)
     pooler = layout.pooler if config.has_pooler else ()
-    return ("embeddings", layout.embeddings), ("stored layers", layout.stored), ("layer", layout.layer), \
+    return ("embeddings", layout.embeddings), ("rotary tables", layout.rotary), ("stored layers", layout.stored), \
+        ("layer", layout.layer), ("first layer", layout.first), ("local layers", layout.local), \
         ("pooler", pooler), ("head", layout.heads[config.head])
 
 
@@ -611,7 +631,8 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 # Closed forms ------------------------------------------------------------------------------------------------
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-SYMBOL_ORDER = ("L", "S", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "D", "H", "E", "I", "V", "N", "2", "1")
+SYMBOL_ORDER = ("L", "S", "Ll", "Y", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
+                "2", "1")
 
 
 def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:

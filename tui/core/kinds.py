@@ -191,6 +191,8 @@ class Attention:
 
     dropout: bool = True  # attention dropout p > 0 (ALBERT's is 0: no mask, the probabilities used as they are)
     values_only: bool = False  # the queries and keys are kept by the modules before it (DeBERTa's)
+    fused_qkv: bool = False  # one Q/K/V projection: a kernel keeps v as a view of its whole output (ModernBERT's)
+    softmax32: bool = False  # eager softmax in float32 whatever the inputs, then cast back (ModernBERT's)
     when: When = ()
 
     def flops(self, component: str) -> Iterator[Flop]:
@@ -202,7 +204,7 @@ class Attention:
         # Without dropout, CPU training takes sdpa's flash kernel too (its math path is for dropout only).
         cpu_flash = not self.dropout and not c.fused and step.workload.attention == "sdpa" and step.workload.train
         if cpu_flash:
-            yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+            yield from self._kernel_qkv(step)
             yield step.saved("log-sum-exp of every row (float32)", ("b'", "A", "s"), 4)
             yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
             if step.workload.padded:
@@ -213,11 +215,12 @@ class Attention:
                 yield step.saved("values (split into heads)", ("n", "H"), "heads")
             else:
                 yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
-            yield step.saved("attention probabilities (softmax output)", ("b'", "A", "s", "s"), "softmax")
+            softmax = 4 if self.softmax32 else c.softmax
+            yield step.saved("attention probabilities (softmax output)", ("b'", "A", "s", "s"), softmax)
             if self.dropout:
                 yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
             # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
-            if self.dropout or c.softmax != c.heads:
+            if self.dropout or softmax != c.heads:
                 yield step.saved("attention probabilities after dropout" if self.dropout else
                                  "attention probabilities (a copy in the values' dtype)", ("b'", "A", "s", "s"), "heads")
             yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
@@ -227,7 +230,7 @@ class Attention:
         # every row (the memory-efficient kernel pads its rows to a multiple of 32: `kAlignLSE`), the dropout
         # RNG's seed and offset, and the padding mask as a float bias: sdpa converts the boolean mask at every
         # call, so every layer keeps its own (the memory-efficient kernel pads its rows to a multiple of 16).
-        yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+        yield from self._kernel_qkv(step)
         yield step.saved("log-sum-exp of every row (float32)", ("b'", "A", "s₃₂" if c.compute == 4 else "s"), 4)
         if step.workload.train and self.dropout:
             yield step.saved("dropout RNG seed and offset", ("1",), 8, 2)
@@ -235,6 +238,16 @@ class Attention:
         if step.workload.padded:
             yield step.saved("padding mask as a float bias", ("b'", "s", "s₁₆" if c.compute == 4 else "s"),
                              "compute")
+
+
+    def _kernel_qkv(self, step: Step) -> Iterator[Saved]:
+        """What a fused kernel keeps of q, k and v: the three, or q and k (new after a rotary embedding) and v as a
+        view of the fused projection's whole output."""
+        if self.fused_qkv:
+            yield step.saved("queries and keys (after the rotary embedding)", ("n", "H"), "compute", 2)
+            yield step.saved("values: a view of the Q/K/V projection's whole output", ("n", "H"), "compute", 3)
+        else:
+            yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,6 +175,10 @@ class StepLayout:
     heads: Mapping[str, Modules]
     pooler: Modules = POOLER
     stored: Modules = ()  # what a stored layer keeps once however often it runs (ALBERT's), × S
+    first: Modules = ()  # how layer 0 differs from the others (ModernBERT's: no attention norm)
+    rotary: Modules = ()  # rotary tables, once per layer type
+    local: Modules = ()  # what only the local (sliding-window) layers keep
+    layer_types: bool = False  # global attention every 3rd layer, sliding-window (local) between (ModernBERT)
     measured_on_gpu: bool = False  # its CUDA conventions and the peak's transients measured on an H200 (BERT)
     projection: str = ""  # an embedding projection to H: "always" (ALBERT's mapping), "E≠H" (ELECTRA, DeBERTa)
     mask_after_projection: bool = False  # the mask takes the projected states' dtype (ELECTRA)
@@ -333,6 +337,67 @@ DEBERTA_HEADS: dict[str, Modules] = {
     "multiple-choice": CHOICE,
 }
 
+# ModernBERT: no dropout anywhere (p = 0), no biases to speak of; layer 0 has no attention norm (`first layer`);
+# one Q/K/V projection whose output the kernels keep whole through v; rotary cos and sin computed once per layer
+# type (`rotary tables`, Y types: global every 3rd layer, local between) and kept by every layer using them; the
+# local layers' sliding-window mask reaches sdpa as a float bias per layer once s reaches the half window (64);
+# a gated MLP (Wi's whole output kept by the GELU's view of its first half); eager softmax in float32.
+MODERNBERT_EMBEDDINGS: Modules = (INPUT_IDS, Norm("embedding norm", size="residual"))
+MODERNBERT_ROTARY: Modules = (Keep("rotary cos and sin (once per layer type)", ("Y", "s", "d"), "residual", 2),)
+MODERNBERT_FIRST: Modules = (  # layer 0: its input straight to Q/K/V (an Identity where the others normalise)
+    Keep("layer 0 has no attention norm: its input", ("n", "H"), "stream", -1),
+    Keep("layer 0 has no attention norm: its mean and rstd", ("n",), "stats", -2),
+)
+MODERNBERT_LOCAL: Modules = (  # the sliding-window mask of a local layer, where no padding mask already made one
+    Keep("sliding-window mask as a float bias (each local layer)", ("Ll", "b'", "s", "s"),
+         when=("window_mask", "!padded", "!rows16")),
+    Keep("sliding-window mask as a float bias (each local layer)", ("Ll", "b'", "s", "s₁₆"),
+         when=("window_mask", "!padded", "rows16")),
+)
+MODERNBERT_LAYER: Modules = (
+    Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",)),
+    Keep("16-bit copies of the attention weights", ("H", "H"), coef=4, when=("amp",)),
+    Keep("16-bit copies of the MLP weights", ("H", "I"), coef=3, when=("amp",)),
+    Norm("attention norm"),
+    Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs", "layer_input")),
+    Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None),
+    Attention(dropout=False, fused_qkv=True, softmax32=True),
+    Linear("attention output projection (Wo)", "n", "H", "H", weight=None),
+    Norm("MLP norm"),
+    Linear("MLP up, gated (Wi)", "n", "H", "I", 2, input="MLP input (MLP norm output)", size="stream", weight=None,
+           copy="MLP input (a 16-bit copy)"),
+    Keep("GELU input: a view of Wi's whole output", ("2", "n", "I")),
+    Keep("GELU output (the gate's factor)", ("n", "I")),
+    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None),
+)
+MODERNBERT_FINAL = Norm("final norm")
+
+
+def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Modules:
+    """ModernBERT's prediction head (dense, GELU, norm; no dropout) on the [CLS] token (`cls` pooling: a view,
+    or for multiple choice gathered by index) or on every token, then its classifier and loss."""
+    dense: Modules = {
+        "view": (Linear("head dense", "b'", "H", "H", weight=None), *FIRST_TOKEN),
+        "index": (Keep("sequence indices", ("b'",), 8),
+                  Keep("[CLS] positions (the padding mask's argmax)", ("b'",), 8, when=("mask_given",)),
+                  Linear("head dense", "b'", "H", "H", input="[CLS] tokens (gathered by index)", size="stream")),
+        "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream"),),
+    }[pooling]
+    return (MODERNBERT_FINAL, *dense, Keep("head GELU input", (rows, "H")),
+            Norm("head norm", rows=rows, size="cast_norm"),
+            Linear("classifier", rows, "H", classes, input="classifier input (head norm output)", size="cast_norm"),
+            *loss)
+
+
+MODERNBERT_HEADS: dict[str, Modules] = {
+    "none": (MODERNBERT_FINAL,),
+    "mlm": (MODERNBERT_FINAL, *lm_head(causal=False)[:-1], CrossEntropy(("n",), "V", upcast=True)),
+    "sequence-classification": modernbert_head("b'", "N", LABEL_LOSS, "view"),
+    "token-classification": modernbert_head("n", "N", (CrossEntropy(("n",), "N"),), "tokens"),
+    "question-answering": modernbert_head("n", "2", (SpanLoss(),), "tokens"),
+    "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "C"),), "index"),
+}
+
 MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
     "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
 
@@ -356,6 +421,16 @@ STEPS: dict[str, StepLayout] = {
                                            and w.train else None),)),
     "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
                         no_checkpointing="MPNet's layers are not checkpointable"),
+    "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
+                             first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
+                             layer_types=True,
+                             refusals=(Refusal("checkpointing", "ModernBERT's checkpointed step is not modelled yet "
+                                               "(its rotary tables and masks become checkpoint inputs)",
+                                               lambda c, w: True if w.checkpointing else None),
+                                       Refusal("hidden_size", "÷ num_attention_heads must be even for a step: the "
+                                               "rotary embedding rotates pairs (transformers fails otherwise)",
+                                               lambda c, w: c.hidden_size if c.hidden_size // c.num_attention_heads
+                                               % 2 else None))),
     "deberta-v2": StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DEBERTA_POOLER,
                              projection="E≠H", eager_only=True, boolean_mask=True,
                              refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "

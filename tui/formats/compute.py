@@ -17,7 +17,8 @@ from ..core.units import short_bytes, short_flops
 from ..plain import printable
 
 WIDTH = 80  # the text fits an 80-column terminal
-COMPONENT_ORDER = ("embeddings", "stored layers", "layer", "first layer", "attention mask", "pooler", "head")
+COMPONENT_ORDER = ("embeddings", "rotary tables", "stored layers", "layer", "first layer", "local layers",
+                   "attention mask", "pooler", "head")
 MEMORY_KINDS = ("weights", "buffers", "gradients", "optimizer", "activations", "recompute")
 
 

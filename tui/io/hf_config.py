@@ -213,8 +213,18 @@ MODELLED_ACTIVATION = {"albert": "gelu_new"}
 DROPOUT_FREE = ("albert",)  # families whose modelled step has no dropout in the encoder
 
 
+# ModernBERT's keys that shape its step, at the values compute models (its config class's defaults).
+MODERNBERT_STEP = {"hidden_activation": "gelu", "classifier_activation": "gelu", "classifier_pooling": "cls",
+                   "local_attention": 128, "global_attn_every_n_layers": 3, "embedding_dropout": 0.0,
+                   "attention_dropout": 0.0, "mlp_dropout": 0.0, "classifier_dropout": 0.0, "sparse_prediction": False}
+
+
 def _step_keys(data: dict[str, Any], model_type: str) -> tuple[tuple[str, str], ...]:
     """The keys of `data` set to something compute does not model (named, with their value, for its refusal)."""
+    if model_type == "modernbert":
+        return tuple((key, printable(str(data[key]))[:40]) for key, modelled in MODERNBERT_STEP.items()
+                     if key in data and (data[key] != modelled or isinstance(data[key], bool) != isinstance(
+                         modelled, bool)))
     found: list[tuple[str, str]] = []
     key = STEP_ACTIVATION.get(model_type, "hidden_act")
     modelled = MODELLED_ACTIVATION.get(model_type, "gelu")

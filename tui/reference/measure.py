@@ -66,6 +66,8 @@ def _root(rest: list[str]) -> str | None:
         return "pooler"
     if len(rest) == 3 and rest[:2] in LAYER_STACKS:
         return f"layer.{rest[2]}"
+    if len(rest) == 2 and rest[0] == "layers":  # ModernBERT's stack sits under the body itself
+        return f"layer.{rest[1]}"
     if len(rest) == len(ALBERT_LAYERS) and all(a in ("*", b) for a, b in zip(ALBERT_LAYERS, rest)):
         return f"layer.{rest[2]}.{rest[4]}"
     return None
@@ -342,9 +344,12 @@ def _optimizer_step(model: Any, workload: Workload) -> int:
 def measure(config: BertConfig, workload: Workload, device: str = "cpu") -> Measurement:
     """The oracle on `device`: on the CPU, FLOPs on the meta device and bytes on the CPU (the fixtures); on
     "cuda", both with the real kernels (tests/gpu/measure_steps_cuda.py adds the peak, phase by phase)."""
-    # DeBERTa reads tensor values while it runs (its log buckets), which the meta device cannot: its FLOPs on CPU
-    # (its attention is hand-written: no flash kernel for FlopCounterMode to miss there).
-    flops_device = device if device != "cpu" else ("cpu" if config.model_type == "deberta-v2" else "meta")
-    forward, backward, flops_by_component = measure_flops(config, workload, flops_device)
+    # DeBERTa and ModernBERT read tensor values while they run (log buckets, masks), which the meta device cannot:
+    # their FLOPs on CPU, with the math path (the CPU's flash kernel is not one FlopCounterMode counts; the
+    # products are the same).
+    on_cpu = config.model_type in ("deberta-v2", "modernbert")
+    flops_device = device if device != "cpu" else ("cpu" if on_cpu else "meta")
+    flops_workload = Workload(**{**workload.as_dict(), "attention": "eager"}) if on_cpu and device == "cpu" else workload
+    forward, backward, flops_by_component = measure_flops(config, flops_workload, flops_device)
     activations, recompute, weights, gradients, optimizer = measure_memory(config, workload, device)
     return Measurement(forward, backward, flops_by_component, activations, recompute, weights, gradients, optimizer)
