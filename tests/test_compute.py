@@ -61,7 +61,10 @@ def family_case_id(case: dict[str, Any]) -> str:
 
 
 def build(case: dict[str, Any]) -> Any:
-    return compute(BertConfig(**case["config"]), Workload(**case["workload"]))
+    config = dict(case["config"])
+    if "step_keys" in config:  # JSON has lists; the config keeps (key, value) pairs
+        config["step_keys"] = tuple(tuple(pair) for pair in config["step_keys"])
+    return compute(BertConfig(**config), Workload(**case["workload"]))
 
 
 def test_the_fixture_covers_the_grid_the_issue_asks_for() -> None:
@@ -406,7 +409,7 @@ def test_adamws_step_counters_are_said_to_live_on_the_host_on_cuda_only(device: 
     ("bert", {"attention_probs_dropout_prob": "x"}, "attention_probs_dropout_prob x"),
     ("albert", {"hidden_dropout_prob": 0.1}, "hidden_dropout_prob 0.1"),
     ("distilbert", {"activation": "relu"}, "activation relu"),
-    ("modernbert", {"classifier_pooling": "mean"}, "classifier_pooling mean"),
+    ("modernbert", {"global_attn_every_n_layers": 2}, "global_attn_every_n_layers 2"),
     ("modernbert", {"local_attention": 64}, "local_attention 64"),
     ("modernbert", {"mlp_dropout": 0.1}, "mlp_dropout 0.1"),
 ])
@@ -437,3 +440,24 @@ def test_every_family_counted_has_a_step() -> None:
 
     assert set(STEPS) == set(MODEL_TYPES)
     assert {case["config"]["model_type"] for case in family_cases()} == set(MODEL_TYPES) - {"bert"}
+
+
+def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its config.json asks `classifier_pooling: mean`: modelled for the classifiers (measured in the fixture),
+    no matter to the masked LM it names; a pooling compute does not model is refused where it matters only."""
+    config = Path(__file__).parent / "fixtures" / "hub" / "ModernBERT-base" / "config.json"
+    assert main(["compute", str(config), "--batch", "2", "--seq", "16"]) == 0
+    assert main(["compute", str(config), "--head", "sequence-classification", "--batch", "2", "--seq", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "ModernBertForSequenceClassification" in out
+    from tui.core.compute import compute as core_compute
+    from tui.io.hf_config import load_hf_config
+
+    mean = load_hf_config(config).config.replace(head="sequence-classification")
+    assert ("classifier_pooling", "mean") in mean.step_keys
+    pooled = core_compute(mean, Workload(batch=2, seq=16))
+    cls = core_compute(mean.replace(step_keys=()), Workload(batch=2, seq=16))
+    assert pooled.activations_by_component()["head"] != cls.activations_by_component()["head"]
+    with pytest.raises(ConfigError, match="classifier_pooling = 'max'"):
+        core_compute(mean.replace(step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))
+    core_compute(mean.replace(head="mlm", step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))

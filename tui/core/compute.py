@@ -440,7 +440,11 @@ def check(config: BertConfig, workload: Workload) -> None:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
     layout = STEPS[config.model_type]
+    pooling_keys = {key for key, _ in layout.modelled_keys}  # a pooling key matters only to a pooling head
     for key, setting in config.step_keys:
+        if (key, setting) in layout.modelled_keys or (key in pooling_keys and not any(
+                config.head in heads for (k, _), heads in layout.modelled_keys.items() if k == key)):
+            continue
         raise ConfigError(key, setting, "changes what a training step saves and is not modelled: compute models the "
                           "family's default activation and whether each dropout is on (the parameters are counted)")
     for refusal in layout.refusals:
@@ -549,6 +553,7 @@ def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: b
     facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
              "pooler_holds": config.has_pooler and not cast_inputs, "padded": workload.padded,
              "mask_given": workload.padding_mask,
+             "mean_pooling": ("classifier_pooling", "mean") in config.step_keys,
              "window_mask": sliding and workload.attention == "sdpa" and workload.seq >= HALF_WINDOW,
              "rows16": c.fused and c.compute == 4, **_facts(config)}
     return Step(workload, c, facts)

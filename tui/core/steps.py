@@ -16,7 +16,7 @@ where a 16-bit projection feeds the encoder).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .kinds import (Attention, CrossEntropy, Drop, Keep, Linear, Module, Norm, Product, Regression, ShiftedLabels,
@@ -188,6 +188,9 @@ class StepLayout:
     shared_layers: bool = False  # G groups of K stored layers, run L·K times (ALBERT)
     no_checkpointing: str = ""  # why transformers refuses checkpointing it
     refusals: tuple[Refusal, ...] = ()
+    # config.json settings (`BertConfig.step_keys`) the step models, and the heads they matter to (ModernBERT's
+    # mean pooling); elsewhere the setting changes nothing and is no reason to refuse
+    modelled_keys: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     unused: tuple[Unused, ...] = ()  # parameters it builds and its step leaves without a gradient
 
 
@@ -376,11 +379,19 @@ MODERNBERT_FINAL = Norm("final norm")
 def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Modules:
     """ModernBERT's prediction head (dense, GELU, norm; no dropout) on the [CLS] token (`cls` pooling: a view,
     or for multiple choice gathered by index) or on every token, then its classifier and loss."""
+    mean: Modules = (  # `classifier_pooling: mean`: the masked tokens' mean (a mask of ones when none is given)
+        Keep("the mean's weights: the padding mask (int64 as given)", ("n",), 8, when=("mean_pooling", "mask_given")),
+        Keep("the mean's weights: a mask of ones (bool)", ("n",), 1, when=("mean_pooling", "!mask_given")),
+        Keep("tokens per sequence (the mean's divisor)", ("b'",), 8, when=("mean_pooling",)),
+        Linear("head dense", "b'", "H", "H", input="mean of the tokens", size="stream", when=("mean_pooling",)),
+    )
     dense: Modules = {
-        "view": (Linear("head dense", "b'", "H", "H", weight=None), *FIRST_TOKEN),
-        "index": (Keep("sequence indices", ("b'",), 8),
-                  Keep("[CLS] positions (the padding mask's argmax)", ("b'",), 8, when=("mask_given",)),
-                  Linear("head dense", "b'", "H", "H", input="[CLS] tokens (gathered by index)", size="stream")),
+        "view": (Linear("head dense", "b'", "H", "H", weight=None, when=("!mean_pooling",)),
+                 *(replace(keep, when=(*keep.when, "!mean_pooling")) for keep in FIRST_TOKEN), *mean),
+        "index": (Keep("sequence indices", ("b'",), 8, when=("!mean_pooling",)),
+                  Keep("[CLS] positions (the padding mask's argmax)", ("b'",), 8, when=("mask_given", "!mean_pooling")),
+                  Linear("head dense", "b'", "H", "H", input="[CLS] tokens (gathered by index)", size="stream",
+                         when=("!mean_pooling",)), *mean),
         "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream"),),
     }[pooling]
     return (MODERNBERT_FINAL, *dense, Keep("head GELU input", (rows, "H")),
@@ -423,10 +434,16 @@ STEPS: dict[str, StepLayout] = {
                         no_checkpointing="MPNet's layers are not checkpointable"),
     "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
                              first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
-                             layer_types=True,
+                             layer_types=True, modelled_keys={("classifier_pooling", "mean"): (
+                                 "sequence-classification", "multiple-choice")},
                              refusals=(Refusal("checkpointing", "ModernBERT's checkpointed step is not modelled yet "
                                                "(its rotary tables and masks become checkpoint inputs)",
                                                lambda c, w: True if w.checkpointing else None),
+                                       Refusal("padding_mask", "false: ModernBertForMultipleChoice's mean pooling "
+                                               "needs an attention mask (transformers fails without one)",
+                                               lambda c, w: False if c.head == "multiple-choice" and (
+                                                   "classifier_pooling", "mean") in c.step_keys
+                                               and not w.padding_mask else None),
                                        Refusal("hidden_size", "÷ num_attention_heads must be even for a step: the "
                                                "rotary embedding rotates pairs (transformers fails otherwise)",
                                                lambda c, w: c.hidden_size if c.hidden_size // c.num_attention_heads

@@ -17,6 +17,7 @@ from .files import ReadError, os_problem, parse_json, read_bytes
 from ..plain import printable
 from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS, ZERO_MEANS
+from ..core.steps import STEPS
 
 MAX_CONFIG_BYTES = 1024 * 1024
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
@@ -200,8 +201,11 @@ def load_hf_config(path: Path) -> HFConfig:
     step_keys = _step_keys(data, model_type)
     if step_keys:
         config = config.replace(step_keys=step_keys)
-        notes.append(f"{step_keys[0][0]} {step_keys[0][1]}: counted; compute refuses it (what a step saves with it "
-                     "is not modelled)")
+        modelled = STEPS[model_type].modelled_keys
+        refused = [(key, value) for key, value in step_keys if (key, value) not in modelled]
+        if refused:
+            notes.append(f"{refused[0][0]} {refused[0][1]}: counted; compute refuses it (what a step saves with it "
+                         "is not modelled)")
     return HFConfig(path, config, architecture, tuple(notes))
 
 
@@ -221,10 +225,10 @@ MODERNBERT_STEP = {"hidden_activation": "gelu", "classifier_activation": "gelu",
 
 def _step_keys(data: dict[str, Any], model_type: str) -> tuple[tuple[str, str], ...]:
     """The keys of `data` set to something compute does not model (named, with their value, for its refusal)."""
-    if model_type == "modernbert":
+    if model_type == "modernbert":  # (a key left null takes its default)
         return tuple((key, printable(str(data[key]))[:40]) for key, modelled in MODERNBERT_STEP.items()
-                     if key in data and (data[key] != modelled or isinstance(data[key], bool) != isinstance(
-                         modelled, bool)))
+                     if data.get(key) is not None and (data[key] != modelled or isinstance(data[key], bool)
+                                                       != isinstance(modelled, bool)))
     found: list[tuple[str, str]] = []
     key = STEP_ACTIVATION.get(model_type, "hidden_act")
     modelled = MODELLED_ACTIVATION.get(model_type, "gelu")
@@ -333,4 +337,6 @@ def to_hf_keys(config: BertConfig) -> dict[str, Any]:
                      (("pad", 50283), ("eos", 50282), ("bos", 50281), ("cls", 50281), ("sep", 50282))})
     if config.add_cross_attention:
         keys["is_decoder"] = True  # transformers builds cross-attention in decoders only
+    if config.model_type == "modernbert" and ("classifier_pooling", "mean") in config.step_keys:
+        keys["classifier_pooling"] = "mean"  # the one step key compute models (what the oracle must build)
     return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}

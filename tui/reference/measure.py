@@ -184,7 +184,9 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
     real kernels (sdpa's fused attention counts its backward as 2.5 × its forward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    plain = Workload(**{**workload.as_dict(), "padding_mask": False, "precision": "fp32"})
+    # fp32 and no mask on the meta device (it cannot build one); on CPU the mask stays (a class may need it)
+    plain = Workload(**{**workload.as_dict(), "padding_mask": workload.padding_mask and device == "cpu",
+                        "precision": "fp32"})
     if device not in ("meta", "cpu"):
         plain = workload
     model = build_model(config, plain, device)
