@@ -104,8 +104,8 @@ def test_core_matches_torch_to_the_flop_and_the_byte(case: dict[str, Any]) -> No
 def test_every_family_with_a_step_is_measured_for_every_head_precision_attention_and_choice() -> None:
     """Every head class of every family but BERT (compute.json), in training under each precision × attention ×
     checkpointing × padding mask (XLM-R and CamemBERT, RoBERTa's modules, under fp32 and amp-bf16), and in
-    inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT, MPNet and ModernBERT
-    without checkpointing (transformers refuses it for the first two; ModernBERT's is not modelled yet)."""
+    inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
+    checkpointing (transformers refuses it)."""
     from tui.core.config import FAMILY_HEADS
     from tui.core.steps import STEPS
 
@@ -120,7 +120,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
             for attention in ATTENTIONS:
                 assert (family, head, "fp32", attention, False, False, "inference") in seen
                 for precision in precisions:
-                    for checkpointing in (False, True) if family not in ("albert", "mpnet", "modernbert") else (False,):
+                    for checkpointing in (False, True) if family not in ("albert", "mpnet") else (False,):
                         for mask in (False, True):
                             if not (family == "electra" and head == "pretraining" and mask):
                                 assert (family, head, precision, attention, checkpointing, mask, "train") in seen
@@ -203,7 +203,7 @@ def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]
         changes["num_labels"] = 2
     if family == "electra":
         changes["embedding_size"] = draw(sizes) if draw(st.booleans()) else config.hidden_size
-    if family in ("mpnet", "modernbert"):  # no checkpointing (transformers refuses it; not modelled yet)
+    if family == "mpnet":  # no checkpointing (transformers refuses it)
         workload = replace(workload, checkpointing=False)
     if family == "modernbert":  # rotary embeddings need an even head width
         changes["hidden_size"] = config.num_attention_heads * 2 * draw(st.integers(1, 64))
@@ -288,8 +288,8 @@ def test_bad_workloads_name_the_field() -> None:
         Workload(batch=1, seq=1, precision="fp8")
     with pytest.raises(ConfigError, match="checkpointing"):
         Workload(batch=1, seq=1, mode="inference", checkpointing=True)
-    with pytest.raises(ConfigError, match="checkpointing = True: ModernBERT's checkpointed step is not modelled"):
-        compute(BertConfig(model_type="modernbert"), Workload(batch=1, seq=1, checkpointing=True))
+    with pytest.raises(ConfigError, match="hidden_size = 18: ÷ num_attention_heads must be even"):
+        compute(BertConfig(model_type="modernbert", hidden_size=18, num_attention_heads=2), Workload(batch=1, seq=1))
     with pytest.raises(ConfigError, match="checkpointing = True: albert"):
         compute(BertConfig(model_type="albert"), Workload(batch=1, seq=1, checkpointing=True))
     with pytest.raises(ConfigError, match="checkpointing = True: mpnet"):
@@ -356,7 +356,8 @@ def test_compute_refuses_a_sequence_longer_than_the_positions(capsys: pytest.Cap
     (["--batch", "x", "--seq", "8"], "--batch x: must be a whole number"),
     (["--batch", "2", "--seq", "8", "--gpu-memory", "lots"], "--gpu-memory 'lots'"),
     (["--batch", "2", "--seq", "8", "--mode", "inference", "--checkpointing"], "--checkpointing"),
-    (["--batch", "2", "--seq", "8", "--model-type", "modernbert", "--checkpointing"], "not modelled yet"),
+    (["--batch", "2", "--seq", "8", "--model-type", "modernbert", "--hidden-size", "18", "--num-attention-heads",
+      "2"], "must be even for a step"),
     (["--batch", "2", "--seq", "8", "--add-cross-attention"], "--add-cross-attention True: compute and memory"),
 ])
 def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:

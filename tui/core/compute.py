@@ -265,7 +265,12 @@ class Compute:
 
     @property
     def flops_recompute(self) -> int:
-        return self._flops.get("layer", 0) if self.workload.checkpointing else 0
+        """One forward of every layer, but what checkpointing's early stop never reruns (a layer's last product
+        when nothing after it saves a tensor: ModernBERT's)."""
+        if not self.workload.checkpointing:
+            return 0
+        skipped = sum(t.flops(self.values) for t in self.flop_terms if t.component == "layer" and not t.recomputed)
+        return self._flops.get("layer", 0) - self.values["L"] * skipped
 
     @property
     def flops_step(self) -> int:
@@ -598,6 +603,8 @@ def flop_terms(config: BertConfig, workload: Workload | None = None) -> Iterator
 def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
     step = _step(config, workload, c)
     for component, modules in _parts(config):
+        if workload.checkpointing and component in ("first layer", "local layers", "rotary tables"):
+            continue  # inside the checkpointed layers: kept only while one is recomputed (`recompute_terms`)
         if component == "layer" and workload.checkpointing:
             yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
             if _cuda_projection(config, workload):
@@ -606,7 +613,8 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
             if _layout(config).boolean_mask:  # always there: int64 as given, float32 as the model makes it
                 yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
                             8 if workload.padding_mask else 4)
-            elif workload.padded or (config.head == "causal-lm" and workload.attention == "eager"):
+            elif _layout(config).checkpoint_mask and (workload.padded or (config.head == "causal-lm"
+                                                                           and workload.attention == "eager")):
                 mask16 = _cuda_projection(config, workload) and _layout(config).mask_after_projection
                 yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
                             c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
@@ -625,7 +633,17 @@ def _cuda_projection(config: BertConfig, workload: Workload) -> bool:
 
 
 def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
-    yield from kinds.saves("layer", _layout(config).layer, _step(config, workload, c, layer_input=False))
+    """What the largest layer saves again while the backward recomputes it (its input is held). With layer
+    types (ModernBERT): its rotary table too, a local layer's mask where there is one, and layer 0 alone has no
+    attention norm."""
+    layout, step = _layout(config), _step(config, workload, c, layer_input=False)
+    yield from kinds.saves("layer", layout.layer, step)
+    if layout.layer_types:
+        yield from kinds.saves("layer", layout.rotary_one, step)
+        if layer_types(config)["Ll"] > 0:
+            yield from kinds.saves("layer", layout.local_one, step)
+        else:
+            yield from kinds.saves("layer", layout.first_recompute, step)
 
 
 def _mask_size(workload: Workload, c: Conventions) -> int:

@@ -51,6 +51,7 @@ class Flop:
     coef: int = 1
     attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
     backward: bool = True  # False: no gradient reaches its result (it is computed and not used)
+    recomputed: bool = True  # False: checkpointing's recomputation stops before it (nothing after it saves)
 
     def flops(self, values: dict[str, int]) -> int:
         return 2 * self.coef * prod(map(values.__getitem__, self.factors))
@@ -149,10 +150,11 @@ class Linear:
     held: str | None = None
     copy: str | None = None
     weight: str | None = "16-bit copy of its weight"
+    recomputed: bool = True  # False: the layer's last product, which checkpointing's early stop never reruns
     when: When = ()
 
     def flops(self, component: str) -> Iterator[Flop]:
-        yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef)
+        yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef, recomputed=self.recomputed)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         held = self.held is not None and step.facts[self.held]

@@ -179,6 +179,10 @@ class StepLayout:
     rotary: Modules = ()  # rotary tables, once per layer type
     local: Modules = ()  # what only the local (sliding-window) layers keep
     layer_types: bool = False  # global attention every 3rd layer, sliding-window (local) between (ModernBERT)
+    rotary_one: Modules = ()  # the recomputed layer's share of `rotary`, `local` and `first`
+    local_one: Modules = ()
+    first_recompute: Modules = ()
+    checkpoint_mask: bool = True  # the 4-D mask becomes a checkpoint input kept once (not ModernBERT's)
     measured_on_gpu: bool = False  # its CUDA conventions and the peak's transients measured on an H200 (BERT)
     projection: str = ""  # an embedding projection to H: "always" (ALBERT's mapping), "E≠H" (ELECTRA, DeBERTa)
     mask_after_projection: bool = False  # the mask takes the projected states' dtype (ELECTRA)
@@ -361,8 +365,10 @@ MODERNBERT_LAYER: Modules = (
     Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",)),
     Keep("16-bit copies of the attention weights", ("H", "H"), coef=4, when=("amp",)),
     Keep("16-bit copies of the MLP weights", ("H", "I"), coef=3, when=("amp",)),
-    Norm("attention norm"),
-    Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs", "layer_input")),
+    # The attention norm's input is the layer's (held while checkpointing recomputes the layer), its output Q/K/V's.
+    Keep("attention norm input", ("n", "H"), "stream", when=("layer_input",)),
+    Keep("attention norm mean and rstd", ("n",), "stats", 2),
+    Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs",)),
     Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None),
     Attention(dropout=False, fused_qkv=True, softmax32=True),
     Linear("attention output projection (Wo)", "n", "H", "H", weight=None),
@@ -371,7 +377,19 @@ MODERNBERT_LAYER: Modules = (
            copy="MLP input (a 16-bit copy)"),
     Keep("GELU input: a view of Wi's whole output", ("2", "n", "I")),
     Keep("GELU output (the gate's factor)", ("n", "I")),
-    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None),
+    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None, recomputed=False),
+)
+# While checkpointing recomputes one layer (its input held): its type's rotary table, a local layer's mask, and
+# for a one-layer model layer 0's missing norm, where the input itself goes to Q/K/V (held).
+MODERNBERT_ROTARY_ONE: Modules = (Keep("rotary cos and sin (the layer's type)", ("s", "d"), "residual", 2),)
+MODERNBERT_LOCAL_ONE: Modules = (
+    Keep("sliding-window mask as a float bias", ("b'", "s", "s"), when=("window_mask", "!padded", "!rows16")),
+    Keep("sliding-window mask as a float bias", ("b'", "s", "s₁₆"), when=("window_mask", "!padded", "rows16")),
+)
+MODERNBERT_FIRST_RECOMPUTE: Modules = (
+    Keep("layer 0 has no attention norm: Q/K/V read its (held) input", ("n", "H"), "stream", -1,
+         when=("!cast_inputs",)),
+    Keep("layer 0 has no attention norm: its mean and rstd", ("n",), "stats", -2),
 )
 MODERNBERT_FINAL = Norm("final norm")
 
@@ -434,12 +452,10 @@ STEPS: dict[str, StepLayout] = {
                         no_checkpointing="MPNet's layers are not checkpointable"),
     "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
                              first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
-                             layer_types=True, modelled_keys={("classifier_pooling", "mean"): (
+                             layer_types=True, rotary_one=MODERNBERT_ROTARY_ONE, local_one=MODERNBERT_LOCAL_ONE,
+                             first_recompute=MODERNBERT_FIRST_RECOMPUTE, checkpoint_mask=False, modelled_keys={("classifier_pooling", "mean"): (
                                  "sequence-classification", "multiple-choice")},
-                             refusals=(Refusal("checkpointing", "ModernBERT's checkpointed step is not modelled yet "
-                                               "(its rotary tables and masks become checkpoint inputs)",
-                                               lambda c, w: True if w.checkpointing else None),
-                                       Refusal("padding_mask", "false: ModernBertForMultipleChoice's mean pooling "
+                             refusals=(Refusal("padding_mask", "false: ModernBertForMultipleChoice's mean pooling "
                                                "needs an attention mask (transformers fails without one)",
                                                lambda c, w: False if c.head == "multiple-choice" and (
                                                    "classifier_pooling", "mean") in c.step_keys
