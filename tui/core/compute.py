@@ -225,7 +225,7 @@ class Compute:
 
     @cached_property
     def _flops(self) -> dict[str, int]:
-        return _by_component(self.flop_terms, self.values, lambda t, v: t.flops(v))
+        return _by_component(self.flop_terms, self.values, _flops)
 
     def layer_flops(self) -> dict[str, int]:
         """One encoder layer's forward FLOPs, product by product (Q/K/V, scores, context, output, FFN)."""
@@ -251,9 +251,7 @@ class Compute:
     def flops_unused(self) -> int:
         """Forward products whose result no gradient reaches (DeBERTa's shared-key position projection a score
         type it does not use): no backward for them."""
-        layers = self.values["L"]
-        return sum((layers if t.component == "layer" else 1) * t.flops(self.values)
-                   for t in self.flop_terms if not t.backward)
+        return sum(_by_component((t for t in self.flop_terms if not t.backward), self.values, _flops).values())
 
     @property
     def flops_rescore(self) -> int:
@@ -302,13 +300,10 @@ class Compute:
         linear in b (one of b, b', n among its factors) or does not depend on it; the batch-1 labels' view is
         not in the terms at b > 1."""
         one = symbol_values(self.config, replace(self.workload, batch=1))
-        layers = one["L"]
-        per_batch: dict[str, int] = {}
-        fixed: dict[str, int] = {}
-        for term in self.saved_terms:
-            kept = per_batch if _BATCH_FACTORS.intersection(term.factors) else fixed
-            count = layers if term.component == "layer" else 1
-            kept[term.component] = kept.get(term.component, 0) + count * term.nbytes(one)
+        per_batch = _by_component((t for t in self.saved_terms if _BATCH_FACTORS.intersection(t.factors)), one,
+                                  _nbytes)
+        fixed = _by_component((t for t in self.saved_terms if not _BATCH_FACTORS.intersection(t.factors)), one,
+                              _nbytes)
         recompute = [0, 0]
         for term in self.recompute_terms:
             recompute[0 if _BATCH_FACTORS.intersection(term.factors) else 1] += term.nbytes(one)
@@ -317,8 +312,7 @@ class Compute:
     @cached_property
     def saved_bytes(self) -> tuple[tuple[Saved, int], ...]:
         """Each saved tensor with its bytes in this step (× L for a layer's)."""
-        layers = self.values["L"]
-        return tuple((t, (layers if t.component == "layer" else 1) * t.nbytes(self.values)) for t in self.saved_terms)
+        return tuple((t, _times(t, self.values) * t.nbytes(self.values)) for t in self.saved_terms)
 
     @cached_property
     def activations(self) -> int:
@@ -381,12 +375,24 @@ class Compute:
                 "recompute": self.recompute_peak, "total": self.total, "peak": self.peak}
 
 
+def _times(term: Flop | Saved, values: dict[str, int]) -> int:
+    """How many times a term counts in the step: L for a layer's, once for any other component's."""
+    return values["L"] if term.component == "layer" else 1
+
+
 def _by_component(terms: Iterable[Any], values: dict[str, int], measure: Any) -> dict[str, int]:
     totals: dict[str, int] = {}
     for term in terms:
-        count = values["L"] if term.component == "layer" else 1
-        totals[term.component] = totals.get(term.component, 0) + count * measure(term, values)
+        totals[term.component] = totals.get(term.component, 0) + _times(term, values) * measure(term, values)
     return totals
+
+
+def _flops(term: Flop, values: dict[str, int]) -> int:
+    return term.flops(values)
+
+
+def _nbytes(term: Saved, values: dict[str, int]) -> int:
+    return term.nbytes(values)
 
 
 def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
@@ -445,10 +451,9 @@ def check(config: BertConfig, workload: Workload) -> None:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
     layout = STEPS[config.model_type]
-    pooling_keys = {key for key, _ in layout.modelled_keys}  # a pooling key matters only to a pooling head
+    matters_to = {key: heads for (key, _), heads in layout.modelled_keys.items()}  # (a pooling key: pooling heads)
     for key, setting in config.step_keys:
-        if (key, setting) in layout.modelled_keys or (key in pooling_keys and not any(
-                config.head in heads for (k, _), heads in layout.modelled_keys.items() if k == key)):
+        if (key, setting) in layout.modelled_keys or config.head not in matters_to.get(key, (config.head,)):
             continue
         raise ConfigError(key, setting, "changes what a training step saves and is not modelled: compute models the "
                           "family's default activation and whether each dropout is on (the parameters are counted)")
@@ -485,9 +490,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    final = replace(result, fits=fits(result, sizes))
-    final.__dict__["_per_batch"] = result._per_batch  # computed once for the fits table (a cached property)
-    return final
+    return _same_terms(result, replace(result, fits=fits(result, sizes)))
 
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
@@ -524,8 +527,13 @@ def at_batch(result: Compute, batch: int) -> Compute:
     workload = replace(result.workload, batch=batch)
     if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
         return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters)
-    other = replace(result, workload=workload, values=symbol_values(result.config, workload), fits=())
-    other.__dict__["_per_batch"] = result._per_batch  # the same terms: their split by b holds (a cached property)
+    return _same_terms(result, replace(result, workload=workload, values=symbol_values(result.config, workload),
+                                       fits=()))
+
+
+def _same_terms(result: Compute, other: Compute) -> Compute:
+    """`other`, built from `result`'s terms, given their split by b (a cached property, computed once)."""
+    other.__dict__["_per_batch"] = result._per_batch
     return other
 
 

@@ -82,8 +82,17 @@ class Step:
         return Saved(self.component, what, factors, self.size(size), coef, batch_one)
 
 
+class SavesOnly:
+    """A module without matrix products: it only saves tensors (a lookup, a norm, a mask, a loss)."""
+
+    __slots__ = ()
+
+    def flops(self, component: str) -> Iterator[Flop]:
+        return iter(())
+
+
 @dataclass(frozen=True, slots=True)
-class Keep:
+class Keep(SavesOnly):
     """One tensor saved as it is (an index, an activation's input or output)."""
 
     what: str
@@ -92,15 +101,12 @@ class Keep:
     coef: int = 1
     when: When = ()
 
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
-
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, self.size, self.coef)
 
 
 @dataclass(frozen=True, slots=True)
-class Norm:
+class Norm(SavesOnly):
     """LayerNorm: its input, and its mean and rstd per row."""
 
     name: str
@@ -109,25 +115,19 @@ class Norm:
     size: Size = "stream"
     when: When = ()
 
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
-
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
         yield step.saved(f"{self.name} mean and rstd", (self.rows,), "stats", 2)
 
 
 @dataclass(frozen=True, slots=True)
-class Drop:
+class Drop(SavesOnly):
     """Dropout (p > 0 in training): a mask the shape of its input, 1 byte (CUDA) or the input's dtype (CPU)."""
 
     what: str
     factors: tuple[str, ...]
     of: Size = "compute"  # its input's dtype
     when: When = ()
-
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, step.c.mask(step.size(self.of)))
@@ -253,7 +253,7 @@ class Attention:
 
 
 @dataclass(frozen=True, slots=True)
-class CrossEntropy:
+class CrossEntropy(SavesOnly):
     """A cross-entropy loss over `classes` for `rows`: its log-probabilities (and under CUDA autocast its 16-bit
     input logits), the labels and the weight total. `upcast`: the loss casts its logits to float32 first (the
     causal LM's)."""
@@ -263,9 +263,6 @@ class CrossEntropy:
     prefix: str = ""
     upcast: bool = False
     when: When = ()
-
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
         c = replace(step.c, loss=4, compute=4) if self.upcast else step.c
@@ -278,13 +275,10 @@ class CrossEntropy:
 
 
 @dataclass(frozen=True, slots=True)
-class Regression:
+class Regression(SavesOnly):
     """Mean squared error on one output per example: the output and its float32 targets."""
 
     when: When = ()
-
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved("regression output (MSE)", ("b",), "loss")
@@ -292,13 +286,10 @@ class Regression:
 
 
 @dataclass(frozen=True, slots=True)
-class SpanLoss:
+class SpanLoss(SavesOnly):
     """Question answering's loss: a cross-entropy over positions for the start and for the end."""
 
     when: When = ()
-
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
         for end in ("start", "end"):
@@ -310,14 +301,11 @@ class SpanLoss:
 
 
 @dataclass(frozen=True, slots=True)
-class ShiftedLabels:
+class ShiftedLabels(SavesOnly):
     """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
     contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
 
     when: When = ()
-
-    def flops(self, component: str) -> Iterator[Flop]:
-        return iter(())
 
     def saves(self, step: Step) -> Iterator[Saved]:
         if step.workload.batch == 1:

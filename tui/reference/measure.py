@@ -73,12 +73,15 @@ def _root(rest: list[str]) -> str | None:
     return None
 
 
+def _under_body(parts: list[str], body: str) -> list[str]:
+    """A module's name parts below the body attribute (`bert.encoder.layer.0` → `encoder.layer.0`)."""
+    return parts[1:] if parts[:1] == [body] else parts
+
+
 def component_of(module_name: str, body: str) -> str:
     """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head (the
     root it lies under; a module under no root is the head's)."""
-    parts = module_name.split(".")
-    if parts and parts[0] == body:
-        parts = parts[1:]
+    parts = _under_body(module_name.split("."), body)
     for end in range(len(parts), 0, -1):
         component = _root(parts[:end])
         if component is not None:
@@ -199,8 +202,7 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
         parts = name.split(".")
         if parts[0] != prefix or len(parts) < 2:
             continue
-        rest = parts[2:] if parts[1] == config.body else parts[1:]
-        component = _root(rest)
+        component = _root(_under_body(parts[1:], config.body))
         if component is not None:  # counted at the components' roots; the head is what remains of the total
             by_component[component] = by_component.get(component, 0) + sum(counts.values())
     head_flops = forward_mode.get_total_flops() - sum(by_component.values())
@@ -239,9 +241,9 @@ def _module_stack(model: Any) -> Iterator[list[str]]:
 def _layer_runs(model: Any, body: str) -> Iterator[list[int]]:
     """How many times a stored layer has run so far, less one (ALBERT runs its G·K stored layers L times)."""
     runs = [-1]
+    roots = {name: _root(_under_body(name.split("."), body)) for name, _ in model.named_modules()}
     handles = [module.register_forward_pre_hook(lambda _module, _args: runs.__setitem__(0, runs[0] + 1))
-               for name, module in model.named_modules() if component_of(name, body).count(".") == 2
-               and _root(name.split(".")[1 if name.split(".")[0] == body else 0:]) is not None]
+               for name, module in model.named_modules() if (roots[name] or "").count(".") == 2]
     try:
         yield runs
     finally:
