@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -19,3 +22,12 @@ def load_hf_cases() -> tuple[dict[str, Any], ...]:
 def hf_total(case_id: str) -> int:
     """The total transformers gave for one case (e.g. 'bert-base-uncased/mlm')."""
     return next(int(case["total"]) for case in load_hf_cases() if case["id"] == case_id)
+
+
+def live() -> pytest.MarkDecorator:
+    """A module of live tests: marked `live`, and skipped with the reason when the `verify` extra is missing.
+    Only looked up, not imported: torch and transformers take seconds to import, and every test worker collects
+    every module (the tests import them when they run)."""
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    reason = "the [verify] extra (torch, transformers) is not installed"
+    return pytest.mark.skipif(bool(missing), reason=reason)

@@ -16,6 +16,7 @@ from tui.explorer.dialogs import HelpScreen
 from tui.explorer.widgets.param_tree import ParamTreeView
 
 from .hf_cases import hf_total
+from .ready import type_text
 
 NARROW = (80, 24)
 WIDE = (120, 40)
@@ -87,6 +88,26 @@ async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> N
             await pilot.press(key)
         assert not app.main.stale and not error.display
         assert total_shown(app) == base.total + (40000 - 30522) * per_token
+
+
+async def test_a_burst_of_keys_is_counted_once_with_its_last_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys that arrive together (a paste, a fast typist, a slow SSH link) each report a valid config; the screen
+    builds the panes for the last one only (Textual drops a queued report the next one replaces)."""
+    import tui.explorer.main_screen as main_screen
+
+    built: list[int] = []
+
+    def counted(config):  # type: ignore[no-untyped-def]
+        built.append(config.vocab_size)
+        return build_tree(config)
+
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab")  # Tab selects the field's text: the digits replace it
+        monkeypatch.setattr(main_screen, "build_tree", counted)
+        await type_text(pilot, "40000")
+        assert built == [40000]
+        assert not app.main.stale and total_shown(app) == hf_total("bert-base-uncased/none") + (40000 - 30522) * 768
 
 
 async def test_invalid_hidden_size_shows_inline_message_and_keeps_last_count() -> None:

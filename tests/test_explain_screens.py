@@ -14,6 +14,7 @@ from tui.explorer.dialogs import AuditScreen, ConfirmScreen, ExportScreen
 from tui.explorer.widgets.param_tree import ParamTreeView
 
 from .hf_cases import hf_total
+from .ready import type_text
 from .test_app import WIDE, app_for, summary, text_of, total_shown
 
 
@@ -25,7 +26,8 @@ async def test_audit_screen_explains_the_presets_claim_and_typed_ones() -> None:
         assert app.focused is app.screen.query_one("#claim", Input)
         text = text_of_screen(app.screen, "#explanations")
         assert "186,828,288" in text and "full H × H matrix per head" in text and "pooler.dense  -590,592" in text
-        await pilot.press("ctrl+u", *"88409856")
+        await pilot.press("ctrl+u")
+        await type_text(pilot, "88409856")
         assert "the exact count itself" in text_of_screen(app.screen, "#explanations")
         await pilot.press("ctrl+u", *"12x")
         assert "claim '12x'" in text_of_screen(app.screen, "#explanations")
@@ -67,7 +69,9 @@ async def test_export_writes_the_breakdown(tmp_path: Path, suffix: str) -> None:
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("x")
         assert isinstance(app.screen, ExportScreen)
-        await pilot.press("ctrl+u", *str(target), "enter")
+        await pilot.press("ctrl+u")
+        await type_text(pilot, str(target))
+        await pilot.press("enter")
         assert not isinstance(app.screen, ExportScreen)
     text = target.read_text(encoding="utf-8")
     total = hf_total("bert-tiny/none")
@@ -84,7 +88,9 @@ async def test_export_asks_before_overwriting(tmp_path: Path) -> None:
     target.write_text("precious", encoding="utf-8")
     app = app_for("bert-tiny")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("x", "ctrl+u", *str(target), "enter")
+        await pilot.press("x", "ctrl+u")
+        await type_text(pilot, str(target))
+        await pilot.press("enter")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")  # no: the file is kept, the prompt stays for another name
         assert target.read_text(encoding="utf-8") == "precious"
@@ -99,7 +105,9 @@ async def test_export_asks_before_overwriting(tmp_path: Path) -> None:
 async def test_export_refuses_bad_paths_with_a_message(tmp_path: Path, typed: str, message: str) -> None:
     app = app_for("bert-tiny")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("x", "ctrl+u", *typed.format(tmp=tmp_path), "enter")
+        await pilot.press("x", "ctrl+u")
+        await type_text(pilot, typed.format(tmp=tmp_path))
+        await pilot.press("enter")
         assert isinstance(app.screen, ExportScreen)
         assert message in text_of_screen(app.screen, "#export-error")
     assert list(tmp_path.iterdir()) == []

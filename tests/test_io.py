@@ -16,6 +16,7 @@ from tui.io.hf_config import SourceError, load_hf_config
 from tui.io.safetensors import load_checkpoint, read_header
 
 from .hf_cases import hf_total
+from .ready import type_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKPOINTS = FIXTURES / "checkpoints"
@@ -191,14 +192,19 @@ async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> No
         assert "✗ not in the file" in tree.render_label(node, tree.rich_style, tree.rich_style).plain
         await pilot.press("o")
         assert isinstance(app.screen, OpenScreen)
-        await pilot.press(*str(CHECKPOINTS / "nothing-here"), "enter")
+        await type_text(pilot, str(CHECKPOINTS / "nothing-here"))
+        await pilot.press("enter")
         assert isinstance(app.screen, OpenScreen)  # the error stays in the prompt
-        await pilot.press("ctrl+u", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.press("ctrl+u")
+        await type_text(pilot, str(CHECKPOINTS / "legacy"))
+        await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, OpenScreen)
         assert app.main.comparison is not None and app.main.comparison.clean and app.main.comparison.tied_stored
         assert app.main.model is not None and app.main.model.total == LIVE["legacy"]
-        await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
+        await pilot.press("o")
+        await type_text(pilot, str(FIXTURES / "hub" / "bert-base-uncased"))
+        await pilot.press("enter")
         await pilot.pause()
         assert app.main.comparison is None and app.main.model is not None and app.main.model.total == 109_514_298
 

@@ -14,10 +14,9 @@ from tui.core import BertConfig
 from tui.core.compute import ATTENTIONS, OPTIMIZERS, PRECISIONS, Workload, compute
 from tui.core.config import HEADS
 
-pytest.importorskip("torch", reason="the [verify] extra (torch, transformers) is not installed")
-pytest.importorskip("transformers", reason="the [verify] extra (torch, transformers) is not installed")
+from .hf_cases import live
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, live()]
 
 
 def random_case(seed: int) -> tuple[BertConfig, Workload]:

@@ -14,10 +14,9 @@ from tui.core import HEADS, BertConfig, build_tree
 from tui.presets import load_catalog
 from tui.reference.verify import hf_parameters
 
-torch = pytest.importorskip("torch", reason="the [verify] extra (torch, transformers) is not installed")
-transformers = pytest.importorskip("transformers", reason="the [verify] extra (torch, transformers) is not installed")
+from .hf_cases import live
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, live()]
 
 
 def hf_params(config: BertConfig) -> tuple[list[tuple[str, tuple[int, ...]]], int]:

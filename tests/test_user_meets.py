@@ -10,6 +10,7 @@ from tui.explorer.app import make_app
 from tui.io.hf_config import load_hf_config
 from tui.presets import load_catalog
 
+from .ready import type_text
 from .test_app import NARROW, WIDE, app_for, summary, text_of
 
 CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
@@ -19,7 +20,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 async def test_a_checkpoint_comparison_ends_when_another_model_is_chosen() -> None:
     app = app_for("bert-base-uncased")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.press("o")
+        await type_text(pilot, str(CHECKPOINTS / "legacy"))
+        await pilot.press("enter")
         await pilot.pause()
         assert app.main.comparison is not None and "holds 6,194" in text_of(app, "#totals")
         app.query_one("#preset", Select).value = "bert-base-uncased"
@@ -31,7 +34,9 @@ async def test_a_checkpoint_comparison_ends_when_another_model_is_chosen() -> No
 async def test_a_comparison_also_ends_with_a_preset_from_the_palette() -> None:
     app = app_for("bert-base-uncased")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("o", *str(CHECKPOINTS / "legacy"), "enter")
+        await pilot.press("o")
+        await type_text(pilot, str(CHECKPOINTS / "legacy"))
+        await pilot.press("enter")
         await pilot.pause()
         app.main.open_preset("bert-tiny")
         await pilot.pause()
@@ -73,10 +78,14 @@ async def test_the_summary_names_a_saved_preset_and_an_opened_file_unedited(
         await pilot.press("tab", "tab", "tab", "ctrl+u", "6", "shift+tab", "shift+tab", "shift+tab")
         await pilot.pause()
         assert "(edited)" in summary(app)
-        await pilot.press("s", "ctrl+u", *"my-bert-6l", "enter")
+        await pilot.press("s", "ctrl+u")
+        await type_text(pilot, "my-bert-6l")
+        await pilot.press("enter")
         await pilot.pause()
         assert "my-bert-6l" in summary(app) and "(edited)" not in summary(app)
-        await pilot.press("o", *str(FIXTURES / "hub" / "bert-base-uncased"), "enter")
+        await pilot.press("o")
+        await type_text(pilot, str(FIXTURES / "hub" / "bert-base-uncased"))
+        await pilot.press("enter")
         await pilot.pause()
         assert "(edited)" not in summary(app) and "bert-base-uncased" in summary(app)
 

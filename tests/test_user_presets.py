@@ -10,6 +10,7 @@ from textual.widgets import Select
 from tui.presets import load_catalog
 from tui.explorer.dialogs import ConfirmScreen, SavePresetScreen
 
+from .ready import type_text
 from .test_app import WIDE, app_for, total_shown
 from .test_explain_screens import text_of_screen
 
@@ -19,7 +20,9 @@ async def test_save_appears_in_selector_and_palette_at_once(isolated_user_preset
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("tab", "tab", "tab", *"6", "shift+tab", "shift+tab", "shift+tab", "s")
         assert isinstance(app.screen, SavePresetScreen)
-        await pilot.press("ctrl+u", *"six-layers", "enter")
+        await pilot.press("ctrl+u")
+        await type_text(pilot, "six-layers")
+        await pilot.press("enter")
         assert not isinstance(app.screen, SavePresetScreen)
         assert (isolated_user_presets / "six-layers.yaml").is_file()
         assert app.query_one("#preset", Select).value == "six-layers"
@@ -36,7 +39,9 @@ async def test_save_appears_in_selector_and_palette_at_once(isolated_user_preset
 async def test_names_that_are_not_plain_file_names_are_refused(isolated_user_presets: Path, name: str) -> None:
     app = app_for("bert-tiny")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("s", "ctrl+u", *name, "enter")
+        await pilot.press("s", "ctrl+u")
+        await type_text(pilot, name)
+        await pilot.press("enter")
         assert isinstance(app.screen, SavePresetScreen)
         assert "not a plain preset name" in text_of_screen(app.screen, "#save-error")
     assert not isolated_user_presets.exists() or list(isolated_user_presets.iterdir()) == []
@@ -60,7 +65,9 @@ async def test_overwrite_asks_and_no_keeps_the_file(isolated_user_presets: Path)
 async def test_shadowing_a_builtin_preset_asks_first(isolated_user_presets: Path) -> None:
     app = app_for("bert-tiny")
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("s", "ctrl+u", *"bert-base-uncased", "enter")
+        await pilot.press("s", "ctrl+u")
+        await type_text(pilot, "bert-base-uncased")
+        await pilot.press("enter")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("escape")
     assert not (isolated_user_presets / "bert-base-uncased.yaml").exists()

@@ -334,6 +334,12 @@ class ConfigForm(VerticalScroll):
             self.edited = edited
             super().__init__()
 
+        def can_replace(self, message: Message) -> bool:
+            """A burst of keys (a fast typist, a paste) queues one report per key: the screen handles the last
+            of a run of like reports only (Textual drops a queued message that the next one may replace)."""
+            return (isinstance(message, ConfigForm.Changed) and message.preset == self.preset
+                    and message.edited == self.edited)
+
     class Invalid(Message):
         """The form holds a value the core refuses (or an empty field)."""
 

@@ -40,7 +40,11 @@ class TotalsPane(Static):
         if claims:
             parts.append(Text("\npublished (a audits)", style="bold"))
             parts += [plain(f"{value} ({scope}): {source}", style="dim") for value, scope, source in claims]
-        self.update(Group(*parts))
+        lines = self.content_size.height
+        self.update(Group(*parts), layout=False)  # a layout of the whole screen costs more than the rest of an edit
+        width = self.content_size.width
+        if width and self.get_content_height(self.content_size, self.screen.size, width) != lines:
+            self.refresh(layout=True)  # more or fewer lines: the scroll around it follows
 
     @staticmethod
     def _render_checkpoint(result: Comparison) -> RenderableType:
