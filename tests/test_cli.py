@@ -16,6 +16,7 @@ from tui.cli import main
 from tui.core import build_tree
 from tui.presets import load_catalog
 
+from .clirun import completed
 from .hf_cases import hf_total, load_hf_cases
 
 
@@ -127,8 +128,11 @@ def test_bad_input_exits_2_with_one_clear_line(argv: list[str], fragment: str) -
     assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
 
 
-def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    """The real command in a fresh interpreter, as a user's shell runs it."""
+cli = completed  # the command in this process: its code, output and error as a child's
+
+
+def child(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The real command in a fresh interpreter, as a user's shell runs it (its entry point included)."""
     return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False)
 
 
@@ -167,7 +171,7 @@ def test_explorer_refuses_bad_input_before_opening(argv: list[str], fragment: st
 
 
 def test_explorer_help_lists_the_commands() -> None:
-    result = cli("--help")
+    result = child("--help")
     assert result.returncode == 0
     for text in ("count", "presets", "--preset", "--hidden-size", "opens the explorer"):
         assert text in result.stdout
@@ -178,7 +182,7 @@ def test_verify_without_the_extra_says_how_to_install() -> None:
 
     if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
         pytest.skip("the verify extra is installed here: tests/test_live_transformers.py runs verify instead")
-    result = cli("verify")
+    result = child("verify")
     assert result.returncode == 3 and "pip install 'bert-tui[verify]'" in result.stderr and "Traceback" not in result.stderr
 
 

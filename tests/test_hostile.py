@@ -7,14 +7,12 @@ traceback, and nothing from the file reaching the terminal raw (no ESC, no forge
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
 import struct
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from tui.io.files import MAX_DEPTH, ReadError, parse_json, parse_yaml, write_ato
 from tui.presets import PresetError, find_preset, load_catalog, load_preset
 from tui.explorer.dialogs import ConfirmScreen, ExportScreen, OpenScreen
 
+from .clirun import run
 from .test_app import app_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,17 +40,6 @@ def cli(*argv: str, timeout: float = 20, **env: str) -> subprocess.CompletedProc
     """The real command in a child process: a hang fails the test (TimeoutExpired) instead of blocking."""
     return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False,
                           timeout=timeout, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The CLI in this process (fast, for generated input)."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:  # argparse's own refusals (--help, unknown flags) end this way
-            code = exit_.code if isinstance(exit_.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def refused(result: subprocess.CompletedProcess[str] | tuple[int, str, str], fragment: str = "") -> str:

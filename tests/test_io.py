@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from tui.core.compare import canonical, compare, infer_config
 from tui.io.hf_config import SourceError, load_hf_config
 from tui.io.safetensors import load_checkpoint, read_header
 
+from .clirun import completed
 from .hf_cases import hf_total
 from .ready import type_text
 
@@ -23,8 +22,7 @@ CHECKPOINTS = FIXTURES / "checkpoints"
 LIVE = json.loads((CHECKPOINTS / "live_totals.json").read_text(encoding="utf-8"))
 
 
-def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False)
+cli = completed  # the command in this process: its code, output and error as a child's
 
 
 def test_hub_bert_base_config_counts_as_bert_for_masked_lm() -> None:
