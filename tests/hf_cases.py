@@ -24,10 +24,10 @@ def hf_total(case_id: str) -> int:
     return next(int(case["total"]) for case in load_hf_cases() if case["id"] == case_id)
 
 
-def live() -> pytest.MarkDecorator:
-    """A module of live tests: marked `live`, and skipped with the reason when the `verify` extra is missing.
-    Only looked up, not imported: torch and transformers take seconds to import, and every test worker collects
-    every module (the tests import them when they run)."""
+def live() -> list[pytest.MarkDecorator]:
+    """The marks of a module of live tests: `live`; skipped with the reason when the `verify` extra is missing
+    (looked up, not imported: torch and transformers take seconds to import, and every test worker collects every
+    module); and run on one worker (`--dist loadgroup`), which imports them once, not every worker."""
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
     reason = "the [verify] extra (torch, transformers) is not installed"
-    return pytest.mark.skipif(bool(missing), reason=reason)
+    return [pytest.mark.live, pytest.mark.skipif(bool(missing), reason=reason), pytest.mark.xdist_group("torch")]

@@ -16,7 +16,7 @@ from tui.core.config import HEADS
 
 from .hf_cases import live
 
-pytestmark = [pytest.mark.live, live()]
+pytestmark = live()
 
 
 def random_case(seed: int) -> tuple[BertConfig, Workload]:

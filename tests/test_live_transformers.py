@@ -16,7 +16,7 @@ from tui.reference.verify import hf_parameters
 
 from .hf_cases import live
 
-pytestmark = [pytest.mark.live, live()]
+pytestmark = live()
 
 
 def hf_params(config: BertConfig) -> tuple[list[tuple[str, tuple[int, ...]]], int]:

@@ -465,11 +465,11 @@ class ConfigForm(VerticalScroll):
         mounting = self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for flag in form_flags(config.model_type):
-                for switch in self.query(f"#{flag}").results(Switch):
+                if isinstance(switch := self._ids().get(flag), Switch):
                     switch.value = getattr(config, flag)
                 self._describe_flag(flag, getattr(config, flag))
             for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in config.fields)):
-                for found in self.query(f"#{field}").results(Input):  # a row mounted just now holds it already
+                if isinstance(found := self._ids().get(field), Input):  # a row mounted just now holds it already
                     found.value = str(self._value(config, field))
             self._user_pooler = config.pooler
             self.query_one("#head", Select).value = config.head
@@ -500,13 +500,13 @@ class ConfigForm(VerticalScroll):
         mounting: list[AwaitMount] = []
         fields = config.fields
         for field in SIZE_FIELDS:
-            row = self.query_one(f"#row-{field}")
+            row = self._ids()[f"row-{field}"]
             if row.display != (field in fields):
                 row.display = field in fields
-        after = self.query_one("#row-type_vocab_size")
+        after = self._ids()["row-type_vocab_size"]  # (the index of ids, not a query: a query walks every widget)
         for field in EXTRA_FIELDS:
-            found = self.query(f"#row-{field}")
-            if field in fields and not found:
+            found = self._ids().get(f"row-{field}")
+            if field in fields and found is None:
                 row = Horizontal(Label(field_label(field), classes="field-label"),
                                  FieldInput(str(self._value(config, field)), restrict=r"[0-9]*", max_length=12, id=field,
                                             tooltip=field, compact=True),
@@ -515,23 +515,23 @@ class ConfigForm(VerticalScroll):
                 self._fresh.add(field)
                 self.call_after_refresh(self.refresh_state, edited)
                 after = row
-            elif found:
-                found.first().display = field in fields
+            elif found is not None:
+                found.display = field in fields
                 if field in fields:
-                    after = found.first()
+                    after = found
         flags = form_flags(config.model_type)
         for flag in FLAG_FIELDS:
-            found = self.query(f"#row-{flag}")
-            if flag in flags and not found:
+            found = self._ids().get(f"row-{flag}")
+            if flag in flags and found is None:
                 row = Horizontal(Label(FLAG_LABELS[flag], classes="field-label"), Switch(getattr(config, flag), id=flag),
                                  Static(flag_text(flag, getattr(config, flag)), classes="field-cost", id=f"cost-{flag}"),
                                  classes="field", id=f"row-{flag}")
                 mounting.append(self._mounted(self.mount(row, after=after)))
                 after = row
-            elif found:
-                found.first().display = flag in flags
+            elif found is not None:
+                found.display = flag in flags
                 if flag in flags:
-                    after = found.first()
+                    after = found
         return mounting
 
     def _describe_flag(self, flag: str, value: bool) -> None:
