@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,14 +19,19 @@ from textual import events
 READY_WITHIN = 60.0  # seconds: a bound for a hung start-up, far beyond what a loaded 2-core machine needs
 
 
-async def until_ready(pilot: Any) -> None:
-    """Let the app run until its fields are mounted and the keys typed meanwhile are handled."""
+async def until(pilot: Any, condition: Callable[[], object], what: str) -> None:
+    """Let the app run until `condition()` holds (`what` names it in the failure of a hung app)."""
     deadline = time.monotonic() + READY_WITHIN
-    while not pilot.app.ready:
+    while not condition():
         if not pilot.app.is_running or time.monotonic() > deadline:
-            raise AssertionError("the explorer never became ready (its form's fields were not mounted)")
+            raise AssertionError(f"the explorer never got there: {what}")
         await pilot.pause()
         await asyncio.sleep(0)
+
+
+async def until_ready(pilot: Any) -> None:
+    """Let the app run until its fields are mounted and the keys typed meanwhile are handled."""
+    await until(pilot, lambda: pilot.app.ready, "its form's fields mounted")
 
 
 def ready_first(run_test: Any) -> Any:

@@ -10,7 +10,6 @@ from tui.core import (
     MODEL_TYPES,
     Module,
     Param,
-    HEADS,
     BertConfig,
     ConfigError,
     build_tree,

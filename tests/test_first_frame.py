@@ -18,6 +18,8 @@ from tui.core import BertConfig
 from tui.presets import load_catalog
 from tui.explorer.widgets.form import FormPreview
 
+from .ready import until
+
 pytestmark = pytest.mark.startup  # these tests look at the explorer before its fields are mounted
 
 CATALOG = load_catalog()
@@ -55,9 +57,10 @@ async def before_and_after(monkeypatch: pytest.MonkeyPatch, config: BertConfig, 
 
     monkeypatch.setattr(MainScreen, "_build_form", watched)
     app = make_app(CATALOG, config, title=preset or "custom", preset=preset)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=size) as pilot:  # waited for by a condition: one pause was not enough under load
+        await until(pilot, lambda: app.ready and not app.query(FormPreview) and app.query("#vocab_size") and app.query("Tabs"),
+                    "the fields and tabs in place of the previews")
         await pilot.pause()
-        assert not app.query(FormPreview) and app.query("#vocab_size") and app.query("Tabs")
         settled = screen(app)
     if size[0] < 120:
         return (without_row(shots[0], 2) if shots else None), without_row(settled, 2)
@@ -120,6 +123,6 @@ async def test_keys_sent_before_the_fields_exist_are_applied_after_in_order() ->
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.query(FormPreview)  # nothing mounted yet: the keys wait
         await pilot.press("tab", "end", "ctrl+u", "4", "0", "0", "0", "0")
-        await pilot.pause()
-        assert app.query_one("#vocab_size", Input).value == "40000"
+        await until(pilot, lambda: app.ready and app.query_one("#vocab_size", Input).value == "40000",
+                    "the keys typed before the fields existed applied to them")
         assert app.main.model is not None and app.main.model.config.vocab_size == 40000
