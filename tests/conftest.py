@@ -26,6 +26,7 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
     os.environ.pop(_name, None)
 
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` (pytest's options in pyproject.toml): one worker more than the cores this process may use. The
     explorer's tests spend part of their time asleep (Textual's Pilot waits for idle in 20 ms steps), which one

@@ -58,8 +58,8 @@ async def before_and_after(monkeypatch: pytest.MonkeyPatch, config: BertConfig, 
     monkeypatch.setattr(MainScreen, "_build_form", watched)
     app = make_app(CATALOG, config, title=preset or "custom", preset=preset)
     async with app.run_test(size=size) as pilot:  # waited for by a condition: one pause was not enough under load
-        await until(pilot, lambda: app.ready and not app.query(FormPreview) and app.query("#vocab_size") and app.query("Tabs"),
-                    "the fields and tabs in place of the previews")
+        await until(pilot, lambda: (app.ready and not app.query(FormPreview) and app.query("#vocab_size")
+                                    and app.query("Tabs")), "the fields and tabs in place of the previews")
         await pilot.pause()
         settled = screen(app)
     if size[0] < 120:

@@ -13,6 +13,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -509,8 +510,7 @@ def test_generated_names_in_the_explorers_dialogs(tmp_path: Path, monkeypatch: p
         app = app_for("bert-tiny")
         async with app.run_test(size=(80, 24)) as pilot:
             for index, (typed, dialog) in enumerate(names):
-                folder = tmp_path / f"{len(list(tmp_path.iterdir()))}"
-                folder.mkdir()
+                folder = Path(tempfile.mkdtemp(dir=tmp_path))  # a folder of its own (tmp_path is the examples')
                 monkeypatch.chdir(folder)  # a relative export name lands here
                 await pilot.press(dialog)
                 await pilot.pause()

@@ -23,7 +23,7 @@ from math import prod
 from typing import Any
 
 from . import kinds
-from .config import LM_HEADS, BertConfig, ConfigError
+from .config import LM_HEADS, MEAN_POOLING, BertConfig, ConfigError
 from .families import build_tree
 from .kinds import Flop, Module, Saved, Step
 from .steps import STEPS, StepLayout
@@ -267,8 +267,8 @@ class Compute:
         when nothing after it saves a tensor: ModernBERT's)."""
         if not self.workload.checkpointing:
             return 0
-        skipped = sum(t.flops(self.values) for t in self.flop_terms if t.component == "layer" and not t.recomputed)
-        return self._flops.get("layer", 0) - self.values["L"] * skipped
+        skipped = _by_component((t for t in self.flop_terms if not t.recomputed), self.values, _flops)
+        return self._flops.get("layer", 0) - skipped.get("layer", 0)
 
     @property
     def flops_step(self) -> int:
@@ -300,13 +300,11 @@ class Compute:
         linear in b (one of b, b', n among its factors) or does not depend on it; the batch-1 labels' view is
         not in the terms at b > 1."""
         one = symbol_values(self.config, replace(self.workload, batch=1))
-        per_batch = _by_component((t for t in self.saved_terms if _BATCH_FACTORS.intersection(t.factors)), one,
-                                  _nbytes)
-        fixed = _by_component((t for t in self.saved_terms if not _BATCH_FACTORS.intersection(t.factors)), one,
-                              _nbytes)
+        per_batch = _by_component((t for t in self.saved_terms if _per_b(t)), one, _nbytes)
+        fixed = _by_component((t for t in self.saved_terms if not _per_b(t)), one, _nbytes)
         recompute = [0, 0]
         for term in self.recompute_terms:
-            recompute[0 if _BATCH_FACTORS.intersection(term.factors) else 1] += term.nbytes(one)
+            recompute[0 if _per_b(term) else 1] += term.nbytes(one)
         return (per_batch, fixed), (recompute[0], recompute[1])
 
     @cached_property
@@ -521,6 +519,11 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
 _BATCH_FACTORS = frozenset(("b", "b'", "n"))
 
 
+def _per_b(term: Saved) -> bool:
+    """Whether a saved term grows with the batch (one of b, b', n among its factors; else it is free of b)."""
+    return bool(_BATCH_FACTORS.intersection(term.factors))
+
+
 def at_batch(result: Compute, batch: int) -> Compute:
     """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
     values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
@@ -562,11 +565,11 @@ def unused(config: BertConfig) -> tuple[int, int]:
 # The step's terms, from the family's modules (`tui.core.steps`, summed by the engine in `tui.core.kinds`) -------
 def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
     cast_inputs = workload.amp and c.stream != c.compute
-    sliding = STEPS[config.model_type].layer_types and layer_types(config)["Ll"] > 0
+    sliding = layer_types(config)["Ll"] > 0
     facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
              "pooler_holds": config.has_pooler and not cast_inputs, "padded": workload.padded,
              "mask_given": workload.padding_mask,
-             "mean_pooling": ("classifier_pooling", "mean") in config.step_keys,
+             "mean_pooling": MEAN_POOLING in config.step_keys,
              "window_mask": sliding and workload.attention == "sdpa" and workload.seq >= HALF_WINDOW,
              "rows16": c.fused and c.compute == 4, **_facts(config)}
     return Step(workload, c, facts)

@@ -345,3 +345,7 @@ def _multiple_rule(cfg: BertConfig) -> str:
 
 def _bad(field: str, value: object, rule: str) -> Any:
     raise ConfigError(field, value, rule)
+
+
+# The one config.json step setting compute models beyond a family's defaults: ModernBERT's mean pooling.
+MEAN_POOLING = ("classifier_pooling", "mean")

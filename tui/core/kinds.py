@@ -241,7 +241,6 @@ class Attention:
             yield step.saved("padding mask as a float bias", ("b'", "s", "s₁₆" if c.compute == 4 else "s"),
                              "compute")
 
-
     def _kernel_qkv(self, step: Step) -> Iterator[Saved]:
         """What a fused kernel keeps of q, k and v: the three, or q and k (new after a rotary embedding) and v as a
         view of the fused projection's whole output."""

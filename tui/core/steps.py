@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from .config import MEAN_POOLING
 from .kinds import (Attention, CrossEntropy, Drop, Keep, Linear, Module, Norm, Product, Regression, ShiftedLabels,
                     SpanLoss)
 
@@ -453,13 +454,12 @@ STEPS: dict[str, StepLayout] = {
     "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
                              first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
                              layer_types=True, rotary_one=MODERNBERT_ROTARY_ONE, local_one=MODERNBERT_LOCAL_ONE,
-                             first_recompute=MODERNBERT_FIRST_RECOMPUTE, checkpoint_mask=False, modelled_keys={("classifier_pooling", "mean"): (
-                                 "sequence-classification", "multiple-choice")},
+                             first_recompute=MODERNBERT_FIRST_RECOMPUTE, checkpoint_mask=False,
+                             modelled_keys={MEAN_POOLING: ("sequence-classification", "multiple-choice")},
                              refusals=(Refusal("padding_mask", "false: ModernBertForMultipleChoice's mean pooling "
                                                "needs an attention mask (transformers fails without one)",
-                                               lambda c, w: False if c.head == "multiple-choice" and (
-                                                   "classifier_pooling", "mean") in c.step_keys
-                                               and not w.padding_mask else None),
+                                               lambda c, w: False if c.head == "multiple-choice"
+                                               and MEAN_POOLING in c.step_keys and not w.padding_mask else None),
                                        Refusal("hidden_size", "÷ num_attention_heads must be even for a step: the "
                                                "rotary embedding rotates pairs (transformers fails otherwise)",
                                                lambda c, w: c.hidden_size if c.hidden_size // c.num_attention_heads

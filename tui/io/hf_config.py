@@ -16,7 +16,7 @@ from typing import Any
 from .files import ReadError, os_problem, parse_json, read_bytes
 from ..plain import printable
 from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS, ZERO_MEANS
+from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS, MEAN_POOLING, ZERO_MEANS
 
 MAX_CONFIG_BYTES = 1024 * 1024
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
@@ -227,20 +227,25 @@ MODERNBERT_STEP = {"hidden_activation": "gelu", "classifier_activation": "gelu",
 def _step_keys(data: dict[str, Any], model_type: str) -> tuple[tuple[str, str], ...]:
     """The keys of `data` set to something compute does not model (named, with their value, for its refusal)."""
     if model_type == "modernbert":  # (a key left null takes its default)
-        return tuple((key, printable(str(data[key]))[:40]) for key, modelled in MODERNBERT_STEP.items()
+        return tuple((key, _shown(data[key])) for key, modelled in MODERNBERT_STEP.items()
                      if data.get(key) is not None and (data[key] != modelled or isinstance(data[key], bool)
                                                        != isinstance(modelled, bool)))
     found: list[tuple[str, str]] = []
     key = STEP_ACTIVATION.get(model_type, "hidden_act")
     modelled = MODELLED_ACTIVATION.get(model_type, "gelu")
     if key in data and data[key] != modelled:
-        found.append((key, printable(str(data[key]))[:40]))
+        found.append((key, _shown(data[key])))
     for key in STEP_DROPOUTS.get(model_type, ("hidden_dropout_prob", "attention_probs_dropout_prob")):
         value = data.get(key)
         if key in data and (not isinstance(value, (int, float)) or isinstance(value, bool)
                             or (value == 0) != (model_type in DROPOUT_FREE)):
-            found.append((key, printable(str(value))[:40]))
+            found.append((key, _shown(value)))
     return tuple(found)
+
+
+def _shown(value: object) -> str:
+    """A file's value as a refusal names it: printable, at most 40 characters."""
+    return printable(str(value))[:40]
 
 
 # DeBERTa's keys whose values are words, not booleans: `pos_att_type` ("p2c|c2p" or a list) and `norm_rel_ebd`.
@@ -338,6 +343,6 @@ def to_hf_keys(config: BertConfig) -> dict[str, Any]:
                      (("pad", 50283), ("eos", 50282), ("bos", 50281), ("cls", 50281), ("sep", 50282))})
     if config.add_cross_attention:
         keys["is_decoder"] = True  # transformers builds cross-attention in decoders only
-    if config.model_type == "modernbert" and ("classifier_pooling", "mean") in config.step_keys:
-        keys["classifier_pooling"] = "mean"  # the one step key compute models (what the oracle must build)
+    if config.model_type == "modernbert" and MEAN_POOLING in config.step_keys:
+        keys[MEAN_POOLING[0]] = MEAN_POOLING[1]  # the one step key compute models (what the oracle must build)
     return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}
