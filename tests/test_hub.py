@@ -1,7 +1,8 @@
 """Models named by their Hub id, against a fake Hub the tests start on 127.0.0.1 (tests/fakehub.py).
 
-The real CLI runs in a child process (the environment points huggingface_hub at the fake Hub and at an empty
-cache), so these are black-box tests of what a user types.
+The CLI runs as a user types it: in this process where huggingface_hub's constants point it at the fake Hub and
+an empty cache (the `fake_hub` fixture), in a child process where the environment read at start-up is the point
+(a token, offline mode, an unreachable endpoint, a hang bounded by a timeout).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from .clirun import completed
 from .fakehub import FakeHub
 from .test_io import CHECKPOINTS, FIXTURES, LIVE
 
@@ -22,9 +24,15 @@ REPO = "tiny-org/bert-pretraining"
 SHARDED = "tiny-org/bert-sharded"
 
 
-def cli(*argv: str, timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
+def cli(*argv: str, timeout: float | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`bert-tui ARGV` against the fake Hub. In this process (tests/clirun.py: the fake Hub's address and cache
+    are huggingface_hub's constants, set by the `fake_hub` fixture), unless the test sets the environment the
+    Hub reads at start-up (a token, offline mode, an endpoint) or bounds a hang: then a child process, as a user
+    starts it."""
+    if not env and timeout is None:
+        return completed(*argv)
     return subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, check=False,
-                          timeout=timeout, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+                          timeout=timeout or 30, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:

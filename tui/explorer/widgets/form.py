@@ -314,6 +314,14 @@ class FieldInput(Input):
     BOUND = {key.strip(): binding.action for binding in Input.BINDINGS if isinstance(binding, Binding)
              for key in binding.key.split(",")}
 
+    @property
+    def content_width(self) -> int:
+        """The value's width (Input's own), but never less than the field's: Textual's Input sets its virtual
+        size from it at every change, and a new virtual size lays out the whole screen (8–14 ms of a keystroke
+        here, a bare app's whole echo). While the value fits the field the virtual size stays; scrolling is
+        as before (nothing to scroll until the value is wider than the field)."""
+        return max(super().content_width, self.content_size.width)
+
     async def on_key(self, event: events.Key) -> None:
         action = self.BOUND.get(event.key)
         if action is not None:
