@@ -113,3 +113,24 @@ def test_a_shipped_file_whose_name_differs_from_its_file_name_is_refused(
     assert list(catalog.presets) == ["bert-tiny"]
     with pytest.raises(PresetError, match="named as its file"):
         catalog.get("bert-tiny")
+
+
+def test_a_preset_text_is_parsed_once_and_an_edited_file_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsed preset is kept by the file's text: read again, the same text is not parsed again; rewritten at
+    once with another text of the same size (the same file times, as a coarse clock gives), it is read anew."""
+    import tui.presets as presets
+
+    parsed: list[str] = []
+    parse = presets.parse_yaml
+    monkeypatch.setattr(presets, "parse_yaml", lambda text: parsed.append(text) or parse(text))
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nconfig: {hidden_size: 128, num_attention_heads: 2, num_hidden_layers: 3}\n")
+    first, again = load_preset(path), load_preset(path)
+    assert first == again and first.config.num_hidden_layers == 3 and len(parsed) == 1
+    path.write_text("name: mine\nconfig: {hidden_size: 128, num_attention_heads: 2, num_hidden_layers: 4}\n")
+    edited = load_preset(path)
+    assert edited.config.num_hidden_layers == 4 and len(parsed) == 2
+    path.write_text("name: mine\nconfig: {hidden_size: 128, num_attention_heads: 2, num_hidden_layers: x}\n")
+    for _ in range(2):  # a refused text is refused each time it is read
+        with pytest.raises(PresetError, match="num_hidden_layers"):
+            load_preset(path)

@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,20 @@ def find_preset(name: str) -> Preset:
 
 def load_preset(path: Path, *, builtin: bool = False) -> Preset:
     """Read and validate one preset file."""
-    data = read_yaml(path)
+    try:
+        text = read_text(path, MAX_PRESET_BYTES, "a preset file")
+    except ReadError as problem:
+        raise PresetError(path, None, str(problem)) from None
+    return _preset(path, text, builtin)
+
+
+@lru_cache(maxsize=64)
+def _preset(path: Path, text: str, builtin: bool) -> Preset:
+    """The preset a file's text holds. Its whole text is the key: a text read before is not parsed again (the
+    YAML parser is pure Python, ~10 ms a preset: the explorer's palette and a process that runs many commands,
+    as the tests do, read the same few files again and again); an edited file is a new text. A refused text is
+    not kept: it is parsed again, and refused again, each time it is read."""
+    data = read_yaml(path, text)
     if not isinstance(data, dict):
         raise PresetError(path, None, "must be a mapping with name, config and expected_total")
     unknown_keys = [key for key in data if key not in PRESET_KEYS]
@@ -275,10 +289,11 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
     return tuple(claims)
 
 
-def read_yaml(path: Path) -> Any:
-    """A preset file through the bounded reader and safe YAML; every failure is a `PresetError` naming the file."""
+def read_yaml(path: Path, text: str) -> Any:
+    """A preset file's text (read through the bounded reader) as safe YAML; a failure is a `PresetError` naming
+    the file."""
     try:
-        return parse_yaml(read_text(path, MAX_PRESET_BYTES, "a preset file"))
+        return parse_yaml(text)
     except ReadError as problem:
         raise PresetError(path, None, str(problem)) from None
 
