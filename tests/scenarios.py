@@ -48,8 +48,9 @@ class Scenario:
             await until_ready(pilot)  # the form's fields are mounted right after the first frame
             for field in pilot.app.query(Input):
                 field.cursor_blink = False
-            if self.keys:
-                await pilot.press(*self.keys)
+            for key in self.keys:  # a frame after each: a tab shown just now is laid out before its keys
+                await pilot.press(key)
+                await pilot.pause()
             for field in pilot.app.query(Input):  # and those mounted by the keys (the Compute pane's): a loaded
                 field.cursor_blink = False  # machine caught one mid-blink
             pilot.app.clear_notifications()

@@ -412,6 +412,7 @@ async def test_below_120_columns_the_panes_are_tabs_and_the_tree_shows_whole_cou
     app = app_for("bert-large-uncased")
     async with app.run_test(size=size) as pilot:
         await pilot.press("f3")
+        await pilot.pause()  # the frame that lays the tab out (Pilot's pause paints it; a keypress does not)
         tree = app.query_one(ParamTreeView)
         assert not app.query_one("#form").display and tree.scrollable_content_region.width > 60
         assert any("335,141,888" in line for line in _lines(tree))
