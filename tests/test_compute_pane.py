@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from textual import events
 from textual.widgets import Input, Static
 
@@ -100,6 +102,36 @@ async def test_keys_typed_right_after_the_first_f5_reach_the_pane_in_order() -> 
         assert app.query_one("#batch", Input).value == "32"
         assert app.query_one("#seq", Input).value == "64"
         assert app.focused is app.query_one("#seq", Input)
+
+
+async def test_keys_typed_right_after_f2_from_the_compute_pane_reach_the_form_in_order() -> None:
+    """F2 Tab 40 in one read, the form hidden until then: Tab goes to the field after the preset (the vocab),
+    not to one a stale layout put first (Textual orders Tab by where widgets were last laid out)."""
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        for key in ("f2", "tab", "ctrl+u", "4", "0"):  # one burst: no frame lays the form out before the Tab
+            app.post_message(events.Key(key, key if len(key) == 1 else None))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.focused is app.query_one("#vocab_size", Input)
+        assert app.query_one("#vocab_size", Input).value == "40"
+        assert app.query_one("#hidden_size", Input).value == "768"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (140, 40)])
+async def test_the_focus_order_of_a_pane_is_the_same_before_and_after_its_first_frame(size: tuple[int, int]) -> None:
+    """The Tab order right after a pane comes forward (nothing laid out yet) is the order a frame later."""
+    app = make_app(load_catalog())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("f5", "f3")  # every pane has been shown and hidden once
+        await pilot.pause()
+        for pane in ("form", "tree", "totals", "compute", "form"):
+            await app.screen.action_show_pane(pane)
+            before = [widget.id for widget in app.screen.focus_chain]
+            await pilot.pause()
+            assert [widget.id for widget in app.screen.focus_chain] == before, pane
 
 
 async def test_pane_keys_do_nothing_under_a_dialog() -> None:
