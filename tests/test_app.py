@@ -129,6 +129,21 @@ async def test_typing_after_tab_replaces_the_value() -> None:
         assert total_shown(app) == hf_total("bert-base-uncased/none") + 12 * 7_087_872
 
 
+async def test_a_fields_first_keystroke_keeps_its_scroll_size() -> None:
+    """A field's virtual size is its width from its first layout on, so the first keystroke in it changes
+    nothing the screen lays out by (Input sets it as it mounts, before its width is known: a layout of the
+    whole screen at the first key)."""
+    app = app_for()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.press("tab")
+        await pilot.pause()
+        field = app.query_one("#vocab_size", Input)
+        before = field.virtual_size
+        await pilot.press("4")
+        assert field.value == "4"
+        assert before == field.virtual_size == field.content_size.with_height(1)
+
+
 async def test_letters_never_reach_a_size_field() -> None:
     app = app_for()
     async with app.run_test(size=NARROW) as pilot:

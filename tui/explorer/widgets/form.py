@@ -322,6 +322,11 @@ class FieldInput(Input):
         as before (nothing to scroll until the value is wider than the field)."""
         return max(super().content_width, self.content_size.width)
 
+    def on_resize(self) -> None:
+        """The virtual size the next keystroke would set, set now without a layout: Input sets it as it mounts,
+        before its width is known, so the first keystroke changed it (a layout of the whole screen)."""
+        self.set_reactive(Input.virtual_size, Size(self.content_width, 1))
+
     async def on_key(self, event: events.Key) -> None:
         action = self.BOUND.get(event.key)
         if action is not None:
