@@ -91,8 +91,8 @@ async def test_every_keystroke_updates_the_total_and_empty_keeps_it_stale() -> N
 
 
 async def test_a_burst_of_keys_is_counted_once_with_its_last_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keys that arrive together (a paste, a fast typist, a slow SSH link) each report a valid config; the screen
-    builds the panes for the last one only (Textual drops a queued report the next one replaces)."""
+    """Keys that arrive together (a paste, a fast typist, a slow SSH link): the field reports the value they
+    end with, once, and the screen builds the panes for it; the next keys are counted again."""
     import tui.explorer.main_screen as main_screen
 
     built: list[int] = []
@@ -108,6 +108,10 @@ async def test_a_burst_of_keys_is_counted_once_with_its_last_value(monkeypatch: 
         await type_text(pilot, "40000")
         assert built == [40000]
         assert not app.main.stale and total_shown(app) == hf_total("bert-base-uncased/none") + (40000 - 30522) * 768
+        await type_text(pilot, "12")
+        await pilot.press("backspace")
+        assert built == [40000, 4000012, 400001]
+        assert total_shown(app) == hf_total("bert-base-uncased/none") + (400001 - 30522) * 768
 
 
 async def test_invalid_hidden_size_shows_inline_message_and_keeps_last_count() -> None:

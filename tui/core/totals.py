@@ -33,8 +33,8 @@ def closed_form(config: BertConfig) -> list[Term]:
 
         return [Term(group, symbols, value) for group, symbols, value in derived_closed_form(config)]
     c = config
-    v, h, layers, i, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size,
-                                c.max_position_embeddings, c.type_vocab_size, c.num_labels)
+    v, h, layers, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.max_position_embeddings,
+                             c.type_vocab_size, c.num_labels)
     terms = [
         Term("embeddings", "(V + P + T)·H + 2H", (v + p + t) * h + 2 * h),
         Term("encoder", f"L·({CROSS_LAYER_SYMBOLS if c.add_cross_attention else LAYER_SYMBOLS})",

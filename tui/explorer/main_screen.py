@@ -118,7 +118,7 @@ class MainScreen(Screen[None]):
         yield Static("", id="summary")
         yield TabsPreview([label for label, _ in TABS], id="pane-tabs")  # the Tabs mount after the first frame
         with Horizontal(id="main"):
-            yield ConfigForm(self.catalog.presets, self._start, id="form")
+            yield ConfigForm(self.catalog.presets, self._start, take_edit=self._take_edit, id="form")
             with Vertical(id="center"):
                 yield ParamTreeView(id="tree")
                 yield DetailPane(id="detail")
@@ -149,6 +149,14 @@ class MainScreen(Screen[None]):
         report = self.query_one(ConfigForm).load(config, preset)
         if report is not None:  # the form's preview: its report comes back at once
             self._config_changed(report)
+
+    def _take_edit(self, report: ConfigForm.Changed | ConfigForm.Invalid) -> None:
+        """A keystroke's report, handed over by the form in the keystroke's own turn: the panes are updated
+        before the field asks for its repaint, so the frame that shows the keys shows their count."""
+        if isinstance(report, ConfigForm.Changed):
+            self._config_changed(report)
+        else:
+            self._config_invalid(report)
 
     @on(ConfigForm.Changed)
     def _config_changed(self, event: ConfigForm.Changed) -> None:

@@ -1,13 +1,14 @@
 """The config form: preset selector, one input per HF field, pooler switch, head and labels.
 
-Every edit reads the whole form into one `BertConfig` (the core validates it) and posts `ConfigForm.Changed`
-with it, or `ConfigForm.Invalid` with the core's `ConfigError`, whose message is shown at its field. The form
-never counts anything: the marginal costs beside the fields are handed to it by the app.
+Every edit reads the whole form into one `BertConfig` (the core validates it) and reports `ConfigForm.Changed`
+with it, or `ConfigForm.Invalid` with the core's `ConfigError`, whose message is shown at its field. A keystroke's
+report is handed to `take_edit` at once (see `FieldInput`), every other one is posted. The form never counts
+anything: the marginal costs beside the fields are handed to it by the app.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from textual import events, on
@@ -314,6 +315,17 @@ class FieldInput(Input):
     BOUND = {key.strip(): binding.action for binding in Input.BINDINGS if isinstance(binding, Binding)
              for key in binding.key.split(",")}
 
+    def __init__(self, value: str | None = None, *, on_edit: Callable[[FieldInput], None] | None = None,
+                 **kwargs: object) -> None:
+        """`on_edit`: called with the field for each edit, in the field's own turn, instead of posting
+        `Input.Changed` on (see `_edited`)."""
+        super().__init__(value, **kwargs)  # type: ignore[arg-type]
+        # Input sets `-valid` at every change (no validators: always valid); set from the start, the first
+        # keystroke does not restyle the field (nothing in the stylesheets styles `-valid`).
+        self.add_class("-valid")
+        self._on_edit = on_edit
+        self._ahead: str | None = None  # a value reported before its own Changed arrived (see `_edited`)
+
     @property
     def content_width(self) -> int:
         """The value's width (Input's own), but never less than the field's: Textual's Input sets its virtual
@@ -326,6 +338,29 @@ class FieldInput(Input):
         """The virtual size the next keystroke would set, set now without a layout: Input sets it as it mounts,
         before its width is known, so the first keystroke changed it (a layout of the whole screen)."""
         self.set_reactive(Input.virtual_size, Size(self.content_width, 1))
+
+    @on(Input.Changed)
+    def _edited(self, event: Input.Changed) -> None:
+        """Hand the edit to `on_edit` now, with the value the field holds now.
+
+        Keys that arrive in one read (a fast typist, a paste) are all applied before the first of their
+        Changed messages is handled: the first reports the value the burst ends with, and the others are
+        dropped up to the one that carries it. Reported in this turn, before the field goes idle and asks the
+        screen for its repaint, the panes' repaint requests reach the screen with the field's, and one frame
+        shows the keys and their count (reported by a message, the count came a frame later: 16-33 ms at 60
+        frames a second; handled at the burst's last Changed, after the field had gone idle, too)."""
+        if self._on_edit is None:
+            return
+        event.stop()
+        if event.value != self.value:  # a burst's earlier key: the field holds a later value already
+            if self._ahead is None:
+                self._ahead = self.value
+                self._on_edit(self)
+        elif self._ahead == event.value:  # the burst's last key: reported ahead
+            self._ahead = None
+        else:
+            self._ahead = None
+            self._on_edit(self)
 
     async def on_key(self, event: events.Key) -> None:
         action = self.BOUND.get(event.key)
@@ -366,8 +401,12 @@ class ConfigForm(VerticalScroll):
             super().__init__()
 
     def __init__(self, presets: Iterable[str], start: tuple[BertConfig, str | None] | None = None, *,
+                 take_edit: Callable[[ConfigForm.Changed | ConfigForm.Invalid], object] | None = None,
                  id: str | None = None) -> None:
+        """`take_edit`: who takes a keystroke's report in the keystroke's own turn (the screen showing the
+        count); without it, that report is posted as the others are."""
         super().__init__(id=id)
+        self._take_edit = take_edit or self.post_message
         self._start = start or (BertConfig(), None)  # what it is first loaded with: the preview draws it if it can
         self._base = BertConfig()  # the config last loaded: what the form has no field for comes from it
         self._preset_names = list(presets)
@@ -419,16 +458,11 @@ class ConfigForm(VerticalScroll):
         that take them); the class selects built holding `config`'s classes."""
         self._family = config.model_type
         self._class_values = {"head": config.head, "model_type": config.model_type}
-        def row(field: str) -> Horizontal:
-            return Horizontal(Label(field_label(field), classes="field-label"),
-                              FieldInput(restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True),
-                              Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
-
         return [
             Label("preset", classes="field-label"),
             Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)",
                    id="preset", compact=True),
-            *(row(field) for field in SIZE_FIELDS),
+            *(self._row(field) for field in SIZE_FIELDS),
             Horizontal(Label("pooler", classes="field-label"), Switch(value=True, id="pooler"),
                        Static("", classes="field-cost", id="cost-pooler"), classes="field", id="row-pooler"),
             Label("head", classes="field-label"),
@@ -436,8 +470,15 @@ class ConfigForm(VerticalScroll):
             Label("model type", classes="field-label"),
             Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value=config.model_type, id="model_type",
                    compact=True),
-            row("num_labels"),
+            self._row("num_labels"),
         ]
+
+    def _row(self, field: str, value: str = "") -> Horizontal:
+        """A size field's row: its label, its input, its cost."""
+        return Horizontal(Label(field_label(field), classes="field-label"),
+                          FieldInput(value, restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True,
+                                     on_edit=self._typed),
+                          Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
 
     async def build(self) -> None:
         """Mount the fields in the preview's place, filled with what was loaded, in one frame: the screen
@@ -520,10 +561,7 @@ class ConfigForm(VerticalScroll):
         for field in EXTRA_FIELDS:
             found = self._ids().get(f"row-{field}")
             if field in fields and found is None:
-                row = Horizontal(Label(field_label(field), classes="field-label"),
-                                 FieldInput(str(self._value(config, field)), restrict=r"[0-9]*", max_length=12, id=field,
-                                            tooltip=field, compact=True),
-                                 Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
+                row = self._row(field, str(self._value(config, field)))
                 mounting.append(self._mounted(self.mount(row, after=after)))
                 self._fresh.add(field)
                 self.call_after_refresh(self.refresh_state, edited)
@@ -578,17 +616,24 @@ class ConfigForm(VerticalScroll):
             if isinstance(line, Static) and line.content != text:  # most costs stay as they were: no repaint
                 line.update(text, layout=False)  # one line (no wrap): no layout
 
-    @on(Input.Changed)
-    @on(Switch.Changed)
-    def _edited(self, event: Input.Changed | Switch.Changed) -> None:
-        event.stop()
-        if isinstance(event, Input.Changed) and event.input.id in self._fresh:
-            self._fresh.discard(event.input.id)  # a row just mounted reports the value it was built with
+    def _typed(self, field: FieldInput) -> None:
+        """A size field's edit, handed over by the field in the keystroke's turn; its report goes to
+        `take_edit` at once."""
+        if field.id in self._fresh:
+            self._fresh.discard(str(field.id))  # a row just mounted reports the value it was built with
             return
-        if isinstance(event, Switch.Changed) and event.switch.id == "pooler":
+        self.refresh_state(report=self._take_edit)
+        # The preset select says "(edited)" a frame after the count: its label lays out the screen, and the
+        # frame with the count should not wait for that.
+        self.call_after_refresh(self._mark_edited)
+
+    @on(Switch.Changed)
+    def _switched(self, event: Switch.Changed) -> None:
+        event.stop()
+        if event.switch.id == "pooler":
             self._user_pooler = event.value
             self.query_one("#cost-pooler", Static).update(pooler_state(self._model_type(), "none", event.value)[2])
-        elif isinstance(event, Switch.Changed):
+        else:
             self._describe_flag(str(event.switch.id), event.value)
         self._mark_edited()
         self.refresh_state()
@@ -659,8 +704,10 @@ class ConfigForm(VerticalScroll):
                 values[flag] = switch.value
         return config_from_fields(values, self._base)
 
-    def refresh_state(self, edited: bool = True) -> None:
-        """Validate, show or clear the inline message, and tell the app."""
+    def refresh_state(self, edited: bool = True,
+                      report: Callable[[ConfigForm.Changed | ConfigForm.Invalid], object] | None = None) -> None:
+        """Validate, show or clear the inline message, and tell the app (`report`, or posted)."""
+        send = report or self.post_message
         head = self.query_one("#head", Select).value
         labels_row = self.query_one("#row-num_labels")
         labelled = isinstance(head, str) and uses_labels(self._model_type(), head)
@@ -670,13 +717,13 @@ class ConfigForm(VerticalScroll):
             config = self.read()
         except ConfigError as error:
             self._show_error(error)
-            self.post_message(self.Invalid(error))
+            send(self.Invalid(error))
         else:
             self._show_error(None)
-            preset = self.query_one("#preset", Select).value
-            report = (config, preset if isinstance(preset, str) else None)
-            if report != self._previewed:  # the fields mounted in place of the preview report nothing new
-                self.post_message(self.Changed(*report, edited))
+            preset = None if edited else self.query_one("#preset", Select).value  # an edit ends the preset
+            read = (config, preset if isinstance(preset, str) else None)
+            if read != self._previewed:  # the fields mounted in place of the preview report nothing new
+                send(self.Changed(*read, edited))
 
     def _show_error(self, error: ConfigError | None) -> None:
         """One message at a time, at its field; only what changes is touched (each touch costs a layout)."""
