@@ -1,7 +1,8 @@
 """The explorer's main screen: the config form, the parameter tree with its detail strip, the totals and the
 Compute pane, and the messages between them.
 
-State flows one way. The form posts a validated `BertConfig`; the screen holds it as its one reactive `config`,
+State flows one way. The form reports a validated `BertConfig` (a keystroke's report handed over at once, so
+one frame shows the keys and their count; the others posted); the screen holds it as its one reactive `config`,
 asks the core for the tree, and hands that tree to the panes. When the form holds something the core refuses,
 the panes keep the last valid count, marked stale. At 120 columns and more the panes stand side by side; below
 that they become tabs under a summary line that always shows the total.
