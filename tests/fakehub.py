@@ -38,6 +38,7 @@ class Misbehaviour:
     drip: float = 0.0  # seconds between the body's chunks
     chunk: int = 65536
     location: str | None = None  # a redirect (3xx) to this URL
+    pause: float = 0.0  # seconds between the headers and the body
 
 
 @dataclass
@@ -167,6 +168,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             payload = data if how.size is None else b" " * size
             sent = 0
             try:
+                time.sleep(how.pause)
                 while how.endless or sent < len(payload):
                     chunk = payload[sent:sent + how.chunk] if not how.endless else b" " * how.chunk
                     self.wfile.write(chunk)

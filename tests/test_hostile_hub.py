@@ -88,6 +88,19 @@ def test_a_misbehaving_answer_ends_in_one_line_and_leaves_nothing(
     refused(count(fake_hub, how, capsys), words)
 
 
+def test_bytes_sent_past_an_answers_length_do_not_reach_the_next_request(
+        fake_hub: FakeHub, short_limits: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """An answer that announces no body (Content-Length: 0) and then drips one anyway, a byte at a time, each
+    within the read timeout: the next request must not read those bytes as its own answer (over a kept-alive
+    connection it waited until the drip ended, ~200 s in the generated test below)."""
+    code, _, err, took = count(fake_hub, Misbehaviour(status=410, headers={"Content-Length": "0"}, size=40,
+                                                      drip=0.3, chunk=1, pause=0.2), capsys)
+    assert code == 2 and "410" in err, err
+    code, out, err, took = count(fake_hub, Misbehaviour(), capsys)  # a well-behaved answer, right after
+    assert code == 0 and "BertModel" in out, err
+    assert took < 2 * TIMEOUT + 1, took
+
+
 def test_a_stalled_answer_is_named_not_called_unreachable(fake_hub: FakeHub, short_limits: None,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Headers, then silence: the read times out after the headers, which is not a network that cannot be reached."""

@@ -208,9 +208,12 @@ def _raise_for_status(hub: Any, response: Any, body: bytes) -> None:
 
 
 def _request_headers(hub: Any) -> dict[str, str]:
-    """The library's headers (its user agent, the user's token) and the bytes as stored (no compression: sizes
-    and ranges are the file's)."""
-    return {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity"}
+    """The library's headers (its user agent, the user's token), the bytes as stored (no compression: sizes
+    and ranges are the file's), and a connection of its own for each request: a server that sends more than it
+    announced (Content-Length: 0, then a body a byte at a time) left those bytes on a kept-alive connection,
+    and the next request over it read them as its answer's headers, each byte within the read timeout: no
+    bound held (~200 s in a test). A new connection a request costs a handshake (tens of ms to the Hub)."""
+    return {**hub.utils.build_hf_headers(), "Accept-Encoding": "identity", "Connection": "close"}
 
 
 def _head(hub: Any, url: str) -> Any:

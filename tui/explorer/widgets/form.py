@@ -383,8 +383,9 @@ class ConfigForm(VerticalScroll):
             super().__init__()
 
         def can_replace(self, message: Message) -> bool:
-            """A burst of keys (a fast typist, a paste) queues one report per key: the screen handles the last
-            of a run of like reports only (Textual drops a queued message that the next one may replace)."""
+            """Posted reports (switches, selects: a keystroke's is handed over, see `FieldInput`) that queue up
+            in a run: the screen handles the last of like reports only (Textual drops a queued message that the
+            next one may replace)."""
             return (isinstance(message, ConfigForm.Changed) and message.preset == self.preset
                     and message.edited == self.edited)
 
