@@ -93,8 +93,8 @@ def test_bytes_sent_past_an_answers_length_do_not_reach_the_next_request(
     """An answer that announces no body (Content-Length: 0) and then drips one anyway, a byte at a time, each
     within the read timeout: the next request must not read those bytes as its own answer (over a kept-alive
     connection it waited until the drip ended, ~200 s in the generated test below)."""
-    code, _, err, took = count(fake_hub, Misbehaviour(status=410, headers={"Content-Length": "0"}, size=40,
-                                                      drip=0.3, chunk=1, pause=0.2), capsys)
+    code, _, err, _ = count(fake_hub, Misbehaviour(status=410, headers={"Content-Length": "0"}, size=40,
+                                                   drip=0.3, chunk=1, pause=0.2), capsys)
     assert code == 2 and "410" in err, err
     code, out, err, took = count(fake_hub, Misbehaviour(), capsys)  # a well-behaved answer, right after
     assert code == 0 and "BertModel" in out, err
