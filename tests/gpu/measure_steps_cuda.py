@@ -1,284 +1,421 @@
-"""Measure real CUDA training steps of transformers' BERT classes (a GPU machine only; never run by CI).
+"""Measure real CUDA training steps of transformers' BERT classes: writes tests/fixtures/gpu/h200-steps.json's layout.
 
-The script that produced tests/fixtures/gpu/h200-steps.json (NVIDIA H200, torch 2.11, transformers 5.17), kept as
-it ran. Usage, with the project installed with the `verify` extra on a machine with a CUDA GPU:
+A GPU machine only; never run by CI or the tests (which run it only up to its first CUDA call). With the project
+installed with the `verify` extra on a machine with a CUDA GPU:
 
-    PYTHONPATH=. python tests/gpu/measure_steps_cuda.py OUTDIR      # CASESET=odd for the odd sequence lengths
+    python tests/gpu/measure_steps_cuda.py OUT.json              # every part (minutes on an H200)
+    python tests/gpu/measure_steps_cuda.py OUT.json held_out     # some parts only
 
-It writes OUTDIR/cuda_detail.json: per case `phases` (memory_allocated at each phase: the fixture's
-`memory_allocated`), `layer0_saved` rows [module, shape, dtype, bytes], `saved_by_component`; per fit `true_max`
-and `first_oom` (the fixture's `largest_batch_that_ran`, `first_batch_out_of_memory`). The predictions it records
-come from `bert-tui compute` as installed.
+It writes one JSON object with the fixture's keys:
+- `meta`: device, total_memory_bytes, torch, transformers, sdp_backends_enabled.
+- `steps`: the common hand-written loop (`out = model(**batch); out.loss.backward(); opt.step();
+  opt.zero_grad(set_to_none=True); del out`) twice, then the third step phase by phase: `memory_allocated`
+  (start, after_forward, peak_forward, after_forward_outputs_dropped, after_backward, peak_backward, peak_optimizer,
+  end; inference: start, after_forward, peak_forward under no_grad), `peak` (the largest), each figure
+  `torch.cuda.memory_allocated()` minus `allocated_before_case` (what was allocated when the case began);
+  `includes_workspaces`: the case is the process's first, so its figures include the cuBLAS/cuBLASLt workspaces
+  torch allocates at a thread's first matrix product and never frees; `step_seconds_median` (five steps, CUDA
+  events); for training without checkpointing `layer0_saved` (every storage encoder layer 0 saves for backward,
+  once, parameters not) and `saved_by_component` / `saved_total` over the whole model.
+- `fits`: the largest batch whose three steps ran under `set_per_process_memory_fraction(cap / total)` (the cap is
+  the case's `--gpu-memory`), by bisection from `bert-tui compute`'s answer, and the first that ran out of memory.
+- `held_out` (not in the fixture yet): more steps, as `steps` are measured, that none of the peak's terms were
+  written from: the peak's error out of sample.
+- `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
+  optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
+
+The fixture as committed was measured on an NVIDIA H200 (torch 2.11.0+cu130, transformers 5.17.0), the 27 `STEPS`
+in one process and the 8 `ODD_STEPS` (odd sequence lengths) in a second (each case's baseline is recorded, so one
+process or two give the same figures); the fits and the saved-and-FLOP counts in passes of their own.
 """
-import gc, json, os, statistics, subprocess, sys, time, traceback
-import torch
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "."
-DEV = "cuda" if torch.cuda.is_available() else "cpu"
-from tui.core.compute import Workload
-from tui.core.config import BertConfig
-from tui import measure as M
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tui.cli import main as cli_main  # noqa: E402
+from tui.core.compute import Workload  # noqa: E402
+from tui.core.config import BertConfig  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
-# name, model, head, b, s, precision, attention, extra CLI flags
-CASES = [
-    ("b-sc-8x512-fp32-eager", B, SC, 8, 512, "fp32", "eager", []),
-    ("b-sc-8x512-fp32-sdpa", B, SC, 8, 512, "fp32", "sdpa", []),
-    ("b-sc-8x512-ampbf16-eager", B, SC, 8, 512, "amp-bf16", "eager", []),
-    ("b-sc-8x512-ampbf16-sdpa", B, SC, 8, 512, "amp-bf16", "sdpa", []),
-    ("b-sc-8x512-ampbf16-sdpa-pad", B, SC, 8, 512, "amp-bf16", "sdpa", ["--padding-mask"]),
-    ("b-sc-8x512-ampbf16-eager-pad", B, SC, 8, 512, "amp-bf16", "eager", ["--padding-mask"]),
-    ("b-sc-8x512-ampfp16-eager-pad", B, SC, 8, 512, "amp-fp16", "eager", ["--padding-mask"]),
-    ("b-sc-8x512-bf16-eager", B, SC, 8, 512, "bf16", "eager", []),
-    ("b-sc-8x512-bf16-sdpa", B, SC, 8, 512, "bf16", "sdpa", []),
-    ("b-sc-8x512-fp16-sdpa-pad", B, SC, 8, 512, "fp16", "sdpa", ["--padding-mask"]),
-    ("b-sc-8x512-ampbf16-eager-ckpt", B, SC, 8, 512, "amp-bf16", "eager", ["--checkpointing"]),
-    ("b-sc-8x512-ampbf16-sdpa-ckpt", B, SC, 8, 512, "amp-bf16", "sdpa", ["--checkpointing"]),
-    ("b-mlm-32x128-ampbf16-sdpa", B, MLM, 32, 128, "amp-bf16", "sdpa", []),
-    ("b-mlm-32x128-ampfp16-eager-pad", B, MLM, 32, 128, "amp-fp16", "eager", ["--padding-mask"]),
-    ("b-pre-32x128-ampbf16-sdpa", B, "pretraining", 32, 128, "amp-bf16", "sdpa", []),
-    ("b-clm-8x512-ampbf16-eager", B, "causal-lm", 8, 512, "amp-bf16", "eager", []),
-    ("b-clm-8x512-ampbf16-sdpa", B, "causal-lm", 8, 512, "amp-bf16", "sdpa", []),
-    ("b-tok-16x256-fp32-sdpa", B, "token-classification", 16, 256, "fp32", "sdpa", ["--num-labels", "9"]),
-    ("b-qa-16x384-fp16-eager-sgdm", B, "question-answering", 16, 384, "fp16", "eager", ["--optimizer", "sgd-momentum"]),
-    ("b-mc-4x128-ampbf16-sdpa", B, "multiple-choice", 4, 128, "amp-bf16", "sdpa", []),
-    ("b-none-64x512-bf16-sdpa-inf", B, "none", 64, 512, "bf16", "sdpa", ["--mode", "inference"]),
-    ("b-sc-64x128-fp32-eager-inf", B, SC, 64, 128, "fp32", "eager", ["--mode", "inference"]),
-    ("b-sc-32x128-fp32-eager-sgd", B, SC, 32, 128, "fp32", "eager", ["--optimizer", "sgd"]),
-    ("l-sc-16x512-ampbf16-eager", L, SC, 16, 512, "amp-bf16", "eager", []),
-    ("l-sc-16x512-ampbf16-sdpa", L, SC, 16, 512, "amp-bf16", "sdpa", []),
-    ("l-mlm-32x128-ampbf16-sdpa", L, MLM, 32, 128, "amp-bf16", "sdpa", []),
-    ("l-sc-16x512-ampbf16-sdpa-ckpt", L, SC, 16, 512, "amp-bf16", "sdpa", ["--checkpointing"]),
+PARTS = ("steps", "fits", "saved_and_flops", "held_out")
+
+
+def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, *extra: str) -> list[str]:
+    """A case's `bert-tui compute` arguments, as the fixture records them."""
+    return [model, "--head", head, "--batch", str(b), "--seq", str(s), "--precision", precision, "--attention",
+            attention, "--device", "cuda", *extra]
+
+
+STEPS = [
+    ("b-sc-8x512-fp32-eager", argv(B, SC, 8, 512, "fp32", "eager")),
+    ("b-sc-8x512-fp32-sdpa", argv(B, SC, 8, 512, "fp32", "sdpa")),
+    ("b-sc-8x512-ampbf16-eager", argv(B, SC, 8, 512, "amp-bf16", "eager")),
+    ("b-sc-8x512-ampbf16-sdpa", argv(B, SC, 8, 512, "amp-bf16", "sdpa")),
+    ("b-sc-8x512-ampbf16-sdpa-pad", argv(B, SC, 8, 512, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-sc-8x512-ampbf16-eager-pad", argv(B, SC, 8, 512, "amp-bf16", "eager", "--padding-mask")),
+    ("b-sc-8x512-ampfp16-eager-pad", argv(B, SC, 8, 512, "amp-fp16", "eager", "--padding-mask")),
+    ("b-sc-8x512-bf16-eager", argv(B, SC, 8, 512, "bf16", "eager")),
+    ("b-sc-8x512-bf16-sdpa", argv(B, SC, 8, 512, "bf16", "sdpa")),
+    ("b-sc-8x512-fp16-sdpa-pad", argv(B, SC, 8, 512, "fp16", "sdpa", "--padding-mask")),
+    ("b-sc-8x512-ampbf16-eager-ckpt", argv(B, SC, 8, 512, "amp-bf16", "eager", "--checkpointing")),
+    ("b-sc-8x512-ampbf16-sdpa-ckpt", argv(B, SC, 8, 512, "amp-bf16", "sdpa", "--checkpointing")),
+    ("b-mlm-32x128-ampbf16-sdpa", argv(B, MLM, 32, 128, "amp-bf16", "sdpa")),
+    ("b-mlm-32x128-ampfp16-eager-pad", argv(B, MLM, 32, 128, "amp-fp16", "eager", "--padding-mask")),
+    ("b-pre-32x128-ampbf16-sdpa", argv(B, "pretraining", 32, 128, "amp-bf16", "sdpa")),
+    ("b-clm-8x512-ampbf16-eager", argv(B, "causal-lm", 8, 512, "amp-bf16", "eager")),
+    ("b-clm-8x512-ampbf16-sdpa", argv(B, "causal-lm", 8, 512, "amp-bf16", "sdpa")),
+    ("b-tok-16x256-fp32-sdpa", argv(B, "token-classification", 16, 256, "fp32", "sdpa", "--num-labels", "9")),
+    ("b-qa-16x384-fp16-eager-sgdm", argv(B, "question-answering", 16, 384, "fp16", "eager", "--optimizer",
+                                         "sgd-momentum")),
+    ("b-mc-4x128-ampbf16-sdpa", argv(B, "multiple-choice", 4, 128, "amp-bf16", "sdpa")),
+    ("b-none-64x512-bf16-sdpa-inf", argv(B, "none", 64, 512, "bf16", "sdpa", "--mode", "inference")),
+    ("b-sc-64x128-fp32-eager-inf", argv(B, SC, 64, 128, "fp32", "eager", "--mode", "inference")),
+    ("b-sc-32x128-fp32-eager-sgd", argv(B, SC, 32, 128, "fp32", "eager", "--optimizer", "sgd")),
+    ("l-sc-16x512-ampbf16-eager", argv(L, SC, 16, 512, "amp-bf16", "eager")),
+    ("l-sc-16x512-ampbf16-sdpa", argv(L, SC, 16, 512, "amp-bf16", "sdpa")),
+    ("l-mlm-32x128-ampbf16-sdpa", argv(L, MLM, 32, 128, "amp-bf16", "sdpa")),
+    ("l-sc-16x512-ampbf16-sdpa-ckpt", argv(L, SC, 16, 512, "amp-bf16", "sdpa", "--checkpointing")),
 ]
-FITS = [  # name, model, head, s, precision, attention, extra, cap GiB
-    ("l-sc-512-ampbf16-eager-24", L, SC, 512, "amp-bf16", "eager", [], 24),
-    ("l-sc-512-ampbf16-sdpa-24", L, SC, 512, "amp-bf16", "sdpa", [], 24),
-    ("l-sc-512-ampbf16-sdpa-80", L, SC, 512, "amp-bf16", "sdpa", [], 80),
-    ("b-sc-128-fp32-eager-16", B, SC, 128, "fp32", "eager", [], 16),
-    ("b-sc-128-fp32-sdpa-16", B, SC, 128, "fp32", "sdpa", [], 16),
-    ("b-sc-512-ampbf16-sdpa-ckpt-16", B, SC, 512, "amp-bf16", "sdpa", ["--checkpointing"], 16),
-    ("b-sc-512-ampbf16-eager-24", B, SC, 512, "amp-bf16", "eager", [], 24),
-    ("l-sc-128-ampbf16-sdpa-16", L, SC, 128, "amp-bf16", "sdpa", [], 16),
+ODD_STEPS = [  # a second process: odd sequence lengths (the kernels' padding), measured after the first set
+    ("b-sc-8x77-ampbf16-sdpa", argv(B, SC, 8, 77, "amp-bf16", "sdpa")),
+    ("b-sc-8x77-fp32-sdpa", argv(B, SC, 8, 77, "fp32", "sdpa")),
+    ("b-sc-8x77-ampbf16-sdpa-pad", argv(B, SC, 8, 77, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-sc-8x77-ampbf16-eager", argv(B, SC, 8, 77, "amp-bf16", "eager")),
+    ("b-tok-12x200-ampfp16-sdpa", argv(B, "token-classification", 12, 200, "amp-fp16", "sdpa", "--num-labels", "9")),
+    ("b-mlm-24x200-ampbf16-sdpa-pad", argv(B, MLM, 24, 200, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-mlm-64x128-fp32-eager-inf", argv(B, MLM, 64, 128, "fp32", "eager", "--mode", "inference")),
+    ("l-mlm-16x200-ampbf16-sdpa-ckpt", argv(L, MLM, 16, 200, "amp-bf16", "sdpa", "--checkpointing")),
 ]
-
-ODD_CASES = [
-    ("b-sc-8x77-ampbf16-sdpa", B, SC, 8, 77, "amp-bf16", "sdpa", []),
-    ("b-sc-8x77-fp32-sdpa", B, SC, 8, 77, "fp32", "sdpa", []),
-    ("b-sc-8x77-ampbf16-sdpa-pad", B, SC, 8, 77, "amp-bf16", "sdpa", ["--padding-mask"]),
-    ("b-sc-8x77-ampbf16-eager", B, SC, 8, 77, "amp-bf16", "eager", []),
-    ("b-tok-12x200-ampfp16-sdpa", B, "token-classification", 12, 200, "amp-fp16", "sdpa", ["--num-labels", "9"]),
-    ("b-mlm-24x200-ampbf16-sdpa-pad", B, MLM, 24, 200, "amp-bf16", "sdpa", ["--padding-mask"]),
-    ("b-mlm-64x128-fp32-eager-inf", B, MLM, 64, 128, "fp32", "eager", ["--mode", "inference"]),
-    ("l-mlm-16x200-ampbf16-sdpa-ckpt", L, MLM, 16, 200, "amp-bf16", "sdpa", ["--checkpointing"]),
+FITS = [  # the cap is --gpu-memory; --batch 1 is where the bisection's prediction is read
+    ("l-sc-512-ampbf16-eager-24", argv(L, SC, 1, 512, "amp-bf16", "eager", "--gpu-memory", "24GiB")),
+    ("l-sc-512-ampbf16-sdpa-24", argv(L, SC, 1, 512, "amp-bf16", "sdpa", "--gpu-memory", "24GiB")),
+    ("l-sc-512-ampbf16-sdpa-80", argv(L, SC, 1, 512, "amp-bf16", "sdpa", "--gpu-memory", "80GiB")),
+    ("b-sc-128-fp32-eager-16", argv(B, SC, 1, 128, "fp32", "eager", "--gpu-memory", "16GiB")),
+    ("b-sc-128-fp32-sdpa-16", argv(B, SC, 1, 128, "fp32", "sdpa", "--gpu-memory", "16GiB")),
+    ("b-sc-512-ampbf16-sdpa-ckpt-16", argv(B, SC, 1, 512, "amp-bf16", "sdpa", "--gpu-memory", "16GiB",
+                                           "--checkpointing")),
+    ("b-sc-512-ampbf16-eager-24", argv(B, SC, 1, 512, "amp-bf16", "eager", "--gpu-memory", "24GiB")),
+    ("l-sc-128-ampbf16-sdpa-16", argv(L, SC, 1, 128, "amp-bf16", "sdpa", "--gpu-memory", "16GiB")),
 ]
-ODD_FITS = [
+SAVED_AND_FLOPS = [
+    ("base-seqcls-fp32", argv(B, SC, 8, 512, "fp32", "eager")),
+    ("base-seqcls-ampbf16", argv(B, SC, 8, 512, "amp-bf16", "eager")),
+    ("base-seqcls-ampbf16-sdpa", argv(B, SC, 8, 512, "amp-bf16", "sdpa")),
+    ("base-seqcls-ampbf16-sdpa-pad", argv(B, SC, 8, 512, "amp-bf16", "sdpa", "--padding-mask")),
+    ("base-seqcls-bf16-sdpa", argv(B, SC, 8, 512, "bf16", "sdpa")),
+    ("base-mlm-ampfp16-pad", argv(B, MLM, 32, 128, "amp-fp16", "eager", "--padding-mask")),
+    ("base-seqcls-ampbf16-ckpt", argv(B, SC, 8, 512, "amp-bf16", "eager", "--checkpointing")),
+    ("base-causal-ampbf16", argv(B, "causal-lm", 8, 512, "amp-bf16", "eager")),
+    ("base-qa-fp16-sgdm", argv(B, "question-answering", 16, 384, "fp16", "eager", "--optimizer", "sgd-momentum")),
+    ("base-none-infer-bf16-sdpa", argv(B, "none", 64, 512, "bf16", "sdpa", "--mode", "inference")),
+    ("large-seqcls-ampbf16", argv(L, SC, 32, 512, "amp-bf16", "eager")),
+    ("large-seqcls-ampbf16-sdpa", argv(L, SC, 32, 512, "amp-bf16", "sdpa")),
+    ("large-mlm-ampbf16-sdpa", argv(L, MLM, 32, 128, "amp-bf16", "sdpa")),
 ]
-if os.environ.get("CASESET") == "odd":
-    CASES, FITS = ODD_CASES, ODD_FITS
+HELD_OUT = [  # steps none of the peak's terms were written from (measured as `steps` are), for the error out of sample
+    ("h-b-nsp-16x256-ampbf16-sdpa", argv(B, "next-sentence", 16, 256, "amp-bf16", "sdpa")),
+    ("h-l-tok-8x384-bf16-eager", argv(L, "token-classification", 8, 384, "bf16", "eager", "--num-labels", "5")),
+    ("h-b-clm-16x256-fp32-sdpa-pad", argv(B, "causal-lm", 16, 256, "fp32", "sdpa", "--padding-mask")),
+    ("h-l-qa-24x384-ampfp16-sdpa-ckpt", argv(L, "question-answering", 24, 384, "amp-fp16", "sdpa", "--checkpointing")),
+    ("h-m-sc-64x128-fp32-sdpa-sgdm", argv("bert-medium", SC, 64, 128, "fp32", "sdpa", "--optimizer", "sgd-momentum")),
+    ("h-b-mlm-48x512-ampbf16-sdpa-inf", argv(B, MLM, 48, 512, "amp-bf16", "sdpa", "--mode", "inference")),
+]
+CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT}
 
 
-def cli(model, head, b, s, prec, attn, extra, gpu_memory=None):
-    cmd = [sys.executable, "-m", "tui", "compute", model, "--head", head, "--batch", str(b), "--seq", str(s),
-           "--precision", prec, "--attention", attn, "--device", "cuda", "--format", "json", *extra]
-    if gpu_memory:
-        cmd += ["--gpu-memory", gpu_memory]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"cli failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+def predicted(case_argv: list[str]) -> dict[str, Any]:
+    """What `bert-tui compute ARGV --format json` prints: the config and workload the case runs, and the answer."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if cli_main(["compute", *case_argv, "--format", "json"]) != 0:
+            raise SystemExit(f"bert-tui compute {' '.join(case_argv)} failed")
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
 
 
-def objects(pred):
-    return BertConfig(**pred["config"]), Workload(**{k: v for k, v in pred["workload"].items() if k != "gpu_memory"})
+def objects(prediction: dict[str, Any]) -> tuple[BertConfig, Workload]:
+    workload = {key: value for key, value in prediction["workload"].items() if key != "gpu_memory"}
+    return BertConfig(**prediction["config"]), Workload(**workload)
 
 
-def make_opt(model, wl):
-    ps = list(model.parameters())
-    if wl.optimizer == "adamw":
-        return torch.optim.AdamW(ps, lr=1e-4)
-    return torch.optim.SGD(ps, lr=1e-4, momentum=0.9 if wl.optimizer == "sgd-momentum" else 0)
+def plan(parts: tuple[str, ...]) -> list[tuple[str, str, list[str], dict[str, Any]]]:
+    """Every case of the parts asked, with its prediction: resolved before the GPU is touched."""
+    return [(part, name, case_argv, predicted(case_argv)) for part in parts for name, case_argv in CASES[part]]
 
 
-def alloc():
-    return torch.cuda.memory_allocated() if DEV == "cuda" else 0
+# ---- on the GPU ---------------------------------------------------------------------------------------------------
+
+def _allocated() -> int:
+    import torch
+
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated()
 
 
-def peak():
-    return torch.cuda.max_memory_allocated() if DEV == "cuda" else 0
+def _peak_since(reset: bool = False) -> int:
+    import torch
+
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    if reset:
+        torch.cuda.reset_peak_memory_stats()
+    return peak
 
 
-def reset():
-    if DEV == "cuda":
-        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+def _clean() -> int:
+    import torch
 
-
-def clean():
     gc.collect()
-    if DEV == "cuda":
-        torch.cuda.empty_cache()
-    return alloc()
+    torch.cuda.empty_cache()
+    return _allocated()
 
 
-def phases(cfg, wl, timing=False):
-    """memory_allocated / peak per phase of the 3rd step (states exist, grads freed by zero_grad)."""
-    model = M.build_model(cfg, wl, DEV)
-    batch = M.inputs(cfg, wl, DEV)
-    opt = make_opt(model, wl) if wl.mode == "train" else None
-    def fwd():
-        if wl.mode == "train":
-            with M._autocast(wl, DEV):
-                return model(**batch)
-        with torch.no_grad(), M._autocast(wl, DEV):
+def _optimizer(model: Any, workload: Workload) -> Any:
+    import torch
+
+    params = list(model.parameters())
+    if workload.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)  # foreach on CUDA, as a user gets it
+    return torch.optim.SGD(params, lr=1e-4, momentum=0.9 if workload.optimizer == "sgd-momentum" else 0)
+
+
+def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> dict[str, Any]:
+    """Two steps of the hand-written loop, then the third phase by phase (absolute bytes)."""
+    import torch
+
+    from tui.reference import measure as M
+
+    model = M.build_model(config, workload, "cuda")
+    batch = M.inputs(config, workload, "cuda")
+    train = workload.mode == "train"
+    opt = _optimizer(model, workload) if train else None
+
+    def forward() -> Any:
+        grad = contextlib.nullcontext() if train else torch.no_grad()
+        with grad, M._autocast(workload, "cuda"):
             return model(**batch)
+
+    def step() -> None:
+        out = forward()
+        if opt is not None:
+            M.loss_of(out).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        del out
+
     for _ in range(2):
-        out = fwd()
-        if opt:
-            M.loss_of(out).backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        step()
+    memory: dict[str, int] = {"start": _allocated()}
+    _peak_since(reset=True)
+    out = forward()
+    loss = M.loss_of(out) if opt is not None else None
+    memory["after_forward"] = _allocated()
+    memory["peak_forward"] = _peak_since(reset=True)
+    if opt is not None:
         del out
-    r = {}
-    reset(); r["start"] = alloc()
-    out = fwd(); loss = M.loss_of(out) if opt else None
-    reset() if False else None
-    if DEV == "cuda": torch.cuda.synchronize()
-    r["after_forward"] = alloc(); r["peak_forward"] = peak()
-    if opt:
+        memory["after_forward_outputs_dropped"] = _allocated()
+        loss.backward()
+        del loss
+        memory["after_backward"] = _allocated()
+        memory["peak_backward"] = _peak_since(reset=True)
+        opt.step()
+        memory["peak_optimizer"] = _peak_since(reset=True)
+        opt.zero_grad(set_to_none=True)
+        memory["end"] = _allocated()
+    else:
         del out
-        r["after_forward_outputs_dropped"] = alloc()
-        reset(); loss.backward(); del loss
-        if DEV == "cuda": torch.cuda.synchronize()
-        r["after_backward"] = alloc(); r["peak_backward"] = peak()
-        reset(); opt.step()
-        if DEV == "cuda": torch.cuda.synchronize()
-        r["peak_optimizer"] = peak(); opt.zero_grad(set_to_none=True); r["end"] = alloc()
-    r["reserved"] = torch.cuda.max_memory_reserved() if DEV == "cuda" else 0
-    if DEV == "cuda" and timing:
+    result: dict[str, Any] = {"memory_allocated": memory}
+    if timing:
         times = []
         for _ in range(5):
-            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(); out = fwd()
-            if opt:
-                M.loss_of(out).backward(); opt.step(); opt.zero_grad(set_to_none=True)
-            del out
-            z.record(); torch.cuda.synchronize(); times.append(a.elapsed_time(z) / 1000)
-        r["step_seconds_median"] = statistics.median(times)
-    del model, opt
-    if DEV == "cuda": torch.cuda.empty_cache()
-    return r
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            step()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(begin.elapsed_time(end) / 1000)
+        result["step_seconds_median"] = statistics.median(times)
+    del model, opt, batch
+    return result
 
 
-def layer0_saved(cfg, wl):
-    """Every storage layer 0 saves for backward: module, shape, dtype, bytes (first sight only)."""
-    model = M.build_model(cfg, wl, DEV)
-    batch = M.inputs(cfg, wl, DEV)
+def saved_tensors(config: BertConfig, workload: Workload) -> dict[str, Any]:
+    """Every storage the forward saves for backward (once; parameters and buffers not): layer 0's rows, and the
+    bytes by component and by dtype. The backward then runs (a saved output held by its own node is a reference
+    cycle gc cannot see: the graph must go before the next case), with the recomputation peak under checkpointing;
+    then one optimizer step and the bytes of its states on the GPU."""
+    import torch
+
+    from tui.reference import measure as M
+
+    model = M.build_model(config, workload, "cuda")
+    batch = M.inputs(config, workload, "cuda")
     fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
-    seen, alive, rows = set(), [], []
-    global BY_COMPONENT
-    BY_COMPONENT = {}
+    seen: set[int] = set()
+    alive: list[Any] = []
+    rows: list[dict[str, Any]] = []
+    by_component: dict[str, int] = {}
+    by_dtype: dict[str, int] = {}
     with M._module_stack(model) as stack:
-        def pack(t):
-            st = t.untyped_storage()
-            if st.data_ptr() not in fixed and st.data_ptr() not in seen:
-                seen.add(st.data_ptr()); alive.append(t)
-                mod = stack[-1]
-                comp = M.component_of(mod, cfg.body)
-                BY_COMPONENT[comp] = BY_COMPONENT.get(comp, 0) + st.nbytes()
-                if ".layer.0." in mod + "." or mod.endswith(".layer.0"):
-                    rows.append([mod.split("layer.0")[-1].lstrip(".") or "layer", list(t.shape), str(t.dtype)[6:], st.nbytes()])
-            return t
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), M._autocast(wl, DEV):
+        def pack(tensor: Any) -> Any:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() in fixed or storage.data_ptr() in seen:
+                return tensor
+            seen.add(storage.data_ptr())
+            alive.append(tensor)
+            module, nbytes = stack[-1], storage.nbytes()
+            component = M.component_of(module, config.body).split(".")[0]  # every layer's bytes under "layer"
+            by_component[component] = by_component.get(component, 0) + nbytes
+            by_dtype[str(tensor.dtype)] = by_dtype.get(str(tensor.dtype), 0) + nbytes
+            if module.endswith(".layer.0") or ".layer.0." in module:
+                rows.append({"module": module.split("layer.0")[-1].lstrip(".") or "layer", "shape": list(tensor.shape),
+                             "dtype": str(tensor.dtype).removeprefix("torch."), "bytes": nbytes})
+            return tensor
+
+        grad = torch.enable_grad() if workload.mode == "train" else torch.no_grad()
+        with grad, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), M._autocast(workload, "cuda"):
             out = model(**batch)
-    M.loss_of(out).backward()  # frees the graph: a saved output held by its own node is a cycle gc cannot see
-    del model, alive, out
-    clean()
-    return rows
+    result: dict[str, Any] = {"layer0_saved": rows, "saved_by_component": by_component,
+                              "saved_total": sum(by_component.values()), "saved_by_dtype": by_dtype,
+                              "recompute_peak_saved": 0, "optimizer_state_bytes_on_gpu": 0}
+    if workload.mode == "train":
+        result["recompute_peak_saved"] = M._backward(model, M.loss_of(out), workload.checkpointing, fixed | seen)
+        opt = _optimizer(model, workload)
+        opt.step()
+        result["optimizer_state_bytes_on_gpu"] = sum(
+            value.numel() * value.element_size() for state in opt.state.values() for value in state.values()
+            if isinstance(value, torch.Tensor) and value.is_cuda)  # AdamW's `step` counters stay on the host
+        del opt
+    del model, alive, out, batch
+    return result
 
 
-def fits(cfg, wl, cap, batch):
-    if DEV != "cuda":
-        return True
-    torch.cuda.empty_cache()
+def measure_step(name: str, case_argv: list[str], prediction: dict[str, Any], first: bool) -> dict[str, Any]:
+    config, workload = objects(prediction)
+    before = _clean()
+    measured = run_phases(config, workload, timing=True)
+    memory = {key: value - before for key, value in measured["memory_allocated"].items()}
+    case: dict[str, Any] = {"case": name, "argv": case_argv, "memory_allocated": memory,
+                            "peak": max(value for key, value in memory.items() if key.startswith("peak")),
+                            "allocated_before_case": before, "includes_workspaces": first,
+                            "step_seconds_median": measured["step_seconds_median"], "layer0_saved": []}
+    if workload.mode == "train" and not workload.checkpointing:
+        _clean()
+        saved = saved_tensors(config, workload)
+        case.update(layer0_saved=saved["layer0_saved"], saved_by_component=saved["saved_by_component"],
+                    saved_total=saved["saved_total"])
+    _clean()
+    return case
+
+
+def measure_saved_and_flops(name: str, case_argv: list[str], prediction: dict[str, Any]) -> dict[str, Any]:
+    from tui.reference import measure as M
+
+    config, workload = objects(prediction)
+    _clean()
+    saved = saved_tensors(config, workload)
+    _clean()
+    forward, backward, _ = M.measure_flops(config, workload, "cuda")
+    _clean()
+    keys = ("saved_by_component", "saved_total", "saved_by_dtype", "recompute_peak_saved",
+            "optimizer_state_bytes_on_gpu")
+    return {"case": name, "argv": case_argv, **{key: saved[key] for key in keys},
+            "flop_counter_forward": forward, "flop_counter_backward": backward}
+
+
+def _runs(config: BertConfig, workload: Workload, cap: int, batch: int) -> bool:
+    import torch
+
+    _clean()
     torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(0).total_memory)
     try:
-        phases(cfg, Workload(**{**wl.as_dict(), "batch": batch}))
+        run_phases(config, Workload(**{**workload.as_dict(), "batch": batch}))
         return True
     except torch.cuda.OutOfMemoryError:
         return False
     finally:
-        clean(); torch.cuda.set_per_process_memory_fraction(1.0)
+        _clean()
+        torch.cuda.set_per_process_memory_fraction(1.0)
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    meta = {"torch": torch.__version__}
+def measure_fit(name: str, case_argv: list[str], prediction: dict[str, Any]) -> dict[str, Any]:
+    """The largest batch that ran under the cap and the first that ran out of memory, by bisection."""
+    from tui.core.units import parse_size
+
+    config, workload = objects(prediction)
+    cap = parse_size(case_argv[case_argv.index("--gpu-memory") + 1])
+    ran, out = 0, None
+    probe = max(1, next(fit for fit in prediction["fits"] if fit["asked"])["max_batch"])
+    while out is None:
+        if _runs(config, workload, cap, probe):
+            ran, probe = probe, probe * 3 // 2 + 1
+        else:
+            out = probe
+    while out - ran > 1:
+        middle = (ran + out) // 2
+        if _runs(config, workload, cap, middle):
+            ran = middle
+        else:
+            out = middle
+    return {"case": name, "argv": case_argv, "largest_batch_that_ran": ran, "first_batch_out_of_memory": out}
+
+
+def meta() -> dict[str, Any]:
+    import torch
     import transformers
-    meta["transformers"] = transformers.__version__
-    cases, fitrows = CASES, FITS
-    if DEV == "cuda":
-        meta["device"] = torch.cuda.get_device_name(0)
-        meta["total_memory"] = torch.cuda.get_device_properties(0).total_memory
-        if hasattr(torch.backends.cuda, "flash_sdp_enabled"):
-            meta["sdp"] = dict(flash=torch.backends.cuda.flash_sdp_enabled(), mem_efficient=torch.backends.cuda.mem_efficient_sdp_enabled(),
-                               math=torch.backends.cuda.math_sdp_enabled(), cudnn=getattr(torch.backends.cuda, "cudnn_sdp_enabled", lambda: None)())
-    else:
-        cases = [(n, m, h, 2, 16, p, a, e) for n, m, h, b, s, p, a, e in CASES[:4]]
-        fitrows = []
-    if os.environ.get("ONLY_FITS"):
-        cases = []
-    print(meta, flush=True)
-    res = dict(meta=meta, cases=[], fits=[])
-    t_all = time.time()
-    for name, model, head, b, s, prec, attn, extra in cases:
-        t0 = time.time()
-        try:
-            pred = cli(model, head, b, s, prec, attn, extra)
-            cfg, wl = objects(pred)
-            leftover = clean()
-            ph = phases(cfg, wl, timing=True)
-            ph["leftover_before"] = leftover
-            rows = layer0_saved(cfg, wl) if wl.mode == "train" else []
-            res["cases"].append(dict(case=name, argv=[model, "--head", head, "--batch", b, "--seq", s, "--precision", prec,
-                                                      "--attention", attn, "--device", "cuda", *extra],
-                                     predicted=pred["memory_bytes"], predicted_layer=pred["activations_one_layer"],
-                                     phases=ph, layer0_saved=rows, saved_by_component=dict(BY_COMPONENT) if rows else {},
-                                     predicted_by_component=pred["activations_by_component"]))
-            pk = max(v for k, v in ph.items() if k.startswith("peak"))
-            print(f"{name:34s} pred total {pred['memory_bytes']['total']/2**30:6.2f} GiB  real peak {pk/2**30:6.2f} "
-                  f"(fwd {ph['peak_forward']/2**30:.2f} bwd {ph.get('peak_backward',0)/2**30:.2f} opt {ph.get('peak_optimizer',0)/2**30:.2f}) "
-                  f"left {ph['leftover_before']} step {ph.get('step_seconds_median', 0)*1e3:.1f} ms layer0 saved {sum(r[3] for r in rows):,} vs pred {sum(pred['activations_one_layer'].values()):,} [{time.time()-t0:.1f}s]", flush=True)
-        except Exception as e:
-            traceback.print_exc(); res["cases"].append(dict(case=name, error=repr(e)))
-        json.dump(res, open(os.path.join(OUT, "cuda_detail.json"), "w"), indent=1)
-    for name, model, head, s, prec, attn, extra, cap_gib in fitrows:
-        t0 = time.time()
-        if time.time() - t_all > 300:
-            print("time up, skipping", name); continue
-        try:
-            pred = cli(model, head, 1, s, prec, attn, extra, gpu_memory=f"{cap_gib}GiB")
-            print("leftover before fit", clean(), flush=True)
-            asked = [f for f in pred["fits"] if f.get("asked")]
-            nmax = asked[0]["max_batch"]
-            cfg, wl = objects(pred)
-            cap = cap_gib * 2**30
-            lo, hi = 0, None
-            probe = max(1, nmax)
-            while hi is None and time.time() - t0 < 35:  # find an upper bound
-                if fits(cfg, wl, cap, probe):
-                    lo = probe; probe = int(probe * 1.5) + 1
-                else:
-                    hi = probe
-            while hi is not None and hi - lo > 1 and time.time() - t0 < 35:
-                mid = (lo + hi) // 2
-                if fits(cfg, wl, cap, mid): lo = mid
-                else: hi = mid
-            res["fits"].append(dict(case=name, argv=[model, "--head", head, "--batch", 1, "--seq", s, "--precision", prec,
-                                                     "--attention", attn, "--device", "cuda", "--gpu-memory", f"{cap_gib}GiB", *extra],
-                                    predicted_max=nmax, true_max=lo, first_oom=hi))
-            print(f"FIT {name:30s} predicted {nmax:5d}  true max {lo} (first OOM {hi}) [{time.time()-t0:.0f}s]", flush=True)
-        except Exception as e:
-            traceback.print_exc(); res["fits"].append(dict(case=name, error=repr(e)))
-        json.dump(res, open(os.path.join(OUT, "cuda_detail.json"), "w"), indent=1)
+
+    backends = {"flash": torch.backends.cuda.flash_sdp_enabled(),
+                "mem_efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+                "math": torch.backends.cuda.math_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled()}
+    return {"device": torch.cuda.get_device_name(0), "total_memory_bytes": torch.cuda.get_device_properties(0).total_memory,
+            "torch": torch.__version__, "transformers": transformers.__version__, "sdp_backends_enabled": backends}
+
+
+def main(args: list[str]) -> int:
+    if not args or any(part not in PARTS for part in args[1:]):
+        print(f"usage: measure_steps_cuda.py OUT.json [{' '.join(PARTS)}]", file=sys.stderr)
+        return 2
+    output, parts = Path(args[0]), tuple(args[1:]) or PARTS
+    cases = plan(parts)
+    print(f"{len(cases)} cases resolved ({', '.join(parts)})", file=sys.stderr)
+    try:
+        import torch
+    except ImportError:
+        print("needs torch with CUDA: pip install -e '.[verify]' on a machine with a CUDA GPU", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU: torch.cuda.is_available() is False here", file=sys.stderr)
+        return 2
+    document: dict[str, Any] = {"meta": meta(), **{part: [] for part in parts}}
+    first = True
+    for part, name, case_argv, prediction in cases:
+        started = time.perf_counter()
+        if part in ("steps", "held_out"):
+            row = measure_step(name, case_argv, prediction, first)
+            first = False
+        elif part == "fits":
+            row = measure_fit(name, case_argv, prediction)
+        else:
+            row = measure_saved_and_flops(name, case_argv, prediction)
+        document[part].append(row)
+        partial = output.with_name(output.name + ".partial")  # what ran so far survives a crash or a time-out
+        partial.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        partial.replace(output)
+        print(f"{part:16} {name:34} {time.perf_counter() - started:6.1f} s", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main(sys.argv[1:]))
