@@ -19,19 +19,16 @@ from hypothesis import strategies as st
 
 from tui.cli import main
 from tui.core import BertConfig, ConfigError
-from tui.core.compute import (
+from tui.core.step.compute import bytes_form, compute, evaluate, flops_form, peak_at
+from tui.core.step.workload import (
     ATTENTIONS,
     DEVICES,
     MAX_BATCH,
     OPTIMIZERS,
     PRECISIONS,
     Workload,
-    bytes_form,
-    compute,
-    evaluate,
-    peak_at,
-    flops_form,
 )
+from tui.formats.compute import convention_lines
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compute.json"
 
@@ -107,7 +104,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
     inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
     checkpointing (transformers refuses it)."""
     from tui.core.config import FAMILY_HEADS
-    from tui.core.steps import STEPS
+    from tui.core.step.steps import STEPS
 
     seen = {(c["config"]["model_type"], c["config"]["head"], c["workload"]["precision"], c["workload"]["attention"],
              c["workload"]["checkpointing"], c["workload"]["padding_mask"], c["workload"]["mode"])
@@ -192,7 +189,7 @@ def configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
 def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
     """Any family with a step, any of its heads, any sizes and workload (what a family refuses by name left out)."""
     from tui.core.config import FAMILY_HEADS
-    from tui.core.steps import STEPS
+    from tui.core.step.steps import STEPS
 
     config, workload = draw(configs_and_workloads())
     family = draw(st.sampled_from(sorted(STEPS)))
@@ -251,7 +248,7 @@ def test_closed_forms_equal_the_per_component_sums(pair: tuple[BertConfig, Workl
 def test_the_largest_batch_that_fits_is_the_largest(pair: tuple[BertConfig, Workload]) -> None:
     """The fits table by the peak, under the headroom rule: the batch it names peaks within the usable memory,
     one more does not (each phase is affine in b from b = 2: checked here against the peak computed afresh)."""
-    from tui.core.peak import usable
+    from tui.core.step.peak import usable
 
     config, workload = pair
     result = compute(config, workload, gpu_memory=3 * 1024**3)
@@ -400,7 +397,7 @@ def test_the_compute_text_fits_80_columns(pair: tuple[BertConfig, Workload]) -> 
 @pytest.mark.parametrize(("device", "attention"), [("cuda", "sdpa"), ("cuda", "eager"), ("cpu", "sdpa")])
 def test_adamws_step_counters_are_said_to_live_on_the_host_on_cuda_only(device: str, attention: str) -> None:
     result = compute(BertConfig(), Workload(batch=2, seq=8, device=device, attention=attention))
-    said = any("step counters live on the host" in line for line in result.conventions.lines(result.workload))
+    said = any("step counters live on the host" in line for line in convention_lines(result))
     assert said == (device == "cuda")
 
 
@@ -437,7 +434,7 @@ def test_a_config_whose_step_is_not_modelled_is_counted_and_refused_by_compute(
 def test_every_family_counted_has_a_step() -> None:
     """Compute covers every model type the counts cover (each checked against torch by the fixtures)."""
     from tui.core.config import MODEL_TYPES
-    from tui.core.steps import STEPS
+    from tui.core.step.steps import STEPS
 
     assert set(STEPS) == set(MODEL_TYPES)
     assert {case["config"]["model_type"] for case in family_cases()} == set(MODEL_TYPES) - {"bert"}
@@ -451,7 +448,7 @@ def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys
     assert main(["compute", str(config), "--head", "sequence-classification", "--batch", "2", "--seq", "16"]) == 0
     out = capsys.readouterr().out
     assert "ModernBertForSequenceClassification" in out
-    from tui.core.compute import compute as core_compute
+    from tui.core.step.compute import compute as core_compute
     from tui.io.hf_config import load_hf_config
 
     mean = load_hf_config(config).config.replace(head="sequence-classification")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from textual import events
 from textual.widgets import Input, Static
 
-from tui.explorer.app import make_app
 from tui.core import BertConfig
-from tui.core.compute import Workload, compute
+from tui.core.step.compute import compute
+from tui.core.step.workload import Workload
 from tui.core.units import short_bytes
-from tui.presets import load_catalog
+from tui.explorer.app import make_app
 from tui.explorer.widgets.compute import ComputePane
+from tui.presets import load_catalog
 
 
 def result_text(app: Any) -> str:

@@ -88,7 +88,7 @@ async def test_a_thousand_layers_open_and_edit() -> None:
     """Layers are built as they come into view: an edit at 1,000 layers builds a screenful, not 16,000 tensors."""
     from tui.explorer.app import make_app
     from tui.core import BertConfig, closed_form_total
-    from tui.core.tree import LayerStack
+    from tui.core.count.tree import LayerStack
     from tui.presets import load_catalog
     from tui.explorer.widgets.param_tree import ParamTreeView
 

@@ -47,42 +47,37 @@ def test_local_sources_never_import_the_hub_client(argv: list[str]) -> None:
     assert {"huggingface_hub", "httpx", "httpx2", "requests"}.isdisjoint(loaded)
 
 
-def _runtime_imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The tui modules `module` imports at run time (at the top or in a function; not under TYPE_CHECKING)."""
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The tui modules `module` imports: at the top, in a function or under TYPE_CHECKING (a circle hidden there is
+    still a circle: the two modules cannot be read, moved or tested apart)."""
     import ast
 
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
-
-    class Imports(ast.NodeVisitor):
-        def visit_If(self, node: ast.If) -> None:
-            if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-                for child in node.orelse:
-                    self.visit(child)
-                return
-            self.generic_visit(node)
-
-        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
             base = package[:len(package) - node.level + 1] if node.level else []
             name = ".".join(base + ([node.module] if node.module else []))
             found.update(candidate for candidate in (name, *(f"{name}.{alias.name}".lstrip(".")
                                                              for alias in node.names)) if candidate in modules)
-
-        def visit_Import(self, node: ast.Import) -> None:
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
-
-    Imports().visit(ast.parse(path.read_text(encoding="utf-8")))
-    return found - {module}
+    return {name for name in found - {module} if not module.startswith(name + ".")}  # its own package: not a circle
 
 
-def test_no_module_imports_a_module_that_imports_it() -> None:
-    """The architecture runs one way: no import circle anywhere in tui (app ↔ commands was one)."""
+def import_graph() -> dict[str, set[str]]:
     root = Path(__file__).parents[1]
     modules = {}
     for path in (root / "tui").rglob("*.py"):
         parts = list(path.relative_to(root).with_suffix("").parts)
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {module: _runtime_imports(module, path, modules) for module, path in modules.items()}
+    return {module: _imports(module, path, modules) for module, path in modules.items()}
+
+
+def test_no_module_imports_a_module_that_imports_it() -> None:
+    """The architecture runs one way: no import circle anywhere in tui (app ↔ commands was one; compute ↔ peak
+    another, hidden under TYPE_CHECKING and inside a function)."""
+    graph = import_graph()
 
     def reaches(start: str, goal: str) -> bool:
         seen, stack = set(), list(graph[start])
@@ -97,3 +92,17 @@ def test_no_module_imports_a_module_that_imports_it() -> None:
 
     circles = sorted(module for module in graph if reaches(module, module))
     assert circles == []
+
+
+def test_counting_never_imports_the_step() -> None:
+    """Two rooms, one door: the step (tui.core.step) reads the counting room's tree, never the reverse; the
+    config and units they share import neither."""
+    graph = import_graph()
+    counting = [module for module in graph if module.startswith("tui.core.count") or module in (
+        "tui.core", "tui.core.config", "tui.core.units")]
+    assert counting and all(module.startswith("tui.core.count") or module in ("tui.core.config", "tui.core.units")
+                            for module in graph["tui.core"])
+    for module in counting:
+        assert not {name for name in graph[module] if name.startswith("tui.core.step")}, module
+    for module in ("tui.core.config", "tui.core.units"):
+        assert not {name for name in graph[module] if name.startswith(("tui.core.count", "tui.core.step"))}

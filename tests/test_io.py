@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui.core import build_tree
-from tui.core.compare import canonical, compare, infer_config
+from tui.core.count.compare import canonical, compare, infer_config
 from tui.io.hf_config import SourceError, load_hf_config
 from tui.io.safetensors import load_checkpoint, read_header
 

@@ -11,8 +11,9 @@ import random
 import pytest
 
 from tui.core import BertConfig
-from tui.core.compute import ATTENTIONS, OPTIMIZERS, PRECISIONS, Workload, compute
 from tui.core.config import HEADS
+from tui.core.step.compute import compute
+from tui.core.step.workload import ATTENTIONS, OPTIMIZERS, PRECISIONS, Workload
 
 from .hf_cases import live
 

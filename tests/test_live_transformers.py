@@ -67,7 +67,7 @@ def test_checkpoint_folders_count_as_the_live_models() -> None:
     import json
     from pathlib import Path
 
-    from tui.core.compare import compare
+    from tui.core.count.compare import compare
     from tui.io.hf_config import load_hf_config
     from tui.io.safetensors import load_checkpoint
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .core import BertConfig, ConfigError
-from .io.files import ReadError, os_problem, probe, parse_yaml, read_text, write_atomic
+from .io.files import ReadError, os_problem, parse_yaml, probe, read_text, write_atomic
 
 DEFAULT_PRESET = "bert-base-uncased"
 MAX_PRESET_BYTES = 64 * 1024
@@ -150,7 +150,7 @@ def save_user_preset(name: str, config: BertConfig, title: str) -> Path:
 def preset_config(config: BertConfig) -> dict[str, object]:
     """The keys a preset of `config` needs: its family's sizes and switches, head, pooler, labels, model type and
     ties (a saved BERT carried DeBERTa's and ModernBERT's switches too); values as the config holds them."""
-    from .core.report import config_dict
+    from .core.count.report import config_dict
 
     data = config_dict(config)
     data["pooler"] = config.pooler  # as chosen, not as the head class builds it
@@ -270,7 +270,11 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
     """`claims:` a list of {value, source, scope}; each value must read as a count."""
     if not isinstance(items, list):
         raise PresetError(path, "claims", "must be a list of {value, source, scope}")
-    from .core.audit import SCOPES, ClaimError, parse_claim  # here: the audit's grammar, for claims only
+    from .core.count.audit import (  # here: the audit's grammar, for claims only
+        SCOPES,
+        ClaimError,
+        parse_claim,
+    )
 
     claims = []
     for index, item in enumerate(items):

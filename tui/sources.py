@@ -17,7 +17,7 @@ from .io.hf_config import SourceError, load_hf_config
 from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
 if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
-    from .core.compare import Comparison
+    from .core.count.compare import Comparison
     from .io.hub import Progress
     from .io.safetensors import Checkpoint
 
@@ -56,7 +56,7 @@ def load_source(source: str | Path, kind: str = "either") -> Source:
 
 def source_beside(checkpoint: Path) -> Source:
     """The config.json beside a checkpoint, or a config read back from its tensor shapes."""
-    from .core.compare import infer_config
+    from .core.count.compare import infer_config
     from .io.safetensors import load_checkpoint
 
     folder = checkpoint if probe(checkpoint, Path.is_dir) else checkpoint.parent
@@ -130,6 +130,6 @@ def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False
 
 def compare_checkpoint(checkpoint: Checkpoint, config: BertConfig) -> CheckpointReport:
     """How a checkpoint read already compares with `config`."""
-    from .core.compare import compare
+    from .core.count.compare import compare
 
     return CheckpointReport(checkpoint, compare(build_tree(config), [(t.name, t.shape) for t in checkpoint.tensors]))

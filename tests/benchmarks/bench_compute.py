@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tui.core import BertConfig, build_tree  # noqa: E402
-from tui.core.compute import Workload, compute  # noqa: E402
+from tui.core.step.compute import compute  # noqa: E402
+from tui.core.step.workload import Workload  # noqa: E402
 
 Row = tuple[str, float, float, str]
 CONFIG = BertConfig(num_hidden_layers=1000, head="sequence-classification")

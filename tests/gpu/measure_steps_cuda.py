@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tui.cli import main as cli_main  # noqa: E402
-from tui.core.compute import Workload  # noqa: E402
 from tui.core.config import BertConfig  # noqa: E402
+from tui.core.step.workload import Workload  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
@@ -247,7 +247,6 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
             torch.cuda.synchronize()
             times.append(begin.elapsed_time(end) / 1000)
         result["step_seconds_median"] = statistics.median(times)
-    del model, opt, batch
     return result
 
 
@@ -297,8 +296,6 @@ def saved_tensors(config: BertConfig, workload: Workload) -> dict[str, Any]:
         result["optimizer_state_bytes_on_gpu"] = sum(
             value.numel() * value.element_size() for state in opt.state.values() for value in state.values()
             if isinstance(value, torch.Tensor) and value.is_cuda)  # AdamW's `step` counters stay on the host
-        del opt
-    del model, alive, out, batch
     return result
 
 

@@ -11,7 +11,7 @@ from .common import Parser, UsageError, add_model, add_overrides, add_source, re
 
 
 def build_parser() -> Parser:
-    from ..core.audit import SCOPES
+    from ..core.count.audit import SCOPES
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -34,7 +34,7 @@ def build_parser() -> Parser:
 
 
 def run(argv: Sequence[str]) -> int:
-    from ..core.audit import ClaimError, audit, parse_claim
+    from ..core.count.audit import ClaimError, audit, parse_claim
     from ..formats.params import audit_data, audit_text
 
     args = build_parser().parse_args(argv)
@@ -51,7 +51,7 @@ def run(argv: Sequence[str]) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     elif args.format in ("csv", "markdown"):
-        from ..core.audit import describe
+        from ..core.count.audit import describe
         from ..formats.params import rows_text
 
         found = list(result.matches) or ([result.nearest] if result.nearest else [])

@@ -9,12 +9,20 @@ from collections.abc import Sequence
 
 from ..core import ConfigError
 from ..plain import printable
-from .common import Parser, UsageError, add_model, add_overrides, add_source, flag, resolve
+from .common import (
+    Parser,
+    UsageError,
+    add_model,
+    add_overrides,
+    add_source,
+    flag,
+    resolve,
+)
 
 
 def build_parser() -> Parser:
-    from ..core.compute import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
-    from ..core.steps import STEPS
+    from ..core.step.steps import STEPS
+    from ..core.step.workload import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -67,10 +75,16 @@ DEFAULT_WORKLOAD = {"batch": 32, "seq": 128, "choices": 4}  # as the explorer's 
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    from ..core.compute import Workload, compute
     from ..core.config import parse_int
+    from ..core.step.compute import compute
+    from ..core.step.workload import Workload
     from ..core.units import parse_size
-    from ..formats.compute import compute_csv, compute_data, compute_markdown, compute_text
+    from ..formats.compute import (
+        compute_csv,
+        compute_data,
+        compute_markdown,
+        compute_text,
+    )
 
     selection = resolve(args)
     gpu_memory = None

@@ -13,7 +13,9 @@ from .common import Parser, Selection, add_model, add_overrides, add_source, res
 
 
 def build_parser() -> Parser:
-    from ..formats.params import FORMATS  # here: the explorer does not need the export formats
+    from ..formats.params import (
+        FORMATS,  # here: the explorer does not need the export formats
+    )
 
     parser = Parser(
         prog="bert-tui count",
@@ -39,7 +41,14 @@ def run(argv: Sequence[str]) -> int:
 
 def print_count(selection: Selection, fmt: str) -> int:
     """What `bert-tui count` prints for `selection` in format `fmt`."""
-    from ..formats.params import checkpoint_data, checkpoint_text, to_csv, to_json, to_markdown, to_table
+    from ..formats.params import (
+        checkpoint_data,
+        checkpoint_text,
+        to_csv,
+        to_json,
+        to_markdown,
+        to_table,
+    )
 
     tree = build_tree(selection.config)
     for note in selection.notes:

@@ -36,7 +36,7 @@ def run(argv: Sequence[str]) -> int:
     from ..formats.params import diff_data, diff_text, rows_text
 
     args = build_parser().parse_args(argv)
-    from ..core.diff import diff
+    from ..core.count.diff import diff
 
     a = load(args.a, args.revision, args.offline)
     b = apply_overrides(args, load(args.b, args.revision, args.offline))

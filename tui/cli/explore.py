@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import COMMANDS, __version__
-from .common import Parser, UsageError, add_model, add_overrides, add_source, catalog_with_warnings, resolve
+from .common import (
+    Parser,
+    UsageError,
+    add_model,
+    add_overrides,
+    add_source,
+    catalog_with_warnings,
+    resolve,
+)
 from .count import print_count
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_UNAVAILABLE, Parser, add_model, add_overrides, add_source, resolve
+from .common import (
+    EXIT_UNAVAILABLE,
+    Parser,
+    add_model,
+    add_overrides,
+    add_source,
+    resolve,
+)
 
 
 def build_parser() -> Parser:

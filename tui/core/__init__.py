@@ -1,8 +1,18 @@
-"""The pure counting core: config, parameter tree, closed forms, memory. Imports neither textual nor rich."""
+"""The pure core: the config (shared), the counting room (`count`) and the step room (`step`). Imports neither textual
+nor rich; what is re-exported here is the counting API."""
 
-from .config import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, HeadSpec
-from .report import config_dict, report
-from .totals import (
+from .config import (
+    HEADS,
+    MODEL_TYPES,
+    SIZE_FIELDS,
+    SYMBOLS,
+    BertConfig,
+    ConfigError,
+    HeadSpec,
+)
+from .count.families import build_tree
+from .count.report import config_dict, report
+from .count.totals import (
     ADAM_CONVENTION,
     LAYER_SYMBOLS,
     Marginal,
@@ -15,8 +25,7 @@ from .totals import (
     per_layer,
     training_bytes,
 )
-from .families import build_tree
-from .tree import GROUPS, Module, Node, Param, ParamTree
+from .count.tree import GROUPS, Module, Node, Param, ParamTree
 from .units import short_bytes, short_count
 
 __all__ = [

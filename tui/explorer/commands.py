@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from textual import on
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
-from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.command import (
+    CommandList,
+    CommandPalette,
+    DiscoveryHit,
+    Hit,
+    Hits,
+    Provider,
+)
 from textual.markup import escape
 from textual.widgets import Input
 

@@ -9,19 +9,19 @@ from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.await_complete import AwaitComplete
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import BertConfig, ParamTree
-from ..core.audit import SCOPES, ClaimError, audit, parse_claim
+from ..core.count.audit import SCOPES, ClaimError, audit, parse_claim
 from ..formats.params import audit_text, to_csv, to_json, to_markdown
 from ..io.files import ReadError, check_writable_target, probe, user_path, write_atomic
-from ..plain import plain
 from ..io.safetensors import Checkpoint
+from ..plain import plain
 from ..presets import check_preset_name, save_user_preset, user_dir, user_preset_path
 from ..sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
 from .widgets.form import FieldInput

@@ -28,7 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from ..core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
-from ..core.compare import Comparison, compare
+from ..core.count.compare import Comparison, compare
 from ..core.units import short_count
 from ..plain import middle_ellipsis, printable
 from ..presets import Catalog, load_catalog
@@ -41,7 +41,8 @@ from .widgets.tabs_preview import TabsPreview
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
-    from ..core.compute import Compute, Workload
+    from ..core.step.result import Compute
+    from ..core.step.workload import Workload
     from .dialogs import Opened
     from .widgets.compute import ComputePane
 
@@ -246,7 +247,7 @@ class MainScreen(Screen[None]):
         pane = self._compute_pane
         if pane is None or self.model is None or self.workload is None:
             return
-        from ..core.compute import compute
+        from ..core.step.compute import compute
 
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
             return
@@ -264,7 +265,7 @@ class MainScreen(Screen[None]):
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""
         if self._compute_pane is not None:
             return None
-        from ..core.compute import Workload
+        from ..core.step.workload import Workload
         from .widgets.compute import ComputePane
 
         self.workload = self.workload or Workload(batch=32, seq=128)

@@ -1,4 +1,4 @@
-"""Renderings of a workload's compute and memory (`tui.core.compute.Compute`): json-ready data, text, csv, markdown.
+"""Renderings of a workload's compute and memory (`tui.core.step.result.Compute`): json-ready data, text, csv, markdown.
 
 Views only: every number is the core's. The text is plain (no markup), for terminals and pipes alike.
 """
@@ -11,8 +11,12 @@ import textwrap
 from typing import Any
 
 from ..core import config_dict
-from ..core.compute import FLOP_CONVENTION, MAX_BATCH, Compute, closed_forms
-from ..core.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY, phases
+from ..core.config import BertConfig
+from ..core.step.compute import closed_forms, cuda_projection
+from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
+from ..core.step.result import Compute
+from ..core.step.steps import STEPS
+from ..core.step.workload import FLOP_CONVENTION, MAX_BATCH, Conventions, Workload
 from ..core.units import short_bytes, short_flops
 from ..plain import printable
 
@@ -44,15 +48,68 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "memory_bytes": result.memory(),
         "peak_phase": result.peak_phase,
         "phases": {phase.name: {"peak": phase.peak, "held": dict(phase.held), "transient": dict(phase.transient)}
-                   for phase in phases(result)},
+                   for phase in result.phases},
         "activations_by_component": _ordered(result.activations_by_component()),
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
         "fits_note": f"largest batch whose peak fits: {HEADROOM_RULE}",
-        "conventions": result.convention_lines(),
+        "conventions": convention_lines(result),
         "closed_forms": closed_forms(result),
     }
+
+
+def convention_lines(result: Compute) -> list[str]:
+    """Every convention that changes bytes, and where the family's figures rest on BERT's measurements."""
+    return (_workload_lines(result.conventions, result.workload)
+            + _family_lines(result.config, result.workload))
+
+
+def _workload_lines(c: Conventions, workload: Workload) -> list[str]:
+    """Every convention that changes bytes, named as the output shows it."""
+    names = {1: "bool", 2: "bfloat16" if "bf16" in workload.precision else "float16", 4: "float32", 8: "int64"}
+    lines = [FLOP_CONVENTION,
+             f"weights, gradients and optimizer moments in {names[c.weight]}",
+             f"activations of matrix products in {names[c.compute]}",
+             (f"LayerNorm inputs and the residual stream in {names[c.residual]}, "
+              f"its saved mean/rstd in {names[c.stats]}")]
+    if c.bool_masks:
+        lines.append("dropout masks: 1 byte per element (CUDA)")
+    else:
+        lines.append("dropout masks: a tensor in the input's dtype (CPU)")
+    if workload.amp:
+        lines.append("autocast keeps a 16-bit copy of every Linear weight for the backward")
+        lines.append(f"autocast: softmax in {names[c.softmax]}, cross-entropy in float32")
+    if c.fused:
+        kernel = "memory-efficient" if c.compute == 4 else "cuDNN"
+        lines.append(f"sdpa on CUDA: the fused {kernel} kernel; it keeps q, k, v, its output and a float32")
+        lines.append("  log-sum-exp (no b·A·s² tensors); its backward recomputes the scores (2.5 × forward)")
+    elif workload.attention == "sdpa":
+        lines.append("sdpa on CPU: the math path (softmax and dropout over b·A·s² scores, as eager)")
+    if workload.device == "cuda" and workload.optimizer == "adamw":
+        lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
+    if workload.train:
+        lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
+    lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
+    if c.stream16:
+        lines.append("the embeddings' 16-bit projection makes the encoder's stream 16-bit (CPU autocast)")
+    return lines
+
+def _family_lines(config: BertConfig, workload: Workload) -> list[str]:
+    """Where a family's figures rest on BERT's measurements rather than its own."""
+    layout = STEPS[config.model_type]
+    if layout.measured_on_gpu:
+        return []
+    lines = [f"{config.model_type}: FLOPs and saved tensors measured on its own classes (CPU); the CUDA "
+             "conventions and the peak's transients were measured on BERT (H200) and are applied the same way"]
+    if cuda_projection(config, workload):
+        lines.append("under CUDA autocast the embedding projection's 16-bit output reaches layer 0 (its Q/K/V "
+                     "keep it as it is), whose float32 LayerNorms restore the float32 stream: from CUDA "
+                     "autocast's documented rules, not measured")
+    if layout.eager_only:
+        lines.append(f"{config.model_type} has no sdpa attention in transformers (it loads with eager): the "
+                     "math path, whatever is asked, on CUDA too")
+    return lines
 
 
 def _ordered(values: dict[str, int]) -> dict[str, int]:
@@ -90,7 +147,7 @@ def compute_text(result: Compute, title: str) -> str:
     """What `bert-tui compute` prints as a table."""
     lines = [headline(result, title), ""]
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
-    lines += ["conventions:"] + [wrapped for line in result.convention_lines()
+    lines += ["conventions:"] + [wrapped for line in convention_lines(result)
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
     lines += ["", "closed forms (per layer where it says layer; × L in the totals):"]
     lines += [wrapped for key, form in closed_forms(result).items()
@@ -162,7 +219,7 @@ def memory_lines(result: Compute) -> list[str]:
 def phase_lines(result: Compute) -> list[str]:
     """Each phase's peak, and what it holds and works with, term by term."""
     lines = ["  phases (what the allocator holds at each phase's worst moment):"]
-    for phase in phases(result):
+    for phase in result.phases:
         mark = "  ← the peak" if phase.name == result.peak_phase else ""
         lines.append(f"    {phase.name:<18}{phase.peak:>20,}  {short_bytes(phase.peak):>10}{mark}")
         for what, n in (*phase.held, *phase.transient):
@@ -196,7 +253,7 @@ def compute_csv(result: Compute) -> str:
         writer.writerow([f"flops.forward.{component}", n])
     for kind, n in result.memory().items():
         writer.writerow([f"memory_bytes.{kind}", n])
-    for phase in phases(result):
+    for phase in result.phases:
         writer.writerow([f"phases.{phase.name}.peak", phase.peak])
     for component, n in _ordered(result.activations_by_component()).items():
         writer.writerow([f"activations.{component}", n])
@@ -216,5 +273,5 @@ def compute_markdown(result: Compute, title: str) -> str:
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
               f"Largest batches by the peak: {HEADROOM_RULE}.", ""]
-    lines += [f"- {line}" for line in result.convention_lines()]
+    lines += [f"- {line}" for line in convention_lines(result)]
     return "\n".join(lines) + "\n"

@@ -25,18 +25,18 @@ from ..core import (
     report,
     training_bytes,
 )
-from ..core.audit import Audit, Explanation, describe, part_name
-from ..core.families import ROLES
-from ..core.totals import layer_sharing
-from ..core.tree import LayerStack, Module, strip_body
+from ..core.count.audit import Audit, Explanation, describe, part_name
+from ..core.count.families import ROLES
+from ..core.count.totals import layer_sharing
+from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
 from ..plain import printable
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ..core.compare import Comparison
-    from ..core.diff import Diff
+    from ..core.count.compare import Comparison
+    from ..core.count.diff import Diff
     from ..io.safetensors import Checkpoint
 
 FORMATS = ("table", "json", "csv", "markdown")

@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import ReadError, os_problem, parse_json, read_bytes
-from ..plain import printable
 from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import EXTRA_FIELDS, FAMILY_FIELDS, FAMILY_FLAGS, FAMILY_HEADS, MEAN_POOLING, ZERO_MEANS
+from ..core.config import (
+    EXTRA_FIELDS,
+    FAMILY_FIELDS,
+    FAMILY_FLAGS,
+    FAMILY_HEADS,
+    MEAN_POOLING,
+    ZERO_MEANS,
+)
+from ..plain import printable
+from .files import ReadError, os_problem, parse_json, read_bytes
 
 MAX_CONFIG_BYTES = 1024 * 1024
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
@@ -200,7 +207,9 @@ def load_hf_config(path: Path) -> HFConfig:
     step_keys = _step_keys(data, model_type)
     if step_keys:
         config = config.replace(step_keys=step_keys)
-        from ..core.steps import STEPS  # here: the compute engine's data, for a file that names step keys only
+        from ..core.step.steps import (
+            STEPS,  # here: the compute engine's data, for a file that names step keys only
+        )
 
         modelled = STEPS[model_type].modelled_keys
         refused = [(key, value) for key, value in step_keys if (key, value) not in modelled]

@@ -1,4 +1,4 @@
-"""Measure a training step of the real transformers class with torch: the oracle `tui.core.compute` is checked by.
+"""Measure a training step of the real transformers class with torch: the oracle `tui.core.step` is checked by.
 
 Needs the optional `verify` extra; importing this module does not import torch. What it measures, and how:
 - FLOPs: `torch.utils.flop_counter.FlopCounterMode` around the forward and, separately, the backward, on the
@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.compute import Workload, attention_run
 from ..core.config import BertConfig
+from ..core.step.symbols import attention_run
+from ..core.step.workload import Workload
 
 # The dtype the model is built in: autocast (amp-*) runs float32 weights.
 PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "amp-bf16": "float32",

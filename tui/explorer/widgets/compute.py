@@ -15,10 +15,17 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import ConfigError
-from ...core.compute import (ATTENTIONS, MAX_BATCH, MODES, OPTIMIZERS, PRECISIONS, Compute, Workload,
-                             attention_run)
 from ...core.config import parse_int
-from ...core.peak import phases
+from ...core.step.result import Compute
+from ...core.step.symbols import attention_run
+from ...core.step.workload import (
+    ATTENTIONS,
+    MAX_BATCH,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Workload,
+)
 from ...core.units import parse_size, short_bytes, short_flops
 from ...formats.compute import versus
 from ...plain import plain
@@ -173,7 +180,7 @@ def render_result(result: Compute, stale: bool) -> Text:
     text.append(f"  {'peak':<12}", style="bold")
     text.append(f"{short_bytes(result.peak):>11}", style="bold")
     text.append(f"  in the {result.peak_phase}\n")
-    text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in phases(result)) + "\n",
+    text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in result.phases) + "\n",
                 style="dim")
     text.append(f"largest batch whose peak fits at s = {result.workload.seq:,}:\n", style="dim")
     cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")

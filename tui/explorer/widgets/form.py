@@ -11,21 +11,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.message import Message
-from rich.color import Color
-from rich.segment import Segment
-from rich.style import Style
 from textual.geometry import Size
+from textual.message import Message
 from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ...core import HEADS, MODEL_TYPES, SIZE_FIELDS, SYMBOLS, BertConfig, ConfigError, Marginal
+from ...core import (
+    HEADS,
+    MODEL_TYPES,
+    SIZE_FIELDS,
+    SYMBOLS,
+    BertConfig,
+    ConfigError,
+    Marginal,
+)
 from ...core.config import (
     CROSS_FAMILIES,
     CROSS_FLAGS,

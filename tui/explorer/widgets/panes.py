@@ -10,11 +10,22 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ...core.compare import Comparison
-from ...plain import plain
-from ...core.totals import layer_sharing
-from ...core import ADAM_CONVENTION, LAYER_SYMBOLS, Module, Node, Param, ParamTree, closed_form, memory_bytes, per_layer, training_bytes
+from ...core import (
+    ADAM_CONVENTION,
+    LAYER_SYMBOLS,
+    Module,
+    Node,
+    Param,
+    ParamTree,
+    closed_form,
+    memory_bytes,
+    per_layer,
+    training_bytes,
+)
+from ...core.count.compare import Comparison
+from ...core.count.totals import layer_sharing
 from ...core.units import short_bytes, short_count
+from ...plain import plain
 
 BAR_WIDTH = 8
 

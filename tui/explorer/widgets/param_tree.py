@@ -27,7 +27,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ...core import Module, Node, Param, ParamTree
-from ...core.tree import LayerStack, strip_body
+from ...core.count.tree import LayerStack, strip_body
 
 _LAYER_0 = re.compile(r"(\b(?:layer|layers|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # stacked layers
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}

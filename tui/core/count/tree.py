@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
 
-from .config import FAMILY_HEADS, BertConfig
+from ..config import FAMILY_HEADS, BertConfig
 
 Kind = Literal["weight", "bias", "embedding", "norm"]
 GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")

@@ -2,7 +2,7 @@
 run, in order, read from transformers' modeling files (5.25: models/bert, roberta, xlm_roberta, camembert,
 distilbert, electra, albert, mpnet, deberta_v2) and checked against torch's measurement of the real classes
 (tests/fixtures/compute.json and compute_families.json, written by tests/fixtures/generate_compute.py). The
-engine is `tui.core.kinds`; `tui.core.compute` sums it.
+engine is `tui.core.step.kinds`; `tui.core.step.compute` sums it.
 
 Facts a condition may name (`Step.facts`): `amp`, `cast_inputs` (autocast over a float32 stream: every Linear
 casts its input), `fused` (sdpa's CUDA kernels), `layer_input` (a layer's input is saved by the layer: not when
@@ -17,15 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
-from .config import MEAN_POOLING
-from .kinds import (Attention, CrossEntropy, Drop, Keep, Linear, Module, Norm, Product, Regression, ShiftedLabels,
-                    SpanLoss)
-
-if TYPE_CHECKING:
-    from .compute import Workload
-    from .config import BertConfig
+from ..config import MEAN_POOLING, BertConfig
+from .kinds import (
+    Attention,
+    CrossEntropy,
+    Drop,
+    Keep,
+    Linear,
+    Module,
+    Norm,
+    Product,
+    Regression,
+    ShiftedLabels,
+    SpanLoss,
+)
+from .workload import Workload
 
 Modules = tuple[Module, ...]
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from math import prod
-from typing import TYPE_CHECKING, Union
+from typing import Union
 
-if TYPE_CHECKING:
-    from .compute import Conventions, Workload
-
+from .workload import Conventions, Workload
 
 Size = Union[str, int]
 When = tuple[str, ...]

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import CROSS_FLAGS, FAMILY_FLAGS, BertConfig
-from .totals import ADAM_CONVENTION, closed_form_symbols, layer_sharing, memory_bytes, training_bytes
+from ..config import CROSS_FLAGS, FAMILY_FLAGS, BertConfig
+from .totals import (
+    ADAM_CONVENTION,
+    closed_form_symbols,
+    layer_sharing,
+    memory_bytes,
+    training_bytes,
+)
 from .tree import ParamTree
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ROBERTA_STYLE, BertConfig, ConfigError
-
+from ..config import ROBERTA_STYLE, BertConfig, ConfigError
+from .families import derived_closed_form
 
 LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
 CROSS_LAYER_SYMBOLS = "8H² + 2H·I + 15H + I"  # with a decoder's cross-attention (4H² + 6H more)
@@ -29,8 +29,6 @@ def closed_form(config: BertConfig) -> list[Term]:
     RoBERTa family's are written by hand (an independent check of the layouts); the other families' are read
     from their layout data (`derived_closed_form`), which the fixtures check against transformers."""
     if config.model_type not in ("bert", *ROBERTA_STYLE):
-        from .families import derived_closed_form
-
         return [Term(group, symbols, value) for group, symbols, value in derived_closed_form(config)]
     c = config
     v, h, layers, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.max_position_embeddings,

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from .config import BERT_LAYOUT, FAMILY_HEADS, LM_HEADS, BertConfig
+from ..config import BERT_LAYOUT, FAMILY_HEADS, LM_HEADS, BertConfig
+from .families import build_tree
+from .totals import layer_sharing
 
 SCOPES = ("model", "layer")
 
@@ -109,7 +111,10 @@ def parse_claim(text: str) -> Claim:
     match = _CLAIM.match(text)
     if not match or len(text) > 40:
         raise ClaimError(text)
-    from decimal import Decimal, InvalidOperation  # here: the CLI's cold start need not pay for it
+    from decimal import (  # here: the CLI's cold start need not pay for it
+        Decimal,
+        InvalidOperation,
+    )
 
     digits, suffix = match.group(1).replace(",", "").replace("_", ""), match.group(2).upper()
     try:
@@ -188,9 +193,6 @@ def _family_count(config: BertConfig, on: set[str]) -> dict[str, int]:
     """A hand count of a family beyond BERT's layout, read from its counted tree group by group: biases or
     norms left out by kind, the embeddings or the pooler left out (or the pooler added), the class's
     pre-training head included, a tied decoder counted again, ALBERT's layers counted once per run."""
-    from .families import build_tree
-    from .totals import layer_sharing
-
     counted = config
     if "pretraining-heads" in on:
         counted = config.replace(head=_pretraining_head(config), pooler=True)
@@ -214,8 +216,6 @@ def _family_count(config: BertConfig, on: set[str]) -> dict[str, int]:
 
 
 def _pretraining_head(config: BertConfig) -> str:
-    from .config import FAMILY_HEADS
-
     return "pretraining" if "pretraining" in FAMILY_HEADS[config.model_type] else "mlm"
 
 

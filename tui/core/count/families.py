@@ -14,8 +14,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .config import FLAG_FIELDS, LM_HEADS, MODEL_TYPES, BertConfig
-from .layout import M, P, Poly, Spec, Stack, add, build, embedding, formula, layer_norm, linear, render, value
+from ..config import FLAG_FIELDS, LM_HEADS, MODEL_TYPES, BertConfig
+from .layout import (
+    M,
+    P,
+    Poly,
+    Spec,
+    Stack,
+    add,
+    build,
+    embedding,
+    formula,
+    layer_norm,
+    linear,
+    render,
+    value,
+)
 from .tree import GROUPS, ParamTree, group_of
 
 BODY = M("<body>", ())  # placeholder in a class's parts: the base model under the body attribute

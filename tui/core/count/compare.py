@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from .config import BertConfig
+from ..config import BertConfig
 from .tree import ParamTree, strip_body
 
 Shape = tuple[int, ...]

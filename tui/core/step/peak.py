@@ -21,11 +21,7 @@ saved tensors (exact) left a remainder; they are upper-bound shaped (the worst m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .compute import Compute
+from .result import Compute, Phase
 
 MiB = 1024**2
 CUDA_CONTEXT = 512 * MiB  # a card's memory the allocator never gets: the CUDA context and its kernels' images
@@ -33,19 +29,6 @@ FRAGMENTATION = 0.03  # of what is left: segments rounded to 2 MiB and split blo
 HEADROOM = f"usable = (card − {CUDA_CONTEXT // MiB} MiB CUDA context) × {1 - FRAGMENTATION:.2f}"
 HEADROOM_WHY = "allocator segments and fragmentation: an H200 ran out at ≥ 97.8 % of its cap"
 HEADROOM_RULE = f"{HEADROOM} ({HEADROOM_WHY})"
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    """One phase of the step: what it holds from its start, and its working set, term by term (bytes)."""
-
-    name: str
-    held: tuple[tuple[str, int], ...]
-    transient: tuple[tuple[str, int], ...]
-
-    @property
-    def peak(self) -> int:
-        return sum(n for _, n in self.held) + sum(n for _, n in self.transient)
 
 
 def inputs_bytes(result: Compute) -> int:
@@ -140,12 +123,6 @@ def _inference(result: Compute) -> Phase:
     return Phase("forward", tuple(_base(result)), (live,))
 
 
-def peak(result: Compute) -> tuple[int, str]:
-    """(bytes, phase) of the step's largest peak."""
-    worst = max(phases(result), key=lambda phase: phase.peak)
-    return worst.peak, worst.name
-
-
 def usable(size: int) -> int:
     """What of a card of `size` bytes the allocator can hold at its peak (the headroom rule)."""
     return max(0, int((size - CUDA_CONTEXT) * (1 - FRAGMENTATION)))
@@ -165,7 +142,3 @@ def max_batch(peaks: dict[int, dict[str, int]], size: int, limit: int) -> int:
         elif at_two > room:
             best = 1
     return max(1, best)
-
-
-def phase_peaks(result: Compute) -> dict[str, int]:
-    return {phase.name: phase.peak for phase in phases(result)}

@@ -1,0 +1,283 @@
+"""Compute and memory of a training step (or an inference forward) at a batch and sequence length, exact.
+
+Everything is derived from the config and a `Workload`, in closed forms over the symbols (b, s, H, I, A, V, N,
+C, L), and checked against torch's own measurements of transformers' classes (`tui/reference/measure.py`, fixtures in
+tests/fixtures/compute.json). This module is the builder on top of the step room: the workload and
+conventions (`workload`), the modules' kinds (`kinds`), each family's step as data (`steps`), the symbols (`symbols`),
+the result type (`result`) and the phases (`peak`) below it, in that order:
+
+- FLOPs in the convention of `torch.utils.flop_counter`: 2 per multiply-accumulate, matrix products only.
+- Activations: the bytes of the tensors autograd saves for backward, one storage counted once, parameters not.
+  Each saved tensor is a `Saved` term: which component, what it is, its element count as a product of symbols,
+  and its element size under the workload's conventions (`Conventions`).
+- Weights, gradients, optimizer states: bytes after one optimizer step.
+
+A training step is the class's forward with labels (its own loss), the backward, one optimizer step. BertModel
+has no loss: its step's loss is the sum of its outputs, which saves nothing and reaches every parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from math import prod
+
+from ..config import MEAN_POOLING, BertConfig, ConfigError
+from ..count.families import build_tree
+from ..count.tree import ParamTree
+from . import kinds
+from .kinds import Flop, Module, Saved, Step
+from .peak import max_batch, phases
+from .result import Compute, Fit
+from .steps import STEPS, StepLayout
+from .symbols import (
+    HALF_WINDOW,
+    additive_mask,
+    attention_run,
+    config_facts,
+    layer_types,
+    projects,
+    symbol_values,
+)
+from .workload import GIB, GPU_SIZES_GIB, MAX_BATCH, Conventions, Workload
+
+
+def check(config: BertConfig, workload: Workload) -> None:
+    if config.model_type not in STEPS:
+        raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
+                          f"{', '.join(STEPS)} so far (parameters are counted for every family)")
+    layout = STEPS[config.model_type]
+    matters_to = {key: heads for (key, _), heads in layout.modelled_keys.items()}  # (a pooling key: pooling heads)
+    for key, setting in config.step_keys:
+        if (key, setting) in layout.modelled_keys or config.head not in matters_to.get(key, (config.head,)):
+            continue
+        raise ConfigError(key, setting, "changes what a training step saves and is not modelled: compute models the "
+                          "family's default activation and whether each dropout is on (the parameters are counted)")
+    for refusal in layout.refusals:
+        value = refusal.check(config, workload)
+        if value is not None:
+            raise ConfigError(refusal.field, value, refusal.rule)
+    if layout.no_checkpointing and workload.checkpointing:
+        raise ConfigError("checkpointing", True, f"{config.model_type}'s classes do not support activation "
+                          f"checkpointing (transformers refuses it: {layout.no_checkpointing})")
+    if config.add_cross_attention:
+        raise ConfigError("add_cross_attention", True, "compute and memory do not model a decoder's cross-attention "
+                          "yet (it reads an encoder's states the step does not have); parameters are counted")
+    # RoBERTa's positions count from its padding index (1) + 1: two rows of the table are never a position.
+    reserved = layout.reserved_positions
+    if workload.seq > config.max_position_embeddings - reserved:
+        rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
+        if reserved:
+            rule += f" − {reserved} ({config.model_type} counts positions from its padding index + 1)"
+        raise ConfigError("seq", workload.seq, rule)
+    if config.head == "multiple-choice" and workload.choices < 1:
+        raise ConfigError("choices", workload.choices, "must be at least 1")
+
+
+def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
+            tree: ParamTree | None = None) -> Compute:
+    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. `tree`: the
+    config's counted tree if the caller has it (the explorer does), so it is not built again."""
+    check(config, workload)
+    if tree is None or tree.config != config:
+        tree = build_tree(config)
+    layer = tree.groups().get("encoder", 0) // max(1, config.num_hidden_layers)
+    result = measure(config, workload, tree.total, tree.root.tensors, layer)
+    sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
+    if gpu_memory is not None:
+        sizes.append((gpu_memory / GIB, gpu_memory, True))
+    return _same_terms(result, replace(result, fits=fits(result, sizes)))
+
+
+def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
+    """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
+    stream16 = workload.amp and projects(config) and workload.device == "cpu"
+    # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
+    mask16 = stream16 and STEPS[config.model_type].mask_after_projection
+    runs = attention_run(config, workload)
+    conventions = Conventions.of(runs, additive_mask(config, runs) and not mask16)
+    if stream16:
+        conventions = replace(conventions, stream16=True)
+    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
+    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
+    return _with_phases(Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config, workload)),
+                                saved, recompute, parameters, tensors, 16 * config.max_position_embeddings,
+                                conventions, layer_parameters))
+
+
+def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
+    """The largest batch whose step peaks within each size (the headroom rule in `peak.usable`): each phase's
+    peak is affine in b from b = 2 on, so three batches settle every size."""
+    peaks = {b: at_batch(result, b).phase_peaks() for b in (1, 2, 3)}
+    return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
+
+
+def at_batch(result: Compute, batch: int) -> Compute:
+    """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
+    values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
+    workload = replace(result.workload, batch=batch)
+    if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
+        return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters)
+    return _with_phases(_same_terms(result, replace(result, workload=workload, fits=(),
+                                                    values=symbol_values(result.config, workload))))
+
+
+def _same_terms(result: Compute, other: Compute) -> Compute:
+    """`other`, built from `result`'s terms, given their split by b (a cached property, computed once)."""
+    other.__dict__["_per_batch"] = result._per_batch
+    return other
+
+
+def _with_phases(result: Compute) -> Compute:
+    """`result` with its phases (what the step holds at each phase's worst moment)."""
+    return _same_terms(result, replace(result, phases=phases(result)))
+
+
+def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
+    """The step's peak at another batch, computed afresh (what the fits table is checked against)."""
+    return compute(config, replace(workload, batch=batch)).peak
+
+
+# The step's terms, from the family's modules (`steps`, summed by the engine in `kinds`) ----------------------
+def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
+    cast_inputs = workload.amp and c.stream != c.compute
+    sliding = layer_types(config)["Ll"] > 0
+    facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
+             "pooler_holds": config.has_pooler and not cast_inputs, "padded": workload.padded,
+             "mask_given": workload.padding_mask,
+             "mean_pooling": MEAN_POOLING in config.step_keys,
+             "window_mask": sliding and workload.attention == "sdpa" and workload.seq >= HALF_WINDOW,
+             "rows16": c.fused and c.compute == 4, **config_facts(config)}
+    return Step(workload, c, facts)
+
+
+def _layout(config: BertConfig) -> StepLayout:
+    return STEPS[config.model_type]
+
+
+def _parts(config: BertConfig) -> tuple[tuple[str, tuple[Module, ...]], ...]:
+    layout = _layout(config)
+    pooler = layout.pooler if config.has_pooler else ()
+    return ("embeddings", layout.embeddings), ("rotary tables", layout.rotary), ("stored layers", layout.stored), \
+        ("layer", layout.layer), ("first layer", layout.first), ("local layers", layout.local), \
+        ("pooler", pooler), ("head", layout.heads[config.head])
+
+
+def flop_terms(config: BertConfig, workload: Workload | None = None) -> Iterator[Flop]:
+    step = _step(config, workload or Workload(1, 1), Conventions.of(workload or Workload(1, 1)))
+    for component, modules in _parts(config):
+        yield from kinds.flops(component, modules, step)
+
+
+def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    step = _step(config, workload, c)
+    for component, modules in _parts(config):
+        if workload.checkpointing and component in ("first layer", "local layers", "rotary tables"):
+            continue  # inside the checkpointed layers: kept only while one is recomputed (`recompute_terms`)
+        if component == "layer" and workload.checkpointing:
+            yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
+            if cuda_projection(config, workload):
+                yield Saved("first layer", "layer 0's checkpointed input is the projection's 16-bit output",
+                            ("n", "H"), 2, -1)
+            if _layout(config).boolean_mask:  # always there: int64 as given, float32 as the model makes it
+                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                            8 if workload.padding_mask else 4)
+            elif _layout(config).checkpoint_mask and (workload.padded or (config.head == "causal-lm"
+                                                                           and workload.attention == "eager")):
+                mask16 = cuda_projection(config, workload) and _layout(config).mask_after_projection
+                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                            c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
+        else:
+            yield from kinds.saves(component, modules, step)
+            if component == "layer" and cuda_projection(config, workload):
+                yield Saved("first layer", "layer 0 reads the projection's 16-bit output: one input kept, not "
+                            "three 16-bit copies", ("n", "H"), c.compute, -2)
+
+
+def cuda_projection(config: BertConfig, workload: Workload) -> bool:
+    """An embedding projection under CUDA autocast: it hands layer 0 16-bit states, which layer 0's Q/K/V
+    projections keep as they are, and whose LayerNorms (float32 under CUDA autocast) turn the stream back to
+    float32 for every later layer (CPU autocast keeps the whole stream 16-bit: `Conventions.stream16`)."""
+    return workload.amp and workload.device == "cuda" and projects(config) and workload.train
+
+
+def recompute_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    """What the largest layer saves again while the backward recomputes it (its input is held). With layer
+    types (ModernBERT): its rotary table too, a local layer's mask where there is one, and layer 0 alone has no
+    attention norm."""
+    layout, step = _layout(config), _step(config, workload, c, layer_input=False)
+    yield from kinds.saves("layer", layout.layer, step)
+    if layout.layer_types:
+        yield from kinds.saves("layer", layout.rotary_one, step)
+        if layer_types(config)["Ll"] > 0:
+            yield from kinds.saves("layer", layout.local_one, step)
+        else:
+            yield from kinds.saves("layer", layout.first_recompute, step)
+
+
+def _mask_size(workload: Workload, c: Conventions) -> int:
+    """The 4-D mask a checkpointed layer keeps: boolean (sdpa), or additive in the dtype of the encoder's stream
+    (eager: float32 under autocast, unless a 16-bit projection feeds the encoder)."""
+    return 1 if workload.attention == "sdpa" else c.stream
+
+
+# Closed forms ------------------------------------------------------------------------------------------------
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+SYMBOL_ORDER = ("L", "S", "Ll", "Y", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
+                "2", "1")
+
+
+def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:
+    """Sum `coefficient × Π factors` terms into a polynomial: monomial (symbol, power)... → coefficient."""
+    result: dict[tuple[tuple[str, int], ...], int] = {}
+    for coefficient, factors in terms:
+        numbers = prod(int(f) for f in factors if f.isdigit())
+        powers: dict[str, int] = {}
+        for symbol in factors:
+            if not symbol.isdigit():
+                powers[symbol] = powers.get(symbol, 0) + 1
+        key = tuple(sorted(powers.items(), key=lambda item: SYMBOL_ORDER.index(item[0])))
+        result[key] = result.get(key, 0) + coefficient * numbers
+    return {key: value for key, value in result.items() if value}
+
+
+def render(poly: dict[tuple[tuple[str, int], ...], int]) -> str:
+    """`40·n·H + 8·n·I + 12·b'·A·s²`: a polynomial as the output shows it."""
+    text = ""
+    for monomial, coefficient in poly.items():
+        symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in monomial)
+        size = abs(coefficient)
+        part = f"{size}" if not symbols else (symbols if size == 1 else f"{size}·{symbols}")
+        sign = " − " if coefficient < 0 else " + "
+        text = (text + sign + part) if text else ("−" + part if coefficient < 0 else part)
+    return text or "0"
+
+
+def evaluate(poly: dict[tuple[tuple[str, int], ...], int], values: dict[str, int]) -> int:
+    return sum(c * prod(values[s] ** p for s, p in monomial) for monomial, c in poly.items())
+
+
+def flops_form(result: Compute, component: str) -> dict[tuple[tuple[str, int], ...], int]:
+    """The forward FLOPs of one component (one layer for `layer`) as a polynomial."""
+    return polynomial((2 * t.coef, t.factors) for t in result.flop_terms if t.component == component)
+
+
+def bytes_form(terms: Iterable[Saved], component: str | None = None) -> dict[tuple[tuple[str, int], ...], int]:
+    """Bytes of the saved tensors of one component (all when None) as a polynomial; layers not multiplied by L."""
+    return polynomial((t.coef * t.size, t.factors) for t in terms if component in (None, t.component))
+
+
+def closed_forms(result: Compute) -> dict[str, str]:
+    """Every quantity of `result` in symbols, component by component (`layer` is one layer: × L in totals)."""
+    forms: dict[str, str] = {}
+    for component in dict.fromkeys(t.component for t in result.flop_terms):
+        forms[f"flops.forward.{component}"] = render(flops_form(result, component))
+    forms["flops.backward"] = "".join((
+        "2 × forward", " − 2 × unused products" if result.flops_unused else "",
+        " + L × layer forward (recompute)" if result.workload.checkpointing else "",
+        " + ½ × L × attention products (fused backward)" if result.flops_rescore else ""))
+    for component in dict.fromkeys(t.component for t in result.saved_terms):
+        forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
+    if result.recompute_terms:
+        forms["recompute"] = render(bytes_form(result.recompute_terms))
+    return forms

@@ -1,0 +1,223 @@
+"""The step's result: a workload's FLOPs and bytes on a config, summed from its terms, with its phases and fits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from ..config import BertConfig
+from .kinds import Flop, Saved
+from .symbols import per_b, symbol_values, unused
+from .workload import Conventions, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One phase of the step: what it holds from its start, and its working set, term by term (bytes)."""
+
+    name: str
+    held: tuple[tuple[str, int], ...]
+    transient: tuple[tuple[str, int], ...]
+
+    @property
+    def peak(self) -> int:
+        return sum(n for _, n in self.held) + sum(n for _, n in self.transient)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    gib: float
+    bytes: int
+    max_batch: int  # 0: not even one example fits
+    asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
+
+
+@dataclass(frozen=True)  # no slots: the sums below are cached on first use
+class Compute:
+    """A workload's FLOPs and bytes, by component, with the terms that produce them."""
+
+    config: BertConfig
+    workload: Workload
+    values: dict[str, int]
+    flop_terms: tuple[Flop, ...]
+    saved_terms: tuple[Saved, ...]
+    recompute_terms: tuple[Saved, ...]
+    parameters: int
+    parameter_tensors: int
+    buffers: int
+    conventions: Conventions
+    layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
+    phases: tuple[Phase, ...] = ()  # the step's phases, each with its peak (`tui.core.step.peak`)
+    fits: tuple[Fit, ...] = field(default=())
+
+    # FLOPs -------------------------------------------------------------------------------------------------
+    def flops_by_component(self) -> dict[str, int]:
+        return dict(self._flops)
+
+    @cached_property
+    def _flops(self) -> dict[str, int]:
+        return _by_component(self.flop_terms, self.values, _flops)
+
+    def layer_flops(self) -> dict[str, int]:
+        """One encoder layer's forward FLOPs, product by product (Q/K/V, scores, context, output, FFN)."""
+        return {t.what: t.flops(self.values) for t in self.flop_terms if t.component == "layer"}
+
+    def layer_activations(self) -> dict[str, int]:
+        """What one encoder layer saves for backward, tensor by tensor (bytes)."""
+        return {t.what: t.nbytes(self.values) for t in self.saved_terms if t.component == "layer"}
+
+    @cached_property
+    def flops_forward(self) -> int:
+        return sum(self._flops.values())
+
+    @property
+    def flops_backward(self) -> int:
+        """Twice the forward (a gradient for each operand of every product), plus the checkpointing recompute and
+        what a fused attention's backward recomputes."""
+        if not self.workload.train:
+            return 0
+        return 2 * (self.flops_forward - self.flops_unused) + self.flops_recompute + self.flops_rescore
+
+    @property
+    def flops_unused(self) -> int:
+        """Forward products whose result no gradient reaches (DeBERTa's shared-key position projection a score
+        type it does not use): no backward for them."""
+        return sum(_by_component((t for t in self.flop_terms if not t.backward), self.values, _flops).values())
+
+    @property
+    def flops_rescore(self) -> int:
+        """A fused attention's backward recomputes the scores: FlopCounterMode counts it as 2.5 × the attention's
+        forward products (Q·Kᵀ and P·V), half of them more than the math path's 2 ×."""
+        if not (self.workload.train and self.conventions.fused):
+            return 0
+        return self.values["L"] * sum(t.flops(self.values) for t in self.flop_terms if t.attention) // 2
+
+    @property
+    def flops_recompute(self) -> int:
+        """One forward of every layer, but what checkpointing's early stop never reruns (a layer's last product
+        when nothing after it saves a tensor: ModernBERT's)."""
+        if not self.workload.checkpointing:
+            return 0
+        skipped = _by_component((t for t in self.flop_terms if not t.recomputed), self.values, _flops)
+        return self._flops.get("layer", 0) - skipped.get("layer", 0)
+
+    @property
+    def flops_step(self) -> int:
+        return self.flops_forward + self.flops_backward
+
+    @property
+    def rule_of_thumb(self) -> int:
+        """The `6 × parameters × tokens` estimate (2 forward + 4 backward per parameter and token)."""
+        factor = 6 if self.workload.train else 2
+        return factor * self.parameters * self.values["n"]
+
+    # Memory ------------------------------------------------------------------------------------------------
+    def activations_by_component(self) -> dict[str, int]:
+        return dict(self._activations)
+
+    @cached_property
+    def _activations(self) -> dict[str, int]:
+        if self.workload.batch > 1:  # linear in b (`_per_batch`): what the fits table's three batches reuse
+            per_batch, fixed = self._per_batch[0]
+            return {c: per_batch.get(c, 0) * self.workload.batch + fixed.get(c, 0) for c in {*per_batch, *fixed}}
+        totals: dict[str, int] = {}
+        for term, nbytes in self.saved_bytes:
+            totals[term.component] = totals.get(term.component, 0) + nbytes
+        return totals
+
+    @cached_property
+    def _per_batch(self) -> tuple[tuple[dict[str, int], dict[str, int]], tuple[int, int]]:
+        """The saved bytes by component, and the recomputation's, as (per unit of b, fixed): every term is
+        linear in b (one of b, b', n among its factors) or does not depend on it; the batch-1 labels' view is
+        not in the terms at b > 1."""
+        one = symbol_values(self.config, replace(self.workload, batch=1))
+        per_batch = _by_component((t for t in self.saved_terms if per_b(t)), one, _nbytes)
+        fixed = _by_component((t for t in self.saved_terms if not per_b(t)), one, _nbytes)
+        recompute = [0, 0]
+        for term in self.recompute_terms:
+            recompute[0 if per_b(term) else 1] += term.nbytes(one)
+        return (per_batch, fixed), (recompute[0], recompute[1])
+
+    @cached_property
+    def saved_bytes(self) -> tuple[tuple[Saved, int], ...]:
+        """Each saved tensor with its bytes in this step (× L for a layer's)."""
+        return tuple((t, _times(t, self.values) * t.nbytes(self.values)) for t in self.saved_terms)
+
+    @cached_property
+    def activations(self) -> int:
+        return sum(self._activations.values())
+
+    @cached_property
+    def recompute_peak(self) -> int:
+        """Bytes one checkpointed layer saves again while the backward recomputes it."""
+        if self.workload.batch > 1:
+            per_batch, fixed = self._per_batch[1]
+            return per_batch * self.workload.batch + fixed
+        return sum(t.nbytes(self.values) for t in self.recompute_terms)
+
+    @cached_property
+    def weights(self) -> int:
+        return self.parameters * self.conventions.weight
+
+    @cached_property
+    def trained(self) -> tuple[int, int]:
+        """(elements, tensors) of the parameters that get a gradient (and optimizer state)."""
+        elements, tensors = unused(self.config)
+        return self.parameters - elements, self.parameter_tensors - tensors
+
+    @cached_property
+    def gradients(self) -> int:
+        return self.trained[0] * self.conventions.weight if self.workload.train else 0
+
+    @cached_property
+    def optimizer(self) -> int:
+        if not self.workload.train or self.workload.optimizer == "sgd":
+            return 0
+        if self.workload.optimizer == "sgd-momentum":
+            return self.gradients
+        steps = 0 if self.workload.device == "cuda" else 4 * self.trained[1]
+        return 2 * self.gradients + steps
+
+    @property
+    def total(self) -> int:
+        return (self.weights + self.buffers + self.gradients + self.optimizer + self.activations
+                + self.recompute_peak)
+
+    @property
+    def peak(self) -> int:
+        """The most the allocator holds during the step: the largest of its phases' peaks."""
+        return max(phase.peak for phase in self.phases)
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=lambda phase: phase.peak).name
+
+    def phase_peaks(self) -> dict[str, int]:
+        return {phase.name: phase.peak for phase in self.phases}
+
+    def memory(self) -> dict[str, int]:
+        return {"weights": self.weights, "buffers": self.buffers, "gradients": self.gradients,
+                "optimizer": self.optimizer, "activations": self.activations,
+                "recompute": self.recompute_peak, "total": self.total, "peak": self.peak}
+
+
+def _times(term: Flop | Saved, values: dict[str, int]) -> int:
+    """How many times a term counts in the step: L for a layer's, once for any other component's."""
+    return values["L"] if term.component == "layer" else 1
+
+
+def _by_component(terms: Iterable[Any], values: dict[str, int], measure: Any) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for term in terms:
+        totals[term.component] = totals.get(term.component, 0) + _times(term, values) * measure(term, values)
+    return totals
+
+
+def _flops(term: Flop, values: dict[str, int]) -> int:
+    return term.flops(values)
+
+
+def _nbytes(term: Saved, values: dict[str, int]) -> int:
+    return term.nbytes(values)
