@@ -9,9 +9,11 @@ installed with the `verify` extra on a machine with a CUDA GPU:
 It writes one JSON object with the fixture's keys:
 - `meta`: device, total_memory_bytes, torch, transformers, sdp_backends_enabled.
 - `steps`: the common hand-written loop (`out = model(**batch); out.loss.backward(); opt.step();
-  opt.zero_grad(set_to_none=True); del out`) twice, then the third step phase by phase: `memory_allocated`
-  (start, after_forward, peak_forward, after_forward_outputs_dropped, after_backward, peak_backward, peak_optimizer,
-  end; inference: start, after_forward, peak_forward under no_grad), `peak` (the largest), each figure
+  opt.zero_grad(set_to_none=True); del out`) twice, then the third step phase by phase as the case's `--loop`
+  runs it (`trainer`: the outputs dropped after the forward, `after_forward_outputs_dropped`; `hand-written`: kept
+  until after the step): `memory_allocated` (start, after_forward, peak_forward, after_forward_outputs_dropped,
+  after_backward, peak_backward, peak_optimizer, end; inference: start, after_forward, peak_forward under
+  no_grad), `peak` (the largest), each figure
   `torch.cuda.memory_allocated()` minus `allocated_before_case` (what was allocated when the case began);
   `includes_workspaces`: the case is the process's first, so its figures include the cuBLAS/cuBLASLt workspaces
   torch allocates at a thread's first matrix product and never frees; `step_seconds_median` (five steps, CUDA
@@ -59,45 +61,51 @@ def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, 
             attention, "--device", "cuda", *extra]
 
 
+def trainer(*args: Any) -> list[str]:
+    """A step measured as transformers' Trainer runs it (only the loss survives the forward); inference as it is."""
+    case = argv(*args)
+    return case if "--mode" in case else [*case, "--loop", "trainer"]
+
+
 STEPS = [
-    ("b-sc-8x512-fp32-eager", argv(B, SC, 8, 512, "fp32", "eager")),
-    ("b-sc-8x512-fp32-sdpa", argv(B, SC, 8, 512, "fp32", "sdpa")),
-    ("b-sc-8x512-ampbf16-eager", argv(B, SC, 8, 512, "amp-bf16", "eager")),
-    ("b-sc-8x512-ampbf16-sdpa", argv(B, SC, 8, 512, "amp-bf16", "sdpa")),
-    ("b-sc-8x512-ampbf16-sdpa-pad", argv(B, SC, 8, 512, "amp-bf16", "sdpa", "--padding-mask")),
-    ("b-sc-8x512-ampbf16-eager-pad", argv(B, SC, 8, 512, "amp-bf16", "eager", "--padding-mask")),
-    ("b-sc-8x512-ampfp16-eager-pad", argv(B, SC, 8, 512, "amp-fp16", "eager", "--padding-mask")),
-    ("b-sc-8x512-bf16-eager", argv(B, SC, 8, 512, "bf16", "eager")),
-    ("b-sc-8x512-bf16-sdpa", argv(B, SC, 8, 512, "bf16", "sdpa")),
-    ("b-sc-8x512-fp16-sdpa-pad", argv(B, SC, 8, 512, "fp16", "sdpa", "--padding-mask")),
-    ("b-sc-8x512-ampbf16-eager-ckpt", argv(B, SC, 8, 512, "amp-bf16", "eager", "--checkpointing")),
-    ("b-sc-8x512-ampbf16-sdpa-ckpt", argv(B, SC, 8, 512, "amp-bf16", "sdpa", "--checkpointing")),
-    ("b-mlm-32x128-ampbf16-sdpa", argv(B, MLM, 32, 128, "amp-bf16", "sdpa")),
-    ("b-mlm-32x128-ampfp16-eager-pad", argv(B, MLM, 32, 128, "amp-fp16", "eager", "--padding-mask")),
-    ("b-pre-32x128-ampbf16-sdpa", argv(B, "pretraining", 32, 128, "amp-bf16", "sdpa")),
-    ("b-clm-8x512-ampbf16-eager", argv(B, "causal-lm", 8, 512, "amp-bf16", "eager")),
-    ("b-clm-8x512-ampbf16-sdpa", argv(B, "causal-lm", 8, 512, "amp-bf16", "sdpa")),
-    ("b-tok-16x256-fp32-sdpa", argv(B, "token-classification", 16, 256, "fp32", "sdpa", "--num-labels", "9")),
-    ("b-qa-16x384-fp16-eager-sgdm", argv(B, "question-answering", 16, 384, "fp16", "eager", "--optimizer",
+    ("b-sc-8x512-fp32-eager", trainer(B, SC, 8, 512, "fp32", "eager")),
+    ("b-sc-8x512-fp32-sdpa", trainer(B, SC, 8, 512, "fp32", "sdpa")),
+    ("b-sc-8x512-ampbf16-eager", trainer(B, SC, 8, 512, "amp-bf16", "eager")),
+    ("b-sc-8x512-ampbf16-sdpa", trainer(B, SC, 8, 512, "amp-bf16", "sdpa")),
+    ("b-sc-8x512-ampbf16-sdpa-pad", trainer(B, SC, 8, 512, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-sc-8x512-ampbf16-eager-pad", trainer(B, SC, 8, 512, "amp-bf16", "eager", "--padding-mask")),
+    ("b-sc-8x512-ampfp16-eager-pad", trainer(B, SC, 8, 512, "amp-fp16", "eager", "--padding-mask")),
+    ("b-sc-8x512-bf16-eager", trainer(B, SC, 8, 512, "bf16", "eager")),
+    ("b-sc-8x512-bf16-sdpa", trainer(B, SC, 8, 512, "bf16", "sdpa")),
+    ("b-sc-8x512-fp16-sdpa-pad", trainer(B, SC, 8, 512, "fp16", "sdpa", "--padding-mask")),
+    ("b-sc-8x512-ampbf16-eager-ckpt", trainer(B, SC, 8, 512, "amp-bf16", "eager", "--checkpointing")),
+    ("b-sc-8x512-ampbf16-sdpa-ckpt", trainer(B, SC, 8, 512, "amp-bf16", "sdpa", "--checkpointing")),
+    ("b-mlm-32x128-ampbf16-sdpa", trainer(B, MLM, 32, 128, "amp-bf16", "sdpa")),
+    ("b-mlm-32x128-ampfp16-eager-pad", trainer(B, MLM, 32, 128, "amp-fp16", "eager", "--padding-mask")),
+    ("b-pre-32x128-ampbf16-sdpa", trainer(B, "pretraining", 32, 128, "amp-bf16", "sdpa")),
+    ("b-clm-8x512-ampbf16-eager", trainer(B, "causal-lm", 8, 512, "amp-bf16", "eager")),
+    ("b-clm-8x512-ampbf16-sdpa", trainer(B, "causal-lm", 8, 512, "amp-bf16", "sdpa")),
+    ("b-tok-16x256-fp32-sdpa", trainer(B, "token-classification", 16, 256, "fp32", "sdpa", "--num-labels", "9")),
+    ("b-qa-16x384-fp16-eager-sgdm", trainer(B, "question-answering", 16, 384, "fp16", "eager", "--optimizer",
                                          "sgd-momentum")),
-    ("b-mc-4x128-ampbf16-sdpa", argv(B, "multiple-choice", 4, 128, "amp-bf16", "sdpa")),
-    ("b-none-64x512-bf16-sdpa-inf", argv(B, "none", 64, 512, "bf16", "sdpa", "--mode", "inference")),
-    ("b-sc-64x128-fp32-eager-inf", argv(B, SC, 64, 128, "fp32", "eager", "--mode", "inference")),
-    ("b-sc-32x128-fp32-eager-sgd", argv(B, SC, 32, 128, "fp32", "eager", "--optimizer", "sgd")),
-    ("l-sc-16x512-ampbf16-eager", argv(L, SC, 16, 512, "amp-bf16", "eager")),
-    ("l-sc-16x512-ampbf16-sdpa", argv(L, SC, 16, 512, "amp-bf16", "sdpa")),
-    ("l-mlm-32x128-ampbf16-sdpa", argv(L, MLM, 32, 128, "amp-bf16", "sdpa")),
-    ("l-sc-16x512-ampbf16-sdpa-ckpt", argv(L, SC, 16, 512, "amp-bf16", "sdpa", "--checkpointing")),
+    ("b-mc-4x128-ampbf16-sdpa", trainer(B, "multiple-choice", 4, 128, "amp-bf16", "sdpa")),
+    ("b-none-64x512-bf16-sdpa-inf", trainer(B, "none", 64, 512, "bf16", "sdpa", "--mode", "inference")),
+    ("b-sc-64x128-fp32-eager-inf", trainer(B, SC, 64, 128, "fp32", "eager", "--mode", "inference")),
+    ("b-sc-32x128-fp32-eager-sgd", trainer(B, SC, 32, 128, "fp32", "eager", "--optimizer", "sgd")),
+    ("l-sc-16x512-ampbf16-eager", trainer(L, SC, 16, 512, "amp-bf16", "eager")),
+    ("l-sc-16x512-ampbf16-sdpa", trainer(L, SC, 16, 512, "amp-bf16", "sdpa")),
+    ("l-mlm-32x128-ampbf16-sdpa", trainer(L, MLM, 32, 128, "amp-bf16", "sdpa")),
+    ("l-sc-16x512-ampbf16-sdpa-ckpt", trainer(L, SC, 16, 512, "amp-bf16", "sdpa", "--checkpointing")),
 ]
 ODD_STEPS = [  # a second process: odd sequence lengths (the kernels' padding), measured after the first set
-    ("b-sc-8x77-ampbf16-sdpa", argv(B, SC, 8, 77, "amp-bf16", "sdpa")),
-    ("b-sc-8x77-fp32-sdpa", argv(B, SC, 8, 77, "fp32", "sdpa")),
-    ("b-sc-8x77-ampbf16-sdpa-pad", argv(B, SC, 8, 77, "amp-bf16", "sdpa", "--padding-mask")),
-    ("b-sc-8x77-ampbf16-eager", argv(B, SC, 8, 77, "amp-bf16", "eager")),
-    ("b-tok-12x200-ampfp16-sdpa", argv(B, "token-classification", 12, 200, "amp-fp16", "sdpa", "--num-labels", "9")),
-    ("b-mlm-24x200-ampbf16-sdpa-pad", argv(B, MLM, 24, 200, "amp-bf16", "sdpa", "--padding-mask")),
-    ("b-mlm-64x128-fp32-eager-inf", argv(B, MLM, 64, 128, "fp32", "eager", "--mode", "inference")),
-    ("l-mlm-16x200-ampbf16-sdpa-ckpt", argv(L, MLM, 16, 200, "amp-bf16", "sdpa", "--checkpointing")),
+    ("b-sc-8x77-ampbf16-sdpa", trainer(B, SC, 8, 77, "amp-bf16", "sdpa")),
+    ("b-sc-8x77-fp32-sdpa", trainer(B, SC, 8, 77, "fp32", "sdpa")),
+    ("b-sc-8x77-ampbf16-sdpa-pad", trainer(B, SC, 8, 77, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-sc-8x77-ampbf16-eager", trainer(B, SC, 8, 77, "amp-bf16", "eager")),
+    ("b-tok-12x200-ampfp16-sdpa", trainer(B, "token-classification", 12, 200, "amp-fp16", "sdpa", "--num-labels", "9")),
+    ("b-mlm-24x200-ampbf16-sdpa-pad", trainer(B, MLM, 24, 200, "amp-bf16", "sdpa", "--padding-mask")),
+    ("b-mlm-64x128-fp32-eager-inf", trainer(B, MLM, 64, 128, "fp32", "eager", "--mode", "inference")),
+    ("l-mlm-16x200-ampbf16-sdpa-ckpt", trainer(L, MLM, 16, 200, "amp-bf16", "sdpa", "--checkpointing")),
 ]
 FITS = [  # the cap is --gpu-memory; --batch 1 is where the bisection's prediction is read
     ("l-sc-512-ampbf16-eager-24", argv(L, SC, 1, 512, "amp-bf16", "eager", "--gpu-memory", "24GiB")),
@@ -224,8 +232,9 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
     memory["after_forward"] = _allocated()
     memory["peak_forward"] = _peak_since(reset=True)
     if opt is not None:
-        del out
-        memory["after_forward_outputs_dropped"] = _allocated()
+        if workload.loop == "trainer":  # the outputs go before the backward; the hand-written loop keeps them
+            del out
+            memory["after_forward_outputs_dropped"] = _allocated()
         loss.backward()
         del loss
         memory["after_backward"] = _allocated()
@@ -233,9 +242,9 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
         opt.step()
         memory["peak_optimizer"] = _peak_since(reset=True)
         opt.zero_grad(set_to_none=True)
+    out = None
+    if opt is not None:
         memory["end"] = _allocated()
-    else:
-        del out
     result: dict[str, Any] = {"memory_allocated": memory}
     if timing:
         times = []

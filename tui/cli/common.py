@@ -163,10 +163,15 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     fields = (*SIZE_FIELDS, *EXTRA_FIELDS, "head", "num_labels", "pooler", "model_type", "add_cross_attention")
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
     try:
-        config = BertConfig.from_mapping(overrides, base=source.config)
+        base = source.config
+        if "model_type" in overrides:  # another family: what both have is carried, the rest its defaults
+            base = base.as_family(str(overrides["model_type"]))
+        config = BertConfig.from_mapping(overrides, base=base)
     except ConfigError as error:
         raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
     edited = " (edited)" if any(f in overrides for f in (*SIZE_FIELDS, *EXTRA_FIELDS)) else ""
+    if config.model_type != source.config.model_type:
+        edited = f" as {config.model_type}{edited}"
     notes = tuple(source.notes)
     if "num_labels" in overrides and not config.uses_num_labels:
         notes += (f"--num-labels {overrides['num_labels']} is unused: {config.hf_class} has no classifier "

@@ -22,7 +22,14 @@ from .common import (
 
 def build_parser() -> Parser:
     from ..core.step.steps import STEPS
-    from ..core.step.workload import ATTENTIONS, DEVICES, MODES, OPTIMIZERS, PRECISIONS
+    from ..core.step.workload import (
+        ATTENTIONS,
+        DEVICES,
+        LOOPS,
+        MODES,
+        OPTIMIZERS,
+        PRECISIONS,
+    )
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -55,6 +62,11 @@ def build_parser() -> Parser:
                        "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
     group.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                        help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
+    group.add_argument("--loop", choices=LOOPS, default="hand-written",
+                       help="what the training loop keeps alive, for the peak and what fits: hand-written (default: "
+                       "out = model(**batch); out.loss.backward(); opt.step() keeps the outputs, an LM head's "
+                       "b·s·V logits, through the backward and the step) or trainer (transformers' Trainer keeps "
+                       "only the loss); what fits the first fits the second")
     group.add_argument("--checkpointing", action="store_true",
                        help="activation checkpointing of every encoder layer (recomputed in the backward)")
     group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",
@@ -97,7 +109,7 @@ def run(argv: Sequence[str]) -> int:
         sizes = {name: parse_int(name, str(DEFAULT_WORKLOAD[name]) if getattr(args, name) is None else getattr(args, name))
                  for name in ("batch", "seq", "choices")}
         workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
-                            checkpointing=args.checkpointing, attention=args.attention,
+                            checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
         result = compute(selection.config, workload, gpu_memory)
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option

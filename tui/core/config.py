@@ -293,6 +293,28 @@ class BertConfig:
     def replace(self, **changes: Any) -> BertConfig:
         return replace(self, **changes)
 
+    def as_family(self, model_type: str) -> BertConfig:
+        """This config as another family's: what both families have is carried (the sizes both count, the
+        switches both have, the head if the family has that class, the pooler, labels and tying), where the new
+        family takes the value; every other key is its default. DeBERTa's T = 0 is not carried to BERT."""
+        if model_type == self.model_type:
+            return self
+        if model_type not in MODEL_TYPES:
+            raise ConfigError("model_type", model_type, f"must be one of: {', '.join(MODEL_TYPES)}")
+        target = BertConfig(model_type=model_type)
+        shared = [f for f in self.fields if f in target.fields]
+        shared += [f for f in FAMILY_FLAGS.get(self.model_type, ()) if f in FAMILY_FLAGS.get(model_type, ())]
+        if self.head in FAMILY_HEADS[model_type]:
+            shared.append("head")
+        shared += ["pooler", "num_labels", "tie_word_embeddings"]
+        while True:
+            try:
+                return target.replace(**{key: getattr(self, key) for key in shared})
+            except ConfigError as refused:  # a value the new family does not take: its default instead
+                if refused.field not in shared:
+                    raise
+                shared.remove(refused.field)
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, base: BertConfig | None = None) -> BertConfig:
         """Build from HF-style keys (unknown keys are the caller's business), validating each value's type."""

@@ -243,7 +243,7 @@ class MainScreen(Screen[None]):
     def _show_compute(self) -> None:
         """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
         longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
-        marked stale, as the other panes do."""
+        marked stale and saying why, while it is this model's (another model's figures go)."""
         pane = self._compute_pane
         if pane is None or self.model is None or self.workload is None:
             return
@@ -258,8 +258,18 @@ class MainScreen(Screen[None]):
             except ConfigError as refused:
                 error = refused
         pane.show_error(error)
-        if self._compute_result is not None:
-            pane.show(self._compute_result, stale=error is not None or self.stale)
+        result = self._compute_result
+        if result is not None and error is not None and result.config != self.model.config:
+            result = self._compute_result = None  # another model's figures: gone, not shown as this one's
+        if result is None:
+            pane.clear()
+        elif error is not None:
+            w = result.workload
+            pane.show(result, f"showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}")
+        elif self.stale:
+            pane.show(result, f"the form holds a refused value: showing {result.config.hf_class} as last counted")
+        else:
+            pane.show(result)
 
     def _mount_compute(self) -> AwaitMount | None:
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""

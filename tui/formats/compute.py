@@ -16,7 +16,7 @@ from ..core.step.compute import closed_forms, cuda_projection
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
 from ..core.step.result import Compute
 from ..core.step.steps import STEPS
-from ..core.step.workload import FLOP_CONVENTION, MAX_BATCH, Conventions, Workload
+from ..core.step.workload import FLOP_CONVENTION, MAX_BATCH, Workload
 from ..core.units import short_bytes, short_flops
 from ..plain import printable
 
@@ -60,40 +60,52 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
 
 
 def convention_lines(result: Compute) -> list[str]:
-    """Every convention that changes bytes, and where the family's figures rest on BERT's measurements."""
-    return (_workload_lines(result.conventions, result.workload)
-            + _family_lines(result.config, result.workload))
+    """Every convention that changes bytes in the step shown (and only those), and where the family's figures rest
+    on BERT's measurements."""
+    return _workload_lines(result) + _family_lines(result.config, result.workload)
 
 
-def _workload_lines(c: Conventions, workload: Workload) -> list[str]:
-    """Every convention that changes bytes, named as the output shows it."""
+def _dropout_masks(result: Compute) -> bool:
+    """Whether the step keeps any dropout mask (ALBERT's and ModernBERT's defaults have no dropout)."""
+    return any("dropout mask" in term.what for term in result.saved_terms)
+
+
+def _workload_lines(result: Compute) -> list[str]:
+    """The conventions named as the output shows them, each only where it changes this step's bytes."""
+    c, workload = result.conventions, result.workload
     names = {1: "bool", 2: "bfloat16" if "bf16" in workload.precision else "float16", 4: "float32", 8: "int64"}
-    lines = [FLOP_CONVENTION,
-             f"weights, gradients and optimizer moments in {names[c.weight]}",
+    train = workload.train
+    weights = "weights, gradients and optimizer moments" if train else "weights"
+    stats = f", its saved mean/rstd in {names[c.stats]}" if train else ""
+    lines = [FLOP_CONVENTION, f"{weights} in {names[c.weight]}",
              f"activations of matrix products in {names[c.compute]}",
-             (f"LayerNorm inputs and the residual stream in {names[c.residual]}, "
-              f"its saved mean/rstd in {names[c.stats]}")]
-    if c.bool_masks:
-        lines.append("dropout masks: 1 byte per element (CUDA)")
-    else:
-        lines.append("dropout masks: a tensor in the input's dtype (CPU)")
+             f"LayerNorm inputs and the residual stream in {names[c.residual]}{stats}"]
+    if train and _dropout_masks(result):
+        where = "1 byte per element (CUDA)" if c.bool_masks else "a tensor in the input's dtype (CPU)"
+        lines.append(f"dropout p > 0 (the family's default): every dropout keeps its mask, {where}")
+    elif train:
+        lines.append(f"no dropout ({result.config.model_type}'s default is p = 0): no mask kept")
     if workload.amp:
-        lines.append("autocast keeps a 16-bit copy of every Linear weight for the backward")
-        lines.append(f"autocast: softmax in {names[c.softmax]}, cross-entropy in float32")
+        if train:
+            lines.append("autocast keeps a 16-bit copy of every Linear weight for the backward")
+        loss = ", cross-entropy in float32" if train and result.config.head != "none" else ""
+        lines.append(f"autocast: softmax in {names[c.softmax]}{loss}")
     if c.fused:
         kernel = "memory-efficient" if c.compute == 4 else "cuDNN"
-        lines.append(f"sdpa on CUDA: the fused {kernel} kernel; it keeps q, k, v, its output and a float32")
-        lines.append("  log-sum-exp (no b·A·s² tensors); its backward recomputes the scores (2.5 × forward)")
-    elif workload.attention == "sdpa":
+        keeps = ("it keeps q, k, v, its output and a float32 log-sum-exp (no b·A·s² tensors), and its backward "
+                 "recomputes the scores (2.5 × forward)") if train else "no b·A·s² tensors"
+        lines.append(f"sdpa on CUDA: the fused {kernel} kernel; {keeps}")
+    elif workload.attention == "sdpa" and not c.bool_masks:
         lines.append("sdpa on CPU: the math path (softmax and dropout over b·A·s² scores, as eager)")
-    if workload.device == "cuda" and workload.optimizer == "adamw":
+    if train and workload.device == "cuda" and workload.optimizer == "adamw":
         lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
-    if workload.train:
-        lines.append("dropout p > 0 (BERT's default 0.1): every dropout keeps its mask")
+    if train:
+        lines.append(LOOP_SAYS[workload.loop])
     lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
     if c.stream16:
         lines.append("the embeddings' 16-bit projection makes the encoder's stream 16-bit (CPU autocast)")
     return lines
+
 
 def _family_lines(config: BertConfig, workload: Workload) -> list[str]:
     """Where a family's figures rest on BERT's measurements rather than its own."""
@@ -130,7 +142,7 @@ def headline(result: Compute, title: str) -> str:
     what = "training step" if w.train else "inference forward"
     extras = [w.precision, w.attention]
     if w.train:
-        extras.append(w.optimizer)
+        extras += [w.optimizer, f"{w.loop} loop"]
     if w.checkpointing:
         extras.append("checkpointing")
     if w.padding_mask:
@@ -140,7 +152,7 @@ def headline(result: Compute, title: str) -> str:
     extras.append(f"{w.device} conventions")
     return (f"{result.config.hf_class} · {printable(title)}\n"
             f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens)\n"
-            f"{', '.join(extras)}")
+            + "\n".join(textwrap.wrap(", ".join(extras), WIDTH)))
 
 
 def compute_text(result: Compute, title: str) -> str:
@@ -157,7 +169,9 @@ def compute_text(result: Compute, title: str) -> str:
 
 def flops_lines(result: Compute) -> list[str]:
     step = result.flops_step
-    rows = [("forward", result.flops_forward), ("backward", result.flops_backward)]
+    rows = [("forward", result.flops_forward)]
+    if result.workload.train:
+        rows.append(("backward", result.flops_backward))
     if result.workload.checkpointing:
         rows.append(("  of which recompute", result.flops_recompute))
     rows.append(("step" if result.workload.train else "total", step))
@@ -202,7 +216,7 @@ def memory_lines(result: Compute) -> list[str]:
         n = memory[kind]
         label = "recompute (1 layer)" if kind == "recompute" else kind
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
-    lines.append(f"  {'total':<20}{total:>20,}  {short_bytes(total):>10}  all it allocates")
+    lines.append(f"  {'sum of the above':<20}{total:>20,}  {short_bytes(total):>10}  never all held at once")
     lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
     lines += phase_lines(result)
     if result.workload.train:
@@ -212,8 +226,16 @@ def memory_lines(result: Compute) -> list[str]:
         layer = result.layer_activations()
         lines.append(f"  one layer saves ({short_bytes(sum(layer.values()))}):")
         for what, n in layer.items():
-            lines.append(f"    {what[:48]:<48}{n:>16,}  {short_bytes(n):>10}")
+            lines += labelled(4, what, 48, f"{n:>16,}  {short_bytes(n):>10}")
     return lines
+
+
+def labelled(indent: int, label: str, width: int, figures: str) -> list[str]:
+    """A row whose label may be longer than its column: the label wrapped at word boundaries, the figures on its
+    last line (never a label cut mid-word)."""
+    parts = textwrap.wrap(label, width) or [""]
+    rows = [" " * indent + part for part in parts[:-1]]
+    return [*rows, " " * indent + f"{parts[-1]:<{width}}" + figures]
 
 
 def phase_lines(result: Compute) -> list[str]:
@@ -224,13 +246,19 @@ def phase_lines(result: Compute) -> list[str]:
         lines.append(f"    {phase.name:<18}{phase.peak:>20,}  {short_bytes(phase.peak):>10}{mark}")
         for what, n in (*phase.held, *phase.transient):
             if n:
-                lines.append(f"      {what[:50]:<50}{short_bytes(n):>12}")
+                lines += labelled(6, what, 50, f"{short_bytes(n):>12}")
     return lines
+
+
+LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through the backward and the step",
+             "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
     lines = [f"largest batch whose peak fits, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
+    if w.train:
+        lines.append(f"  {LOOP_SAYS[w.loop]}")
     for fit in result.fits:
         size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
         if fit.max_batch >= MAX_BATCH:

@@ -272,10 +272,11 @@ def closed_forms(result: Compute) -> dict[str, str]:
     forms: dict[str, str] = {}
     for component in dict.fromkeys(t.component for t in result.flop_terms):
         forms[f"flops.forward.{component}"] = render(flops_form(result, component))
-    forms["flops.backward"] = "".join((
-        "2 × forward", " − 2 × unused products" if result.flops_unused else "",
-        " + L × layer forward (recompute)" if result.workload.checkpointing else "",
-        " + ½ × L × attention products (fused backward)" if result.flops_rescore else ""))
+    if result.workload.train:
+        forms["flops.backward"] = "".join((
+            "2 × forward", " − 2 × unused products" if result.flops_unused else "",
+            " + L × layer forward (recompute)" if result.workload.checkpointing else "",
+            " + ½ × L × attention products (fused backward)" if result.flops_rescore else ""))
     for component in dict.fromkeys(t.component for t in result.saved_terms):
         forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
     if result.recompute_terms:

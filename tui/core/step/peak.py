@@ -5,13 +5,18 @@ during the backward while gradients appear, and every phase has transients the s
 loss's logits, the scores before softmax, foreach AdamW's temporaries, the inference forward's live tensors). Each
 phase here is the bytes held at its start plus its largest working set, as named terms:
 
-- forward: weights, buffers, optimizer states and the batch; everything saved for backward; the LM logits the model
-  returns; one hidden state in flight (and autocast's copies of the eager scores, the causal loss's float32 logits).
+- forward: weights, buffers, optimizer states and the batch; everything saved for backward; the outputs the model
+  returns that nothing saved holds (an LM head's b·s·V logits); one hidden state in flight (and autocast's copies
+  of the eager scores, the causal loss's float32 logits).
 - backward: the same saved tensors, before they are released; one layer's weight gradients; the gradients of the
   FFN's intermediate activations; of q, k, v (a fused kernel) or the 16-bit scores (eager under autocast); the
   gradient of the LM loss's float32 log-probabilities; with checkpointing, one layer recomputed.
 - optimizer step: weights, buffers, states and every gradient; foreach AdamW's temporaries (one tensor the size of
   the parameters).
+- the hand-written loop (`out = model(**batch); out.loss.backward(); opt.step()`, `Workload.loop`) keeps the
+  outputs through the backward and the optimizer step as well; the Trainer's keeps only the loss. A run's first
+  steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
+  the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch, plus the larger of one layer's live tensors and the LM head's logits.
 
 Measured against real training steps on an NVIDIA H200 (torch 2.11, transformers 5.17; tests/fixtures/gpu): every
@@ -29,6 +34,16 @@ FRAGMENTATION = 0.03  # of what is left: segments rounded to 2 MiB and split blo
 HEADROOM = f"usable = (card − {CUDA_CONTEXT // MiB} MiB CUDA context) × {1 - FRAGMENTATION:.2f}"
 HEADROOM_WHY = "allocator segments and fragmentation: an H200 ran out at ≥ 97.8 % of its cap"
 HEADROOM_RULE = f"{HEADROOM} ({HEADROOM_WHY})"
+
+
+def batch_label(result: Compute) -> str:
+    """What the batch on the device holds, as a term's name: `the batch (ids, mask, labels)`."""
+    parts = ["ids"]
+    if result.workload.padding_mask:
+        parts.append("mask")
+    if result.workload.train and result.config.head != "none":
+        parts.append("labels")
+    return f"the batch ({', '.join(parts)})"
 
 
 def inputs_bytes(result: Compute) -> int:
@@ -59,7 +74,7 @@ def _base(result: Compute) -> list[tuple[str, int]]:
     held = [("weights", result.weights), ("buffers", result.buffers)]
     if result.optimizer:
         held.append(("optimizer states", result.optimizer))
-    held.append(("the batch (ids, mask, labels)", inputs_bytes(result)))
+    held.append((batch_label(result), inputs_bytes(result)))
     return held
 
 
@@ -67,6 +82,44 @@ def _sizes(result: Compute) -> tuple[int, int, int, int, int]:
     """n, H, I, V and the scores' elements b'·A·s²."""
     v = result.values
     return v["n"], v["H"], v["I"], v["V"], v["b'"] * v["A"] * v["s"] * v["s"]
+
+
+OUTPUTS = "the outputs it returns (logits)"
+KEPT = "the outputs the loop keeps (out.logits)"
+
+
+def outputs_bytes(result: Compute) -> int:
+    """The tensors a training forward returns besides the loss that no saved tensor holds: the head's logits in the compute dtype (an LM head's n·V; question answering's start and
+    end; the pre-training heads' second logits), or the base model's last hidden state where the pooler's saved
+    slice does not keep it. A loss that saves its input (MSE for one label, ELECTRA's replaced-token BCE) holds it."""
+    v, c, config = result.values, result.conventions, result.config
+    n, head, family = v["n"], config.head, config.model_type
+    if head in ("mlm", "causal-lm"):
+        tensors = [n * v["V"]]
+    elif head == "pretraining":
+        if family == "electra":  # the replaced-token discriminator's BCE saves its logits
+            return 0
+        tensors = [n * v["V"], v["b"] * (v["N"] if family == "albert" else 2)]
+    elif head == "token-classification":
+        tensors = [n * v["N"]]
+    elif head == "question-answering":
+        tensors = [n, n]
+    elif head == "sequence-classification":
+        tensors = [] if v["N"] == 1 else [v["b"] * v["N"]]
+    elif head == "multiple-choice":
+        tensors = [v["b'"]]
+    elif head == "next-sentence":
+        tensors = [v["b"] * 2]
+    else:  # the base model: its loss here is the sum of its outputs, which saves nothing
+        held_by_pooler = config.has_pooler and not (result.workload.amp and c.stream != c.compute)
+        return 0 if held_by_pooler else n * v["H"] * c.stream
+    return sum(tensors) * c.compute  # (the allocator rounds each to 512 bytes: not modelled here)
+
+
+def _kept(result: Compute) -> list[tuple[str, int]]:
+    """What the loop keeps alive past the forward: the hand-written loop's `out`."""
+    kept = outputs_bytes(result) if result.workload.loop == "hand-written" else 0
+    return [(KEPT, kept)] if kept else []
 
 
 def _lm(result: Compute) -> bool:
@@ -77,8 +130,8 @@ def _forward(result: Compute) -> Phase:
     c, amp = result.conventions, result.workload.amp
     n, h, _, vocab, scores = _sizes(result)
     held = [*_base(result), ("saved for backward", result.activations)]
-    if _lm(result):
-        held.append(("LM logits (returned)", n * vocab * c.compute))
+    if outputs_bytes(result):
+        held.append((OUTPUTS, outputs_bytes(result)))
     transient = [("one hidden state in flight", n * h * c.residual)]
     if amp and not c.fused:
         transient.append(("the scores in 16 bits and autocast's float32 copy", scores * (c.compute + 4)))
@@ -93,6 +146,7 @@ def _backward(result: Compute) -> Phase:
     held = [*_base(result), ("saved for backward", result.activations)]
     if result.workload.checkpointing:
         held.append(("one layer recomputed", result.recompute_peak))
+    held += _kept(result)
     grads = c.weight + (c.compute if amp else 0)  # under autocast a 16-bit gradient comes first, then the float32
     transient = [("one layer's weight gradients", result.layer_parameters * grads),
                  ("gradients of the FFN's intermediate activations", 2 * n * i * c.compute)]
@@ -107,7 +161,7 @@ def _backward(result: Compute) -> Phase:
 
 
 def _optimizer(result: Compute) -> Phase:
-    held = [*_base(result), ("gradients", result.gradients)]
+    held = [*_base(result), ("gradients", result.gradients), *_kept(result)]
     transient = []
     if result.workload.optimizer == "adamw":
         transient.append(("foreach AdamW's temporaries (√v of every parameter)", result.gradients))

@@ -16,6 +16,10 @@ PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
 OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
 ATTENTIONS = ("eager", "sdpa")
 DEVICES = ("cpu", "cuda")
+# The training loop, for what it keeps alive: `out = model(**batch); out.loss.backward(); opt.step()` keeps the
+# outputs (an LM head's b·s·V logits) through the backward and the step (the transformers course's and accelerate's
+# examples); the Trainer keeps only the loss.
+LOOPS = ("hand-written", "trainer")
 GPU_SIZES_GIB = (16, 24, 40, 48, 80, 141)
 GIB = 1024**3
 FLOP_CONVENTION = "torch.utils.flop_counter: 2 FLOPs per multiply-accumulate, matrix products only"
@@ -36,6 +40,7 @@ class Workload:
     padding_mask: bool = False
     device: str = "cpu"
     choices: int = 2  # multiple-choice only: candidate answers per example (C)
+    loop: str = "hand-written"  # what the training loop keeps alive (LOOPS): the peak and fits only
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "choices"):
@@ -43,7 +48,7 @@ class Workload:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
                 raise ConfigError(name, value, f"must be a whole number between 1 and {MAX_BATCH:,}")
         for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("optimizer", OPTIMIZERS),
-                              ("attention", ATTENTIONS), ("device", DEVICES)):
+                              ("attention", ATTENTIONS), ("device", DEVICES), ("loop", LOOPS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, getattr(self, name), f"must be one of: {', '.join(allowed)}")
         for name in ("checkpointing", "padding_mask"):

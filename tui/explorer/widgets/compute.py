@@ -27,7 +27,7 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import versus
+from ...formats.compute import labelled, versus
 from ...plain import plain
 from .form import FieldInput
 
@@ -142,18 +142,22 @@ class ComputePane(VerticalScroll):
             line.update(plain(f"⚠ {shown}: {error.rule}"))
         line.display = error is not None
 
-    def show(self, result: Compute, stale: bool = False) -> None:
+    def show(self, result: Compute, stale: str | None = None) -> None:
+        """The step's figures; `stale`: why they are not the fields' (they are the last valid ones)."""
         self.query_one("#compute-result", Static).update(render_result(result, stale))
-        self.set_class(stale, "-stale")
+        self.set_class(stale is not None, "-stale")
+
+    def clear(self) -> None:
+        """No figures: the fields' workload is refused for this model, and the last figures were another's."""
+        self.query_one("#compute-result", Static).update("")
+        self.set_class(False, "-stale")
 
 
-def render_result(result: Compute, stale: bool) -> Text:
+def render_result(result: Compute, stale: str | None = None) -> Text:
     """The step's cost as the pane shows it: every figure is the core's."""
     text = Text()
-    if stale:
-        w = result.workload
-        text.append(f"⚠ stale: showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}\n",
-                    style="bold")
+    if stale is not None:
+        text.append(f"⚠ stale: {stale}\n", style="bold")
     runs = attention_run(result.config, result.workload).attention
     if runs != result.workload.attention:  # a family transformers builds without sdpa: the math path runs
         text.append(f"attention runs {runs}: {result.config.model_type} has no {result.workload.attention} "
@@ -175,8 +179,9 @@ def render_result(result: Compute, stale: bool) -> Text:
         text.append("█" * filled, style="bold")
         text.append("·" * (BAR - filled), style="dim")
         text.append(f" {100 * n / total:5.1f} %\n" if total else "\n")
-    text.append(f"  {'total':<12}", style="bold")
-    text.append(f"{short_bytes(total):>11}\n", style="bold")
+    text.append(f"  {'sum':<12}", style="bold")
+    text.append(f"{short_bytes(total):>11}", style="bold")
+    text.append("  never all held at once\n", style="dim")
     text.append(f"  {'peak':<12}", style="bold")
     text.append(f"{short_bytes(result.peak):>11}", style="bold")
     text.append(f"  in the {result.peak_phase}\n")
@@ -189,7 +194,8 @@ def render_result(result: Compute, stale: bool) -> Text:
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
     asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
-    text.append(f"CUDA; fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
+    loop = f"{result.workload.loop} loop; " if result.workload.train else ""
+    text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
     text.append_text(layer_breakdown(result))
     return text
 
@@ -200,10 +206,10 @@ def layer_breakdown(result: Compute) -> Text:
     flops = result.layer_flops()
     text.append(f"\none layer: {short_flops(sum(flops.values()))} forward\n", style="bold")
     for what, n in flops.items():
-        text.append(f"  {what[:44]:<44}{short_flops(n):>14}\n")
+        text.append("\n".join(labelled(2, what, 44, f"{short_flops(n):>14}")) + "\n")
     saved = result.layer_activations()
     if saved:
         text.append(f"one layer saves {short_bytes(sum(saved.values()))} for backward\n", style="bold")
         for what, n in saved.items():
-            text.append(f"  {what[:44]:<44}{short_bytes(n):>14}\n")
+            text.append("\n".join(labelled(2, what, 44, f"{short_bytes(n):>14}")) + "\n")
     return text

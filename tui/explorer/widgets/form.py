@@ -656,15 +656,38 @@ class ConfigForm(VerticalScroll):
         self._class_values[str(event.select.id)] = str(event.value)
         if event.select.id == "head":
             self._sync_pooler(str(event.value))
-        else:  # another family: its fields (values kept from the last config where the family has them)
-            try:
-                family = self._base.replace(model_type=str(event.value), head="none")
-            except ConfigError:  # the last config is not one of this family (DeBERTa's T = 0 for BERT): its
-                family = BertConfig(model_type=str(event.value))  # fields all the same; the form says what to fix
-            self._show_family(family, edited=True)
-            self._sync_pooler(str(self.query_one("#head", Select).value))
+        else:  # another family: what both have carried (as typed, where valid), the rest its defaults
+            self._switch_family(str(event.value))
         self._mark_edited()
         self.refresh_state()
+
+    def _switch_family(self, model_type: str) -> None:
+        """Show `model_type`'s fields holding the core's `as_family` of what the form holds (the last loaded
+        config where a field holds a refused value), and take that config as the one the fields stand over."""
+        try:
+            current = self.read(model_type=self._family)
+        except ConfigError:  # a field holds a refused value: the last loaded config's stands
+            current = self._base
+        family = current.as_family(model_type)
+        chosen = self.query_one("#head", Select).value  # the head asked, refused by the old family or not
+        if isinstance(chosen, str) and chosen != family.head and chosen in FAMILY_HEADS[model_type]:
+            try:
+                family = family.replace(head=chosen, pooler=True)
+            except ConfigError:
+                pass  # (DistilBERT's question answering with other than 2 labels): the family's own head stands
+        self._base = family
+        self._show_family(family, edited=True)
+        with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
+            for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in family.fields)):
+                if isinstance(found := self._ids().get(field), Input):
+                    found.value = str(self._value(family, field))
+            for flag in form_flags(model_type):
+                if isinstance(switch := self._ids().get(flag), Switch):
+                    switch.value = getattr(family, flag)
+                self._describe_flag(flag, getattr(family, flag))
+            self.query_one("#head", Select).value = family.head
+            self._class_values["head"] = family.head
+        self._sync_pooler(family.head)
 
     def _mark_edited(self) -> None:
         preset = self.query_one("#preset", Select)
@@ -692,8 +715,9 @@ class ConfigForm(VerticalScroll):
         if isinstance(event.value, str):
             self.post_message(self.PresetSelected(event.value))
 
-    def read(self) -> BertConfig:
-        """The form as a config; raises the core's `ConfigError` for the first field it refuses."""
+    def read(self, model_type: str | None = None) -> BertConfig:
+        """The form as a config (as `model_type`'s, if given: the family it held before a switch); raises the
+        core's `ConfigError` for the first field it refuses."""
         values: dict[str, object] = {}
         ids = self._ids()
         shown = [f for f in (*INPUT_FIELDS, *EXTRA_FIELDS) if (row := ids.get(f"row-{f}")) is not None and row.display]
@@ -705,7 +729,8 @@ class ConfigForm(VerticalScroll):
             if not text:
                 raise ConfigError(field, text, "is empty: type a whole number")
             values[field] = text
-        values.update(head=self.query_one("#head", Select).value, model_type=self.query_one("#model_type", Select).value,
+        values.update(head=self.query_one("#head", Select).value,
+                      model_type=model_type or self.query_one("#model_type", Select).value,
                       pooler=self.query_one("#pooler", Switch).value)
         for flag in FLAG_FIELDS:
             switch, row = ids.get(flag), ids.get(f"row-{flag}")

@@ -1,0 +1,122 @@
+"""What a user meets, second round (no figure from another model, nothing contradicting the figures): each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Select
+
+from tui.core import BertConfig, build_tree
+from tui.core.config import FAMILY_HEADS, MODEL_TYPES
+from tui.core.step.compute import compute
+from tui.core.step.workload import Workload
+from tui.formats.compute import compute_text, convention_lines
+from tui.presets import load_catalog
+
+from .clirun import run
+from .test_app import WIDE, app_for, total_shown
+
+DEBERTA = load_catalog().get("deberta-v3-base").config
+OTHERS = [family for family in MODEL_TYPES if family != "deberta-v2"]
+
+
+@pytest.mark.parametrize("family", OTHERS)
+def test_a_family_switch_carries_what_both_have_and_takes_the_rest_from_the_family(family: str) -> None:
+    switched = DEBERTA.as_family(family)
+    assert switched.model_type == family
+    for field in switched.fields:  # a size both count is carried unless the new family refuses it (T = 0)
+        if field in DEBERTA.fields and not (field == "type_vocab_size" and DEBERTA.type_vocab_size == 0):
+            assert getattr(switched, field) == getattr(DEBERTA, field), field
+        else:
+            assert getattr(switched, field) == getattr(BertConfig(model_type=family), field), field
+    assert switched.relative_attention is False and switched.share_att_key is False  # DeBERTa's switches go
+
+
+def test_a_family_switch_keeps_the_head_where_the_family_has_its_class() -> None:
+    config = DEBERTA.replace(head="sequence-classification", num_labels=5)
+    assert config.as_family("roberta").head == "sequence-classification"
+    assert config.as_family("roberta").num_labels == 5
+    assert BertConfig(head="next-sentence").as_family("roberta").head == "none"
+
+
+@pytest.mark.parametrize("family", ["distilbert", "modernbert", "mpnet", "roberta", "electra", "albert"])
+def test_the_cli_switches_family_without_a_flag_never_passed(family: str) -> None:
+    code, out, err = run("count", "--preset", "deberta-v3-base", "--model-type", family, "--format", "json")
+    assert (code, err) == (0, ""), err
+    assert f'"total": {build_tree(DEBERTA.as_family(family)).total}' in out
+
+
+@pytest.mark.parametrize("family", ["distilbert", "modernbert", "bert"])
+async def test_the_explorer_switches_family_from_deberta_to_a_valid_count(family: str) -> None:
+    app = app_for("deberta-v3-base")
+    async with app.run_test(size=WIDE) as pilot:
+        app.query_one("#model_type", Select).value = family
+        await pilot.pause()
+        assert not app.main.stale
+        assert app.main.model is not None  # (the pooler switch speaks for a base model that takes the choice)
+        assert app.main.model.config.replace(pooler=True) == DEBERTA.as_family(family).replace(pooler=True)
+        assert total_shown(app) == build_tree(DEBERTA.as_family(family)).total
+        assert FAMILY_HEADS[family]  # (the head select lists the family's classes)
+
+
+@pytest.mark.parametrize("preset", ["albert-base-v2", "ModernBERT-base"])
+def test_a_family_without_dropout_is_not_said_to_keep_masks(preset: str) -> None:
+    result = compute(load_catalog().get(preset).config, Workload(batch=2, seq=16, device="cuda"))
+    lines = convention_lines(result)
+    assert not any("keeps its mask" in line for line in lines)
+    assert any("no dropout" in line for line in lines)
+
+
+def test_an_inference_forward_states_no_backward_optimizer_dropout_or_labels() -> None:
+    result = compute(BertConfig(), Workload(batch=2, seq=16, mode="inference", device="cuda", precision="amp-bf16"))
+    text = compute_text(result, "bert-base-uncased")
+    for said in ("2 × forward", "AdamW", "dropout", "labels", "backward", "moments"):
+        assert said not in text, said
+
+
+def test_the_sum_of_the_kinds_is_not_called_all_it_allocates() -> None:
+    """The sum can be below the peak (checkpointing: the peak holds a recomputed layer and transients)."""
+    result = compute(BertConfig(head="mlm"), Workload(batch=16, seq=512, precision="amp-bf16", checkpointing=True,
+                                                     device="cuda"))
+    assert result.total < result.peak
+    text = compute_text(result, "bert-base-uncased")
+    assert "all it allocates" not in text and "never all held at once" in text
+
+
+def test_no_label_is_cut_mid_word() -> None:
+    result = compute(load_catalog().get("deberta-v3-base").config,
+                     Workload(batch=8, seq=512, precision="amp-bf16", device="cuda"))
+    text = compute_text(result, "deberta-v3-base")
+    labels = [*result.layer_activations(), *result.layer_flops()] + [what for phase in result.phases
+                                                          for what, _ in (*phase.held, *phase.transient)]
+    flat = " ".join(text.split())
+    for label in labels:
+        assert " ".join(label.split()) in flat, label
+
+
+async def test_the_compute_pane_never_shows_another_models_figures_as_this_ones() -> None:
+    from textual.widgets import Static
+
+    app = app_for("ModernBERT-base")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("f5", "tab", "ctrl+u", *"8192")
+        await pilot.pause()
+        assert "Wqkv" in str(app.query_one("#compute-result", Static).render())
+        app.query_one("#preset", Select).value = "albert-base-v2"
+        await pilot.pause()
+        shown = str(app.query_one("#compute-result", Static).render())
+        assert "seq 8192" in str(app.query_one("#compute-error", Static).render())
+        assert "Wqkv" not in shown and "rotary" not in shown and shown.strip() == ""
+
+
+async def test_a_refused_config_is_named_as_why_the_compute_pane_is_stale() -> None:
+    from textual.widgets import Input, Static
+
+    app = app_for("bert-large-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        app.query_one("#hidden_size", Input).value = "1000"
+        await pilot.pause()
+        shown = str(app.query_one("#compute-result", Static).render())
+        assert app.main.stale and "the form holds a refused value" in shown and "workload" not in shown
