@@ -246,13 +246,14 @@ def test_closed_forms_equal_the_per_component_sums(pair: tuple[BertConfig, Workl
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.one_of(configs_and_workloads(), family_configs_and_workloads()))
 def test_the_largest_batch_that_fits_is_the_largest(pair: tuple[BertConfig, Workload]) -> None:
-    """The fits table by the peak, under the headroom rule: the batch it names peaks within the usable memory,
-    one more does not (each phase is affine in b from b = 2: checked here against the peak computed afresh)."""
+    """The fits table by the reserved peak, under the headroom rule: the batch it names peaks within the usable
+    memory, one more does not (each phase is affine in b from b = 2: checked here against the reserved peak
+    computed afresh)."""
     from tui.core.step.peak import usable
 
     config, workload = pair
     result = compute(config, workload, gpu_memory=3 * 1024**3)
-    assert peak_at(config, workload, workload.batch) == result.peak
+    assert peak_at(config, workload, workload.batch) == result.reserved_peak
     for fit in result.fits:
         if fit.max_batch:
             assert peak_at(config, workload, fit.max_batch) <= usable(fit.bytes)
@@ -331,7 +332,8 @@ def test_compute_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert workload["gpu_memory"] == 12 * 1024**3
     assert data["flops"]["step"] == data["flops"]["forward"] + data["flops"]["backward"]
     memory = data["memory_bytes"]
-    assert memory["total"] == sum(v for k, v in memory.items() if k not in ("total", "peak"))
+    assert memory["total"] == sum(v for k, v in memory.items() if k not in ("total", "peak", "reserved_peak"))
+    assert memory["reserved_peak"] >= memory["peak"]
     assert memory["peak"] == max(phase["peak"] for phase in data["phases"].values())
     assert data["peak_phase"] in data["phases"] and workload["attention"] == "sdpa"
     assert [fit["gib"] for fit in data["fits"]] == [16, 24, 40, 48, 80, 141, 12]

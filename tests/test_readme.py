@@ -44,7 +44,7 @@ def test_each_refusal_the_readme_quotes_is_what_the_command_says(command: str, s
         assert err == said + "\n"
 
 
-def test_the_loops_share_on_an_lm_example_is_what_compute_says() -> None:
+def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_says() -> None:
     from tui.core import BertConfig
     from tui.core.step.compute import compute
     from tui.core.step.workload import Workload
@@ -56,4 +56,5 @@ def test_the_loops_share_on_an_lm_example_is_what_compute_says() -> None:
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
     assert f"keeps {logits / 1e9:.1f} GB of bf16 logits, a {kept.peak / 1e9:.1f} GB peak against " \
-           f"{trainer.peak / 1e9:.1f} GB, and a 24 GiB card takes batch {fits[0]} against {fits[1]}" in said
+           f"{trainer.peak / 1e9:.1f} GB, and the split segment adds {kept.stranded / 1e9:.1f} GB: a 24 GiB card " \
+           f"takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said

@@ -53,7 +53,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
-        "fits_note": f"largest batch whose peak fits: {HEADROOM_RULE}",
+        "fits_note": f"largest batch whose reserved peak fits: {HEADROOM_RULE}",
         "conventions": convention_lines(result),
         "closed_forms": closed_forms(result),
     }
@@ -218,6 +218,9 @@ def memory_lines(result: Compute) -> list[str]:
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
     lines.append(f"  {'sum of the above':<20}{total:>20,}  {short_bytes(total):>10}  never all held at once")
     lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
+    if result.stranded:
+        reserved = result.reserved_peak
+        lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  with a split segment")
     lines += phase_lines(result)
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
@@ -256,7 +259,8 @@ LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through th
 
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
-    lines = [f"largest batch whose peak fits, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
+    what = "reserved peak" if result.stranded else "peak"
+    lines = [f"largest batch whose {what} fits, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
     if w.train:
         lines.append(f"  {LOOP_SAYS[w.loop]}")
     for fit in result.fits:
@@ -300,6 +304,6 @@ def compute_markdown(result: Compute, title: str) -> str:
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
-              f"Largest batches by the peak: {HEADROOM_RULE}.", ""]
+              f"Largest batches by the reserved peak: {HEADROOM_RULE}.", ""]
     lines += [f"- {line}" for line in convention_lines(result)]
     return "\n".join(lines) + "\n"

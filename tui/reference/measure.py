@@ -90,7 +90,8 @@ def component_of(module_name: str, body: str) -> str:
     return "head"
 
 
-def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
+def construct(config: BertConfig, workload: Workload) -> Any:
+    """transformers' class for `config`, in float32 on the current device, seeded, with the attention that runs."""
     import torch
     import transformers
 
@@ -104,15 +105,31 @@ def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
         hf_config.is_decoder = True
     cls = getattr(transformers, config.hf_class)
     torch.manual_seed(0)
-    with torch.device(device):
-        chooses = config.head == "none" and config.fixed_pooler is None  # the base model takes the pooler flag
-        model = cls(hf_config, add_pooling_layer=config.pooler) if chooses else cls(hf_config)
-    dtype = getattr(torch, PRECISION_DTYPES[workload.precision])
-    model.to(dtype)
+    chooses = config.head == "none" and config.fixed_pooler is None  # the base model takes the pooler flag
+    return cls(hf_config, add_pooling_layer=config.pooler) if chooses else cls(hf_config)
+
+
+def dtype_of(workload: Workload) -> Any:
+    import torch
+
+    return getattr(torch, PRECISION_DTYPES[workload.precision])
+
+
+def prepare(model: Any, workload: Workload) -> Any:
+    """Training or evaluation mode, and checkpointing, as the workload asks."""
     model.train(workload.mode == "train")
     if workload.checkpointing:
         model.gradient_checkpointing_enable()
     return model
+
+
+def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
+    import torch
+
+    with torch.device(device):
+        model = construct(config, workload)
+    model.to(dtype_of(workload))
+    return prepare(model, workload)
 
 
 def inputs(config: BertConfig, workload: Workload, device: str) -> dict[str, Any]:

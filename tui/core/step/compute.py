@@ -27,7 +27,7 @@ from ..count.families import build_tree
 from ..count.tree import ParamTree
 from . import kinds
 from .kinds import Flop, Module, Saved, Step
-from .peak import max_batch, phases
+from .peak import max_batch, phases, stranded
 from .result import Compute, Fit
 from .steps import STEPS, StepLayout
 from .symbols import (
@@ -106,9 +106,13 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
 
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
-    """The largest batch whose step peaks within each size (the headroom rule in `peak.usable`): each phase's
-    peak is affine in b from b = 2 on, so three batches settle every size."""
-    peaks = {b: at_batch(result, b).phase_peaks() for b in (1, 2, 3)}
+    """The largest batch whose step's reserved peak (each phase's peak and the space the allocator strands) is
+    within each size's headroom (`peak.usable`): each is affine in b from b = 2 on, so three batches settle
+    every size."""
+    peaks = {}
+    for b in (1, 2, 3):
+        other = at_batch(result, b)
+        peaks[b] = {name: peak + other.stranded for name, peak in other.phase_peaks().items()}
     return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
 
 
@@ -130,12 +134,12 @@ def _same_terms(result: Compute, other: Compute) -> Compute:
 
 def _with_phases(result: Compute) -> Compute:
     """`result` with its phases (what the step holds at each phase's worst moment)."""
-    return _same_terms(result, replace(result, phases=phases(result)))
+    return _same_terms(result, replace(result, phases=phases(result), stranded=stranded(result)))
 
 
 def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
-    """The step's peak at another batch, computed afresh (what the fits table is checked against)."""
-    return compute(config, replace(workload, batch=batch)).peak
+    """The step's reserved peak at another batch, computed afresh (what the fits table is checked against)."""
+    return compute(config, replace(workload, batch=batch)).reserved_peak
 
 
 # The step's terms, from the family's modules (`steps`, summed by the engine in `kinds`) ----------------------

@@ -122,6 +122,20 @@ def _kept(result: Compute) -> list[tuple[str, int]]:
     return [(KEPT, kept)] if kept else []
 
 
+STRANDED = "a float32 logits segment the caching allocator splits"
+
+
+def stranded(result: Compute) -> int:
+    """Reserved bytes beyond the allocated peak that a training run with an LM head keeps: the caching allocator
+    (`tui.core.step.allocator`) hands a freed float32 logits block (b·s·V floats) to smaller tensors by best fit,
+    so its segment can never be given back and the next such block needs a new one. One such segment, n·V·4
+    bytes, bounds what the replay of recorded runs found stranded (tests/fixtures/allocation.json); other heads
+    strand what the headroom rule's 3 % covers."""
+    if not (result.workload.train and _lm(result)):
+        return 0
+    return result.values["n"] * result.values["V"] * 4
+
+
 def _lm(result: Compute) -> bool:
     return result.config.head in ("mlm", "pretraining", "causal-lm")
 

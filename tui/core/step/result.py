@@ -50,6 +50,7 @@ class Compute:
     conventions: Conventions
     layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
     phases: tuple[Phase, ...] = ()  # the step's phases, each with its peak (`tui.core.step.peak`)
+    stranded: int = 0  # reserved beyond the allocated peak: free space the caching allocator cannot give back
     fits: tuple[Fit, ...] = field(default=())
 
     # FLOPs -------------------------------------------------------------------------------------------------
@@ -197,10 +198,16 @@ class Compute:
     def phase_peaks(self) -> dict[str, int]:
         return {phase.name: phase.peak for phase in self.phases}
 
+    @property
+    def reserved_peak(self) -> int:
+        """What a cap must let the allocator reserve: the allocated peak and the space it strands."""
+        return self.peak + self.stranded
+
     def memory(self) -> dict[str, int]:
         return {"weights": self.weights, "buffers": self.buffers, "gradients": self.gradients,
                 "optimizer": self.optimizer, "activations": self.activations,
-                "recompute": self.recompute_peak, "total": self.total, "peak": self.peak}
+                "recompute": self.recompute_peak, "total": self.total, "peak": self.peak,
+                "reserved_peak": self.reserved_peak}
 
 
 def _times(term: Flop | Saved, values: dict[str, int]) -> int:

@@ -187,7 +187,11 @@ def render_result(result: Compute, stale: str | None = None) -> Text:
     text.append(f"  in the {result.peak_phase}\n")
     text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in result.phases) + "\n",
                 style="dim")
-    text.append(f"largest batch whose peak fits at s = {result.workload.seq:,}:\n", style="dim")
+    if result.stranded:
+        text.append(f"  {'reserved':<12}{short_bytes(result.reserved_peak):>11}", style="bold")
+        text.append("  with a split logits segment\n")
+    what = "reserved peak" if result.stranded else "peak"
+    text.append(f"largest batch whose {what} fits at s = {result.workload.seq:,}:\n", style="dim")
     cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")
              + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}") if fit.max_batch else "none")
              + ("*" if fit.asked else "") for fit in result.fits]

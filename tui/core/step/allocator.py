@@ -1,0 +1,226 @@
+"""The CUDA caching allocator's policy, replayed: what a cap (a card, or `set_per_process_memory_fraction`) sees.
+
+A cap limits what the allocator *reserves* (segments got from cudaMalloc), not what it hands out: a segment that is
+partly in use can never be given back, so a freed block that best fit split for a smaller tensor strands the rest
+of its segment, and the next large request needs a new one. This module is that policy, as
+`c10/cuda/CUDACachingAllocator.cpp` (`DeviceCachingAllocator`) states it for one stream and the default settings
+(no expandable segments, no `max_split_size`, no garbage-collection threshold, no power-of-two rounding); each rule
+names the function it comes from:
+
+- `round_size`: a request is rounded up to a multiple of 512 bytes (at least 512).
+- `get_pool`: blocks of at most 1 MiB come from the small pool, larger ones from the large pool.
+- `get_allocation_size`: a new segment is 2 MiB for a small block, 20 MiB for a block under 10 MiB, otherwise the
+  block rounded up to a multiple of 2 MiB.
+- `get_free_block`: best fit: the smallest cached free block of the pool at least as large, the lowest address
+  among equal sizes.
+- `alloc_block`: a new segment, unless it would take the reserved bytes over the cap (`set_fraction`).
+- `release_cached_blocks` (tried once before an out-of-memory error): every cached block that is a whole segment is
+  given back; a segment with any block in use stays.
+- `should_split`: the rest of a block is split off when it is at least 512 bytes (small pool) or more than 1 MiB
+  (large pool); otherwise the whole block is handed out.
+- `alloc_found_block`: the allocation takes the front of the block; the rest goes back to the pool.
+- `free_block` / `try_merge_blocks`: a freed block merges with free neighbours of its segment.
+
+`memory_allocated` is the sum of the blocks handed out, `memory_reserved` the sum of the segments.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MIN_BLOCK = 512  # kMinBlockSize
+SMALL_SIZE = 1 << 20  # kSmallSize: the largest block of the small pool
+SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small pool's segment
+LARGE_BUFFER = 20 << 20  # kLargeBuffer: the segment of a block under kMinLargeAlloc
+MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
+ROUND_LARGE = 2 << 20  # kRoundLarge
+
+
+def round_size(nbytes: int) -> int:
+    """The block a request of `nbytes` gets (`round_size`): at least 512 bytes, rounded up to a multiple of 512."""
+    return max(MIN_BLOCK, -(-nbytes // MIN_BLOCK) * MIN_BLOCK)
+
+
+def allocation_size(size: int) -> int:
+    """The segment a new block of `size` (rounded) bytes asks cudaMalloc for (`get_allocation_size`)."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+class Block:
+    """A piece of a segment: allocated or cached free, with its neighbours in the segment."""
+
+    __slots__ = ("address", "size", "small", "allocated", "prev", "next")
+
+    def __init__(self, address: int, size: int, small: bool) -> None:
+        self.address, self.size, self.small = address, size, small
+        self.allocated = False
+        self.prev: Block | None = None
+        self.next: Block | None = None
+
+    @property
+    def whole_segment(self) -> bool:
+        return self.prev is None and self.next is None
+
+
+class _Pool:
+    """Cached free blocks in `BlockComparatorSize` order: by size, then address."""
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[int, int]] = []
+        self._blocks: dict[tuple[int, int], Block] = {}
+
+    def add(self, block: Block) -> None:
+        key = (block.size, block.address)
+        insort(self._keys, key)
+        self._blocks[key] = block
+
+    def remove(self, block: Block) -> None:
+        key = (block.size, block.address)
+        del self._keys[bisect_left(self._keys, key)]
+        del self._blocks[key]
+
+    def best_fit(self, size: int) -> Block | None:
+        index = bisect_left(self._keys, (size, -1))
+        return self._blocks[self._keys[index]] if index < len(self._keys) else None
+
+    def blocks(self) -> list[Block]:
+        return [self._blocks[key] for key in self._keys]
+
+
+class OutOfMemory(Exception):
+    """The allocator could not get a segment under the cap, even after giving back every whole cached segment."""
+
+    def __init__(self, nbytes: int, reserved: int, allocated: int) -> None:
+        self.nbytes, self.reserved, self.allocated = nbytes, reserved, allocated
+        super().__init__(f"{nbytes:,} bytes asked with {reserved:,} reserved and {allocated:,} allocated")
+
+
+class CachingAllocator:
+    """One device's caching allocator under an optional cap on the bytes it reserves."""
+
+    def __init__(self, cap: int | None = None) -> None:
+        self.cap = cap
+        self._pools = {True: _Pool(), False: _Pool()}  # small, large
+        self._next_address = 0
+        self.allocated = 0
+        self.reserved = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.cached_segments = 0  # bytes of cached segments wholly free: given back before an out-of-memory
+        self.peak_pinned = 0  # the most reserved in segments that are partly in use: what a cap must hold
+        self.stranded = 0  # free bytes inside partly used segments when `peak_pinned` was reached
+
+    def malloc(self, nbytes: int) -> Block:
+        size = round_size(nbytes)
+        small = size <= SMALL_SIZE
+        pool = self._pools[small]
+        block = pool.best_fit(size)
+        if block is not None:
+            pool.remove(block)
+            if block.whole_segment:
+                self.cached_segments -= block.size
+        else:
+            block = self._new_segment(allocation_size(size), small)
+            if block is None:
+                self.release_cached_blocks()
+                block = self._new_segment(allocation_size(size), small)
+                if block is None:
+                    raise OutOfMemory(nbytes, self.reserved, self.allocated)
+        rest = block.size - size
+        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+            front = Block(block.address, size, small)
+            front.prev, front.next = block.prev, block
+            if block.prev is not None:
+                block.prev.next = front
+            block.prev = front
+            block.address += size
+            block.size = rest
+            pool.add(block)
+            block = front
+        block.allocated = True
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        pinned = self.reserved - self.cached_segments
+        if pinned > self.peak_pinned:
+            self.peak_pinned, self.stranded = pinned, pinned - self.allocated
+        return block
+
+    def free(self, block: Block) -> None:
+        block.allocated = False
+        self.allocated -= block.size
+        pool = self._pools[block.small]
+        before, after = block.prev, block.next
+        if before is not None and not before.allocated:
+            pool.remove(before)
+            block.address, block.size, block.prev = before.address, block.size + before.size, before.prev
+            if block.prev is not None:
+                block.prev.next = block
+        if after is not None and not after.allocated:
+            pool.remove(after)
+            block.size, block.next = block.size + after.size, after.next
+            if block.next is not None:
+                block.next.prev = block
+        if block.whole_segment:
+            self.cached_segments += block.size
+        pool.add(block)
+
+    def release_cached_blocks(self) -> int:
+        """Give back every cached block that is a whole segment (`release_cached_blocks`); the bytes given back."""
+        given = 0
+        for pool in self._pools.values():
+            for block in pool.blocks():
+                if block.whole_segment:
+                    pool.remove(block)
+                    given += block.size
+        self.reserved -= given
+        self.cached_segments -= given
+        return given
+
+    def _new_segment(self, size: int, small: bool) -> Block | None:
+        if self.cap is not None and self.reserved + size > self.cap:
+            return None
+        block = Block(self._next_address, size, small)
+        self._next_address += size + ROUND_LARGE  # segments never adjacent: they never merge
+        self.reserved += size
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return block
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What the allocator did over a sequence of allocations and frees."""
+
+    peak_allocated: int
+    peak_reserved: int
+    peak_pinned: int  # the most reserved in segments partly in use (wholly free ones are given back under a cap)
+    stranded: int  # free bytes inside partly used segments at that moment: what fragmentation costs a cap
+    out_of_memory: int | None  # the index of the event that ran out of memory under the cap, if one did
+
+
+Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f", id, 0) frees it
+
+
+def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
+    """Replay `events` through a fresh allocator under `cap` (bytes it may reserve), stopping at an out-of-memory."""
+    allocator = CachingAllocator(cap)
+    live: dict[int, Block] = {}
+    for index, (kind, key, nbytes) in enumerate(events):
+        if kind == "a":
+            try:
+                live[key] = allocator.malloc(nbytes)
+            except OutOfMemory:
+                return _result(allocator, index)
+        else:
+            allocator.free(live.pop(key))
+    return _result(allocator, None)
+
+
+def _result(allocator: CachingAllocator, out_of_memory: int | None) -> Replay:
+    return Replay(allocator.peak_allocated, allocator.peak_reserved, allocator.peak_pinned, allocator.stranded,
+                  out_of_memory)
