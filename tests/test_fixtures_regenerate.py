@@ -91,3 +91,10 @@ def test_the_transformers_fixture_regenerates_byte_for_byte() -> None:
     generator = script(FIXTURES / "generate.py")
     assert generator.fixture_text(generator.all_cases()) == (FIXTURES / "transformers_params.json").read_text(
         encoding="utf-8")
+
+
+@pytest.mark.parametrize("part", ["h200_caps", "lm_caps"])
+def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) -> None:
+    cases = script(FIXTURES / "generate_allocation.py").CASES[part]
+    recorded = fixture("allocation.json")[part]
+    assert [(name, argv) for name, argv in cases] == [(case["case"], case["argv"]) for case in recorded]
