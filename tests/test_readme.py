@@ -47,12 +47,13 @@ def test_each_refusal_the_readme_quotes_is_what_the_command_says(command: str, s
 def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_says() -> None:
     from tui.core import BertConfig
     from tui.core.step.compute import compute
+    from tui.core.step.peak import KEPT
     from tui.core.step.workload import Workload
 
     config, size = BertConfig(head="mlm"), 24 * 2**30
     kept, trainer = (compute(config, Workload(batch=32, seq=512, precision="amp-bf16", device="cuda", loop=loop), size)
                      for loop in ("hand-written", "trainer"))
-    logits = dict(kept.phases[1].held)["the outputs the loop keeps (out.logits)"]
+    logits = dict(kept.phases[1].held)[KEPT]
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
     assert f"keeps {logits / 1e9:.1f} GB of bf16 logits, a {kept.peak / 1e9:.1f} GB peak against " \

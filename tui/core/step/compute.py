@@ -2,9 +2,9 @@
 
 Everything is derived from the config and a `Workload`, in closed forms over the symbols (b, s, H, I, A, V, N,
 C, L), and checked against torch's own measurements of transformers' classes (`tui/reference/measure.py`, fixtures in
-tests/fixtures/compute.json). This module is the builder on top of the step room: the workload and
+tests/fixtures/compute.json). This module is the builder on top of the step room, over the workload and
 conventions (`workload`), the modules' kinds (`kinds`), each family's step as data (`steps`), the symbols (`symbols`),
-the result type (`result`) and the phases (`peak`) below it, in that order:
+the result type (`result`) and the phases (`peak`). It sums:
 
 - FLOPs in the convention of `torch.utils.flop_counter`: 2 per multiply-accumulate, matrix products only.
 - Activations: the bytes of the tensors autograd saves for backward, one storage counted once, parameters not.

@@ -122,9 +122,6 @@ def _kept(result: Compute) -> list[tuple[str, int]]:
     return [(KEPT, kept)] if kept else []
 
 
-STRANDED = "a float32 logits segment the caching allocator splits"
-
-
 def stranded(result: Compute) -> int:
     """Reserved bytes beyond the allocated peak that a training run with an LM head keeps: the caching allocator
     (`tui.core.step.allocator`) hands a freed float32 logits block (b·s·V floats) to smaller tensors by best fit,
