@@ -81,7 +81,8 @@ def test_claims_parse_with_their_precision(text: str, value: int, figures: int |
     assert (claim.value, claim.figures) == (value, figures)
 
 
-@pytest.mark.parametrize("text", ["abc", "", "-5", "1.5", "110X", "1e8", "0", "0.0001K", "9" * 50])
+@pytest.mark.parametrize("text", ["abc", "", "-5", "1.5", "110X", "1e8", "0", "0.0001K", "9" * 50, "110,00",
+                                  "1,10,000", "1,000_000", ",100", "1_0"])
 def test_unreadable_claims_are_refused(text: str) -> None:
     with pytest.raises(ClaimError):
         parse_claim(text)

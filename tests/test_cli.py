@@ -116,7 +116,7 @@ def test_preset_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
         (["--vocab-size", str(10**30)], "must be between 1 and 2,147,483,647"),
         (["--preset", "bert-huge"], "unknown preset 'bert-huge' (did you mean bert-medium?); known presets: albert-base-v2, albert-large-v2"),
         (["--head", "lm"], "argument --head: invalid choice: 'lm'"),
-        (["--head", "sequence-classification", "--no-pooler"], "--pooler False: BertForSequenceClassification always builds"),
+        (["--head", "sequence-classification", "--no-pooler"], "--no-pooler: BertForSequenceClassification always builds"),
         (["--preset-file", "/no/such/file.yaml"], "/no/such/file.yaml: does not exist"),
         (["--format", "xml"], "argument --format: invalid choice"),
         (["--preset", "a", "--preset-file", "b"], "not allowed with argument"),

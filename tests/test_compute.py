@@ -357,7 +357,7 @@ def test_compute_refuses_a_sequence_longer_than_the_positions(capsys: pytest.Cap
     (["--batch", "2", "--seq", "8", "--mode", "inference", "--checkpointing"], "--checkpointing"),
     (["--batch", "2", "--seq", "8", "--model-type", "modernbert", "--hidden-size", "18", "--num-attention-heads",
       "2"], "must be even for a step"),
-    (["--batch", "2", "--seq", "8", "--add-cross-attention"], "--add-cross-attention True: compute and memory"),
+    (["--batch", "2", "--seq", "8", "--add-cross-attention"], "--add-cross-attention: compute and memory"),
 ])
 def test_compute_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
     assert main(["compute", *argv]) == 2

@@ -120,3 +120,15 @@ async def test_a_refused_config_is_named_as_why_the_compute_pane_is_stale() -> N
         await pilot.pause()
         shown = str(app.query_one("#compute-result", Static).render())
         assert app.main.stale and "the form holds a refused value" in shown and "workload" not in shown
+
+
+def test_a_checkpoint_is_compared_with_the_preset_named_beside_it() -> None:
+    """`count --checkpoint X --preset P` compares X with P (it read the config beside X without a word)."""
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "fixtures" / "checkpoints" / "legacy"
+    code, out, _ = run("count", "--checkpoint", str(folder))
+    assert code == 0 and "matches the config" in out
+    code, out, err = run("count", "--checkpoint", str(folder), "--preset", "bert-large-uncased")
+    assert code == 1, err
+    assert "bert-large-uncased" in out and "matches the config" not in out

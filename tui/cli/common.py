@@ -63,6 +63,15 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def as_typed(field: str, value: object) -> str:
+    """A refused value as the command line says it: `--batch 0`, `--checkpointing`, `--no-pooler`."""
+    if value is True:
+        return flag(field)
+    if value is False:
+        return "--no-" + flag(field)[2:]
+    return f"{flag(field)} {value}"
+
+
 def add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", nargs="?",
                         help="a Hugging Face Hub model id (ORG/NAME), a local config.json, model folder or checkpoint "
@@ -82,8 +91,8 @@ def add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None
     if checkpoint:
         group.add_argument("--checkpoint", metavar="PATH", type=Path,
                            help="a .safetensors file, a model.safetensors.index.json or a model folder: read its "
-                           "headers only, count what it holds and compare it with the config (beside it, given "
-                           "with --config, or read back from the shapes)")
+                           "headers only, count what it holds and compare it with the config (given with --config, "
+                           "--preset or --preset-file, else the one beside it, else read back from the shapes)")
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -128,10 +137,12 @@ def resolve(args: argparse.Namespace) -> Selection:
             source = load_source(args.preset_file, "file")
         elif args.config is not None:
             source = load_source(args.config, "config")
+        elif args.preset is not None:
+            source = load_source(args.preset, "name")
         elif checkpoint_path is not None:
             source = source_beside(checkpoint_path)
         else:
-            source = load_source(DEFAULT_PRESET if args.preset is None else args.preset, "name")
+            source = load_source(DEFAULT_PRESET, "name")
         selection = apply_overrides(args, source)
         if checkpoint_path is not None:
             report_ = check_checkpoint(checkpoint_path, selection.config)
@@ -168,7 +179,7 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
             base = base.as_family(str(overrides["model_type"]))
         config = BertConfig.from_mapping(overrides, base=base)
     except ConfigError as error:
-        raise UsageError(f"{flag(error.field)} {error.value}: {error.rule}") from None
+        raise UsageError(f"{as_typed(error.field, error.value)}: {error.rule}") from None
     edited = " (edited)" if any(f in overrides for f in (*SIZE_FIELDS, *EXTRA_FIELDS)) else ""
     if config.model_type != source.config.model_type:
         edited = f" as {config.model_type}{edited}"

@@ -15,7 +15,7 @@ from .common import (
     add_model,
     add_overrides,
     add_source,
-    flag,
+    as_typed,
     resolve,
 )
 
@@ -113,8 +113,9 @@ def run(argv: Sequence[str]) -> int:
                             padding_mask=args.padding_mask, device=args.device)
         result = compute(selection.config, workload, gpu_memory)
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
-        where = error.field if error.field in dict(selection.config.step_keys) else flag(error.field)
-        raise UsageError(f"{where} {error.value}: {error.rule}") from None
+        if error.field in dict(selection.config.step_keys):
+            raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
+        raise UsageError(f"{as_typed(error.field, error.value)}: {error.rule}") from None
     notes = list(selection.notes)
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
     if defaulted:

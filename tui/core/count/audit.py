@@ -87,7 +87,8 @@ class ClaimError(ValueError):
 
     def __init__(self, text: str) -> None:
         self.text = text
-        super().__init__(f"claim {text!r}: write a count as 186828288, 186,828,288, 110M, 0.11B or 340K")
+        super().__init__(f"claim {text!r}: write a count as 186828288, 186,828,288 (commas between thousands), "
+                         "110M, 0.11B or 340K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class Claim:
 
 _SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _CLAIM = re.compile(r"^\s*([0-9][0-9,_]*(?:\.[0-9]+)?|\.[0-9]+)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,3}(?:_[0-9]{3})+")  # thousands, one separator throughout
 
 
 def parse_claim(text: str) -> Claim:
@@ -116,6 +118,9 @@ def parse_claim(text: str) -> Claim:
         InvalidOperation,
     )
 
+    whole = match.group(1).partition(".")[0]
+    if ("," in whole or "_" in whole) and not _GROUPED.fullmatch(whole):
+        raise ClaimError(text)  # '110,00' is a typo, not 11,000
     digits, suffix = match.group(1).replace(",", "").replace("_", ""), match.group(2).upper()
     try:
         number = Decimal(digits) * _SUFFIXES[suffix]
