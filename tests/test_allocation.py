@@ -71,3 +71,21 @@ def test_one_float32_logits_segment_bounds_what_the_replay_strands(case: dict[st
     data = json.loads(out.getvalue())
     bound = data["memory_bytes"]["reserved_peak"] - data["memory_bytes"]["peak"]
     assert case["at_largest"]["stranded"] <= bound + 0.03 * case["at_largest"]["peak_pinned"]
+
+
+def peak_predicted(argv: list[str]) -> int:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["compute", *argv, "--format", "json"]) == 0
+    return json.loads(out.getvalue())["memory_bytes"]["peak"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", cases("peaks"), ids=lambda case: case["case"])
+def test_every_familys_cuda_peak_is_the_recorded_runs(case: dict[str, Any]) -> None:
+    """`memory_bytes.peak` on CUDA against the allocated peak of three steps recorded with CUDA faked (every
+    family, LM and classification heads, autocast, 16-bit and float32, eager and sdpa): never more than 2 %
+    below it (the H200's measured steps: 2.5 %), and above it by what the phases' summed transients add (at most
+    7 %, with checkpointing's recomputed layer; 3.1 % otherwise)."""
+    ours = peak_predicted(case["argv"])
+    bound = 0.07 if "--checkpointing" in case["argv"] else 0.035
+    assert -0.02 <= ours / case["peak_allocated"] - 1 <= bound, f"{ours:,} against {case['peak_allocated']:,}"

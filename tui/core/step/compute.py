@@ -100,9 +100,11 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
         conventions = replace(conventions, stream16=True)
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
+    upcast = any(isinstance(module, kinds.CrossEntropy) and module.upcast and module.classes == "V"
+                 for module in STEPS[config.model_type].heads.get(config.head, ()))
     return _with_phases(Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config, workload)),
                                 saved, recompute, parameters, tensors, 16 * config.max_position_embeddings,
-                                conventions, layer_parameters))
+                                conventions, layer_parameters, loss_upcast=upcast))
 
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
@@ -146,7 +148,8 @@ def peak_at(config: BertConfig, workload: Workload, batch: int) -> int:
 def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: bool = True) -> Step:
     cast_inputs = workload.amp and c.stream != c.compute
     sliding = layer_types(config)["Ll"] > 0
-    facts = {"amp": workload.amp, "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
+    facts = {"amp": workload.amp, "cuda_autocast": workload.amp and workload.device == "cuda",
+             "cast_inputs": cast_inputs, "fused": c.fused, "layer_input": layer_input,
              "pooler_holds": config.has_pooler and not cast_inputs, "padded": workload.padded,
              "mask_given": workload.padding_mask,
              "mean_pooling": MEAN_POOLING in config.step_keys,

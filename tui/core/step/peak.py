@@ -89,9 +89,10 @@ KEPT = "the outputs the loop keeps (out.logits)"
 
 
 def outputs_bytes(result: Compute) -> int:
-    """The tensors a training forward returns besides the loss that no saved tensor holds: the head's logits in the compute dtype (an LM head's n·V; question answering's start and
-    end; the pre-training heads' second logits), or the base model's last hidden state where the pooler's saved
-    slice does not keep it. A loss that saves its input (MSE for one label, ELECTRA's replaced-token BCE) holds it."""
+    """The tensors a training forward returns besides the loss that no saved tensor holds: the head's logits in the
+    compute dtype (an LM head's n·V; question answering's start and end; the pre-training heads' second logits), or
+    the base model's last hidden state where the pooler's saved slice does not keep it. A loss that saves its input
+    (MSE for one label, ELECTRA's replaced-token BCE) holds it."""
     v, c, config = result.values, result.conventions, result.config
     n, head, family = v["n"], config.head, config.model_type
     if head in ("mlm", "causal-lm"):
@@ -134,7 +135,10 @@ def stranded(result: Compute) -> int:
 
 
 def _lm(result: Compute) -> bool:
-    return result.config.head in ("mlm", "pretraining", "causal-lm")
+    """A head with b·s·V logits: masked or causal LM, and BERT's and ALBERT's pre-training (not ELECTRA's: its
+    discriminator's logits are one per token)."""
+    head = result.config.head
+    return head in ("mlm", "causal-lm") or (head == "pretraining" and result.config.model_type != "electra")
 
 
 def _forward(result: Compute) -> Phase:
@@ -166,8 +170,14 @@ def _backward(result: Compute) -> Phase:
     elif amp:
         transient.append(("gradient of the 16-bit scores", scores * c.compute))
     if _lm(result):
-        copies = 2 if result.config.head == "causal-lm" else 1
-        transient.append(("gradient of the loss's float32 log-probabilities", copies * n * vocab * 4))
+        # The loss's backward: a float32 log-softmax (float32 logits, or a loss that casts them up first) holds
+        # the gradients of its output and of its input at once; autocast's cross-entropy over 16-bit log-softmax
+        # outputs holds one float32 gradient (then 16-bit ones); a 16-bit log-softmax, two 16-bit ones.
+        if c.compute == 4 or result.loss_upcast:
+            loss = ("gradients of the float32 log-probabilities and of the logits", 2 * n * vocab * 4)
+        else:
+            loss = ("gradient of the loss's log-probabilities", n * vocab * 4)
+        transient.append(loss)
     return Phase("backward", tuple(held), tuple(transient))
 
 

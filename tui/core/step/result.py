@@ -51,6 +51,7 @@ class Compute:
     layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
     phases: tuple[Phase, ...] = ()  # the step's phases, each with its peak (`tui.core.step.peak`)
     stranded: int = 0  # reserved beyond the allocated peak: free space the caching allocator cannot give back
+    loss_upcast: bool = False  # the head's loss casts its n·V logits to float32 first (a causal LM's, ModernBERT's)
     fits: tuple[Fit, ...] = field(default=())
 
     # FLOPs -------------------------------------------------------------------------------------------------

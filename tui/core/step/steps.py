@@ -4,13 +4,13 @@ distilbert, electra, albert, mpnet, deberta_v2) and checked against torch's meas
 (tests/fixtures/compute.json and compute_families.json, written by tests/fixtures/generate_compute.py). The
 engine is `tui.core.step.kinds`; `tui.core.step.compute` sums it.
 
-Facts a condition may name (`Step.facts`): `amp`, `cast_inputs` (autocast over a float32 stream: every Linear
-casts its input), `fused` (sdpa's CUDA kernels), `layer_input` (a layer's input is saved by the layer: not when
-checkpointing recomputes it), `pooler_holds` (the pooler keeps the whole last hidden state, so a head reading it
-saves nothing more), `regression` (one label: MSE), `project` (an embedding projection runs), `token_types`, and
-DeBERTa's `relative`, `c2p`, `p2c`, `share`, `norm_rel`, `pos_key`/`pos_query`/`pos_proj` (which position
-projections run). Sizes: the embeddings' are `residual`, the encoder's and the heads' `stream` (the same, but
-where a 16-bit projection feeds the encoder).
+Facts a condition may name (`Step.facts`): `amp`, `cast_inputs` (autocast over a float32 stream: every Linear casts
+its input), `cuda_autocast` (autocast with CUDA's op lists), `fused` (sdpa's CUDA kernels), `layer_input` (a layer's
+input is saved by the layer: not when checkpointing recomputes it), `pooler_holds` (the pooler keeps the whole last
+hidden state, so a head reading it saves nothing more), `regression` (one label: MSE), `project` (an embedding
+projection runs), `token_types`, and DeBERTa's `relative`, `c2p`, `p2c`, `share`, `norm_rel`,
+`pos_key`/`pos_query`/`pos_proj` (which position projections run). Sizes: the embeddings' are `residual`, the
+encoder's and the heads' `stream` (the same, but where a 16-bit projection feeds the encoder).
 """
 
 from __future__ import annotations
@@ -84,6 +84,15 @@ DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, Norm("attention Laye
 # ALBERT: no dropout in its embeddings and encoder (p = 0), the E → H mapping always runs, its FFN's activation is
 # `gelu_new` (the tanh form, built of elementwise ops that keep four tensors the size of its input).
 GELU_NEW = "gelu_new: its input and 3 intermediates"
+
+
+def gelu_new(prefix: str, width: str) -> Modules:
+    """What `gelu_new` saves over n × `width`: on the CPU four tensors in the compute dtype; under CUDA autocast,
+    whose float32 list holds `pow`, its input cast up for the cube and the float32 results downstream of it."""
+    return (Keep(f"{prefix}{GELU_NEW}", ("n", width), coef=4, when=("!cuda_autocast",)),
+            Keep(f"{prefix}gelu_new: its input in float32 (pow), tanh and 1 + tanh", ("n", width), 4, coef=3,
+                 when=("cuda_autocast",)),
+            Keep(f"{prefix}gelu_new: half its input", ("n", width), when=("cuda_autocast",)))
 # Autocast casts a weight once per forward (its cache): a stored layer run L/G times keeps one set of copies.
 ALBERT_STORED: Modules = (
     Keep("16-bit copies of the Linear weights (one set per stored layer)", ("S", "H", "H"), coef=4, when=("amp",)),
@@ -92,7 +101,7 @@ ALBERT_STORED: Modules = (
 ALBERT_LAYER: Modules = (
     AMP_LAYER_COPIES[0], *ATTENTION[:2], Attention(dropout=False), ATTENTION[3], Norm("attention LayerNorm"),
     Linear("feed-forward up (ffn)", "n", "H", "I", input="FFN input (attention LayerNorm output)", weight=None),
-    Keep(GELU_NEW, ("n", "I"), coef=4),
+    *gelu_new("", "I"),
     Linear("feed-forward down (ffn_output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None),
     Norm("full-layer LayerNorm"),
 )
@@ -111,13 +120,13 @@ FIRST_TOKEN = (  # a Linear over the [CLS] token: its view keeps the whole last 
 POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None), *FIRST_TOKEN, Keep("tanh output", ("b'", "H")))
 
 
-def lm_head(width: str = "H", causal: bool = False, gelu: Keep | None = None) -> Modules:
+def lm_head(width: str = "H", causal: bool = False, gelu: Modules = ()) -> Modules:
     """BERT's LM head: dense H → `width`, GELU, LayerNorm, the decoder (CPU autocast runs that LayerNorm on the
     16-bit input with float32 statistics; CUDA autocast casts it up), the loss over V."""
     return (
         Linear("LM transform dense", "n", "H", width, input="LM transform input (last hidden state)",
                size="stream", held="pooler_holds"),
-        gelu or Keep("LM transform GELU input", ("n", width)),
+        *(gelu or (Keep("LM transform GELU input", ("n", width)),)),
         Norm("LM transform LayerNorm", width=width, size="cast_norm"),
         Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream"),
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
@@ -269,8 +278,8 @@ ELECTRA_HEADS: dict[str, Modules] = {
 
 ALBERT_HEADS: dict[str, Modules] = {
     "none": (),
-    "mlm": lm_head("E", gelu=Keep(f"LM transform {GELU_NEW}", ("n", "E"), coef=4)),
-    "pretraining": (*lm_head("E", gelu=Keep(f"LM transform {GELU_NEW}", ("n", "E"), coef=4)),
+    "mlm": lm_head("E", gelu=gelu_new("LM transform ", "E")),
+    "pretraining": (*lm_head("E", gelu=gelu_new("LM transform ", "E")),
                     Drop("sentence-order dropout mask", ("b'", "H")),
                     Linear("sentence-order classifier", "b'", "H", "N", input="classifier input"),
                     CrossEntropy(("b",), "N", "sentence-order ")),
