@@ -59,3 +59,20 @@ def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_say
     assert f"keeps {logits / 1e9:.1f} GB of bf16 logits, a {kept.peak / 1e9:.1f} GB peak against " \
            f"{trainer.peak / 1e9:.1f} GB, and the split segment adds {kept.stranded / 1e9:.1f} GB: a 24 GiB card " \
            f"takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
+
+
+def test_the_cuda_peak_error_the_readme_states_is_the_recorded_one() -> None:
+    """The range of `memory_bytes.peak` against the recorded CUDA steps (tests/fixtures/allocation.json), as the
+    README says it."""
+    import json
+
+    from .test_allocation import peak_predicted
+
+    cases = json.loads((Path(__file__).parent / "fixtures" / "allocation.json").read_text(encoding="utf-8"))["peaks"]
+    errors = {case["case"]: peak_predicted(case["argv"]) / case["peak_allocated"] - 1 for case in cases}
+    plain = [error for name, error in errors.items() if "ckpt" not in name]
+    checkpointed = [error for name, error in errors.items() if "ckpt" in name]
+    said = " ".join(README.split())
+    assert f"{len(cases)} steps" in said
+    assert (f"within {min(plain) * 100:+.1f} % to {max(plain) * 100:+.1f} % ({max(checkpointed) * 100:+.1f} % with "
+            "checkpointing)").replace("-", "−") in said
