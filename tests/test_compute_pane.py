@@ -172,3 +172,28 @@ async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
         await pilot.press("backspace", "backspace", "backspace", "x")
         await pilot.pause()
         assert "gpu_memory 12x" in error_text(app) and "stale" in result_text(app)
+
+
+async def test_the_loop_is_chosen_in_the_pane_and_changes_what_fits() -> None:
+    """#32: the loop the fits assume is a field of the pane (the Trainer's drops the logits before the backward)."""
+    from textual.widgets import Select
+
+    from tui.explorer.widgets.compute import render_result
+
+    app = make_app(load_catalog())
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#head", Select).value = "mlm"
+        await pilot.press("f5")
+        await pilot.pause()
+        pane = app.query_one(ComputePane)
+        pane.query_one("#gpu_memory", Input).value = "24GiB"
+        await pilot.pause()
+        shown = {}
+        for loop in ("hand-written", "trainer"):
+            pane.query_one("#loop", Select).value = loop
+            await pilot.pause()
+            expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, device="cuda", loop=loop), 24 << 30)
+            assert result_text(app) == str(render_result(expected))
+            assert f"{loop} loop" in result_text(app)
+            shown[loop] = result_text(app)
+        assert shown["hand-written"] != shown["trainer"]

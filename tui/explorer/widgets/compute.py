@@ -1,5 +1,5 @@
-"""The Compute pane: a workload's fields (batch, sequence, precision, optimizer, checkpointing) and what the core
-says a training step costs: FLOPs, memory by kind with bars, and the largest batch that fits common GPUs.
+"""The Compute pane: a workload's fields (batch, sequence, precision, optimizer, checkpointing, loop) and what the
+core says a training step costs: FLOPs, memory by kind with bars, and the largest batch that fits common GPUs.
 
 Like the config form, the pane only reads its fields into a `Workload` (the core validates it) and posts
 `ComputePane.Changed` or `ComputePane.Invalid`; the app asks the core and hands the result back to `show`.
@@ -23,6 +23,7 @@ from ...core.step.workload import (
     MAX_BATCH,
     MODES,
     OPTIMIZERS,
+    LOOPS,
     PRECISIONS,
     Workload,
 )
@@ -83,6 +84,9 @@ class ComputePane(VerticalScroll):
             yield Static("on" if w.padding_mask else "off", id="padding_mask-state", classes="switch-state")
             yield Label("GPU memory", classes="compute-label")
             yield FieldInput("", placeholder="24GiB", max_length=12, id="gpu_memory", compact=True)
+        with Horizontal(classes="compute-row"):
+            yield Label("loop", classes="compute-label")  # what the loop keeps through the backward: what fits
+            yield Select([(loop, loop) for loop in LOOPS], allow_blank=False, value=w.loop, id="loop", compact=True)
         yield Static("", id="compute-error")
         yield Static("", id="compute-result")
 
@@ -104,7 +108,7 @@ class ComputePane(VerticalScroll):
             return self.query_one(f"#{name}", Switch).value
 
         return Workload(batch=sizes["batch"], seq=sizes["seq"], mode=chosen("mode"), precision=chosen("precision"),
-                        optimizer=chosen("optimizer"), attention=chosen("attention"),
+                        optimizer=chosen("optimizer"), attention=chosen("attention"), loop=chosen("loop"),
                         checkpointing=switch("checkpointing"), padding_mask=switch("padding_mask"), device="cuda")
 
     def gpu_memory(self) -> int | None:
