@@ -29,6 +29,8 @@ DEBERTA = BertConfig(model_type="deberta-v2", num_hidden_layers=1000, head="sequ
                      type_vocab_size=0, relative_attention=True, position_buckets=256, norm_rel_ebd=True,
                      share_att_key=True, pos_att_c2p=True, pos_att_p2c=True, position_biased_input=False)
 WORKLOAD = Workload(batch=32, seq=512, precision="amp-bf16", checkpointing=True, padding_mask=True, device="cuda")
+# What fits (#32): a deep LM-head model with every common card and one asked size, as `compute --gpu-memory` runs it.
+DEEP_LM = BertConfig(num_hidden_layers=96, head="mlm")
 
 
 def median_seconds(work: Callable[[], object], runs: int, calls: int = 50) -> float:
@@ -51,7 +53,12 @@ def measure(runs: int) -> list[Row]:
     deberta_tree = build_tree(DEBERTA)
     deberta_count = median_seconds(lambda: build_tree(DEBERTA).total, runs)
     deberta = median_seconds(lambda: compute(DEBERTA, WORKLOAD, tree=deberta_tree).memory(), runs)
+    deep_count = median_seconds(lambda: build_tree(DEEP_LM).total, runs)
+    deep_fits = median_seconds(lambda: compute(DEEP_LM, WORKLOAD, 24 << 30).fits, runs, calls=5)
     return [
+        ("core: count 96 layers, MLM (baseline)", deep_count, 1.0, ""),
+        ("core: compute 96 layers, MLM, with what fits on every card", deep_fits, deep_fits / deep_count,
+         f"goal: well under a second ({deep_fits * 1000:.1f} ms)"),
         ("core: count 1,000 layers, seq-cls (baseline)", count, 1.0, ""),
         ("core: compute a step at 1,000 layers, tree counted (explorer)", beside, beside / count,
          "goal ≤ 1.5× baseline"),
