@@ -23,6 +23,11 @@ It writes one JSON object with the fixture's keys:
   the case's `--gpu-memory`), by bisection from `bert-tui compute`'s answer, and the first that ran out of memory.
 - `held_out` (not in the fixture yet): more steps, as `steps` are measured, that none of the peak's terms were
   written from: the peak's error out of sample.
+- `lm_caps` (not in the fixture yet): language-model heads under a cap, as `fits` are measured, then the largest
+  batch that ran once more with the allocator's history recorded: `at_largest` (allocated and reserved peaks)
+  and a `torch.cuda.memory` snapshot in OUT.snapshots/ — what tests/fixtures/allocation.json replays from runs
+  recorded on a CPU, to be checked on the card (a short run: `python tests/gpu/measure_steps_cuda.py o.json
+  lm_caps`).
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -52,7 +57,7 @@ from tui.core.step.workload import Workload  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
-PARTS = ("steps", "fits", "saved_and_flops", "held_out")
+PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps")
 
 
 def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, *extra: str) -> list[str]:
@@ -141,7 +146,35 @@ HELD_OUT = [  # steps none of the peak's terms were written from (measured as `s
     ("h-m-sc-64x128-fp32-sdpa-sgdm", argv("bert-medium", SC, 64, 128, "fp32", "sdpa", "--optimizer", "sgd-momentum")),
     ("h-b-mlm-48x512-ampbf16-sdpa-inf", argv(B, MLM, 48, 512, "amp-bf16", "sdpa", "--mode", "inference")),
 ]
-CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT}
+R = "roberta-base"
+
+
+def cap(model: str, head: str, s: int, precision: str, attention: str, size: str, *extra: str) -> list[str]:
+    """A cap's case: `--batch 1` (where the search reads the prediction) under `--gpu-memory SIZE`."""
+    return argv(model, head, 1, s, precision, attention, "--gpu-memory", size, *extra)
+
+
+# Language-model heads under a cap (b·s·V logits, kept through the backward by the hand-written loop): what
+# tests/fixtures/allocation.json replays from runs recorded on a CPU (tests/fixtures/generate_allocation.py reads
+# this list), to be checked on a real card: not in the GPU fixture yet.
+LM_CAPS = [
+    ("b-mlm-512-ampbf16-sdpa-24", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("b-mlm-512-ampbf16-sdpa-24-trainer", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB", "--loop", "trainer")),
+    ("b-clm-512-ampbf16-sdpa-24", cap(B, "causal-lm", 512, "amp-bf16", "sdpa", "24GiB")),
+    ("b-mlm-128-fp32-eager-16", cap(B, MLM, 128, "fp32", "eager", "16GiB")),
+    ("b-pre-128-ampbf16-sdpa-16", cap(B, "pretraining", 128, "amp-bf16", "sdpa", "16GiB")),
+    ("l-mlm-128-ampbf16-sdpa-80", cap(L, MLM, 128, "amp-bf16", "sdpa", "80GiB")),
+    ("r-mlm-512-ampbf16-sdpa-24", cap(R, MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("r-clm-256-bf16-sdpa-16", cap(R, "causal-lm", 256, "bf16", "sdpa", "16GiB")),
+    ("d-mlm-512-ampbf16-sdpa-24", cap("distilbert-base-uncased", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("e-mlm-512-ampbf16-sdpa-24", cap("electra-base-generator", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("deb-mlm-512-ampbf16-eager-24", cap("deberta-v3-base", MLM, 512, "amp-bf16", "eager", "24GiB")),
+    ("mod-mlm-512-ampbf16-sdpa-24", cap("ModernBERT-base", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("mp-mlm-512-ampbf16-sdpa-24", cap("all-mpnet-base-v2", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+    ("al-mlm-512-ampbf16-sdpa-24", cap("albert-base-v2", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
+]
+CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
+         "lm_caps": LM_CAPS}
 
 
 def predicted(case_argv: list[str]) -> dict[str, Any]:
@@ -378,6 +411,35 @@ def measure_fit(name: str, case_argv: list[str], prediction: dict[str, Any]) -> 
     return {"case": name, "argv": case_argv, "largest_batch_that_ran": ran, "first_batch_out_of_memory": out}
 
 
+def measure_lm_cap(name: str, case_argv: list[str], prediction: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """`measure_fit`, then the largest batch that ran once more with the allocator's history recorded: its
+    allocated and reserved peaks (what `tui.core.step.allocator` replays) and a `torch.cuda.memory` snapshot
+    (FOLDER/NAME.pickle, for https://pytorch.org/memory_viz), so a replay can be checked event by event."""
+    import torch
+
+    from tui.core.units import parse_size
+
+    row = measure_fit(name, case_argv, prediction)
+    config, workload = objects(prediction)
+    size = parse_size(case_argv[case_argv.index("--gpu-memory") + 1])
+    folder.mkdir(parents=True, exist_ok=True)
+    before = _clean()
+    torch.cuda.set_per_process_memory_fraction(size / torch.cuda.get_device_properties(0).total_memory)
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    try:
+        run_phases(config, Workload(**{**workload.as_dict(), "batch": row["largest_batch_that_ran"]}))
+        torch.cuda.memory._dump_snapshot(str(folder / f"{name}.pickle"))
+        row["at_largest"] = {"allocated_before_case": before, "peak_allocated": torch.cuda.max_memory_allocated(),
+                             "peak_reserved": torch.cuda.max_memory_reserved(),
+                             "snapshot": f"{folder.name}/{name}.pickle"}
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+        _clean()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    return row
+
+
 def meta() -> dict[str, Any]:
     import torch
     import transformers
@@ -413,6 +475,8 @@ def main(args: list[str]) -> int:
             first = False
         elif part == "fits":
             row = measure_fit(name, case_argv, prediction)
+        elif part == "lm_caps":
+            row = measure_lm_cap(name, case_argv, prediction, output.with_name(output.stem + ".snapshots"))
         else:
             row = measure_saved_and_flops(name, case_argv, prediction)
         document[part].append(row)
