@@ -156,7 +156,7 @@ def test_a_count_written_in_full_is_read_at_its_significant_figures_when_nothing
     capsys: pytest.CaptureFixture[str], written: str
 ) -> None:
     code, out, _ = run(capsys, "audit", written)
-    assert code == 0 and "read at its 2 significant figures" in out
+    assert code == 0 and "read at its 2 significant figures" in " ".join(out.split())  # prose wraps at 80
     assert "1. 109,482,240, rounded to 110,000,000" in out and "the exact count itself, rounded" in out
     code, out, _ = run(capsys, "audit", written, "--format", "json")
     data = json.loads(out)

@@ -134,3 +134,22 @@ def test_a_preset_text_is_parsed_once_and_an_edited_file_again(tmp_path: Path, m
     for _ in range(2):  # a refused text is refused each time it is read
         with pytest.raises(PresetError, match="num_hidden_layers"):
             load_preset(path)
+
+
+def test_a_preset_holds_the_config_of_the_hub_model_it_names() -> None:
+    """Every preset whose Hub config.json is kept in the fixtures equals it field by field (the head aside: a
+    preset counts the base model; what changes only the step, as ModernBERT's pooling, aside). ModernBERT's said 512 positions, the default, where the Hub says 8,192."""
+    from tui.io.hf_config import load_hf_config
+
+    catalog = load_catalog()
+    hub = Path(__file__).parent / "fixtures" / "hub"
+    checked = 0
+    for folder in sorted(hub.iterdir()):
+        if folder.name in catalog.presets:
+            preset, published = catalog.get(folder.name).config, load_hf_config(folder).config
+            fields = (*preset.fields, "max_position_embeddings")  # the longest sequence compute accepts
+            differ = {field: (getattr(preset, field), getattr(published, field)) for field in fields
+                      if field != "head" and getattr(preset, field) != getattr(published, field)}
+            assert not differ, (folder.name, differ)
+            checked += 1
+    assert checked >= 8

@@ -132,3 +132,71 @@ def test_a_checkpoint_is_compared_with_the_preset_named_beside_it() -> None:
     code, out, err = run("count", "--checkpoint", str(folder), "--preset", "bert-large-uncased")
     assert code == 1, err
     assert "bert-large-uncased" in out and "matches the config" not in out
+
+
+COMMANDS = ["count", "compute", "presets", "audit", "diff", "verify"]
+PRINTED = [  # what a person reads: tables and prose (json, csv and markdown are data, kept whole)
+    ("count",), ("count", "--preset", "albert-base-v2", "--head", "mlm"),
+    ("count", "--checkpoint", "tests/fixtures/checkpoints/legacy"),
+    ("compute", "--head", "mlm", "--batch", "8", "--seq", "512", "--gpu-memory", "24GiB"),
+    ("compute", "--preset", "deberta-v3-base", "--head", "mlm", "--batch", "8", "--seq", "512"),
+    ("compute", "--preset", "ModernBERT-base", "--mode", "inference", "--batch", "4", "--seq", "8192"),
+    ("presets",), ("audit", "110M"), ("audit", "186828288", "--preset", "example-40k"),
+    ("audit", "7,113,216", "--scope", "layer"), ("diff", "bert-base-uncased", "bert-large-uncased"),
+    ("diff", "roberta-base", "deberta-v3-base"),
+]
+
+
+@pytest.mark.parametrize("argv", [("--help",), *((command, "--help") for command in COMMANDS), *PRINTED],
+                         ids=" ".join)
+def test_help_tables_and_prose_fit_80_columns(argv: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """#35 item 8: at COLUMNS=80 no line of help, a table or prose is wider (help was one 781-column line)."""
+    import os
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(__file__)))
+    code, out, _ = run(*argv)
+    assert code in (0, 1) and out
+    wide = [line for line in out.splitlines() if len(line) > 80]
+    assert not wide, wide[:3]
+
+
+def test_an_example_command_in_help_is_continued_with_a_backslash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    _, out, _ = run("compute", "--help")
+    examples = out.split("examples:", 1)[1].strip().splitlines()
+    assert examples[0].endswith(" \\") and examples[1].startswith("      --")  # a flag stays with its value
+    joined = " ".join(line.removesuffix(" \\").strip() for line in examples[:2])
+    assert joined == "bert-tui compute bert-large-uncased --batch 32 --seq 512 --precision amp-bf16 --gpu-memory 24GiB"
+
+
+def test_prose_keeps_a_shape_and_a_count_whole() -> None:
+    from tui.plain import prose
+
+    line = "  encoder.layer.{0..11}.attention.self.query.weight  [768, 768] → [1024, 1024] × 12  +5,505,024"
+    assert prose(line, 80).splitlines() == ["  encoder.layer.{0..11}.attention.self.query.weight  [768, 768] →",
+                                            "      [1024, 1024] × 12  +5,505,024"]
+
+
+def test_an_error_is_one_line_in_a_pipe_and_wrapped_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tui.plain import say
+
+    message = "bert-tui count: error: --hidden-size 770: must be a multiple of num_attention_heads (12), e.g. 768 or 780"
+    monkeypatch.setenv("COLUMNS", "80")
+    assert say(message) == message  # the test's stderr is not a terminal
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    lines = say(message).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 80 for line in lines) and " ".join(lines).split() == message.split()
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_presets_say_each_family_as_a_column_or_a_heading(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#35 item 8: the family column was dropped silently at 80 columns (the order then looked random)."""
+    monkeypatch.setenv("COLUMNS", columns)
+    _, out, _ = run("presets")
+    if columns == "80":
+        assert "│ family" not in out and "│ albert:" in out and "│ deberta-v2:" in out
+    else:
+        assert "family" in out and "│ albert-base-v2               │ albert" in out

@@ -43,3 +43,39 @@ def middle_ellipsis(text: str, width: int) -> str:
     head = width // 2
     tail = width - 1 - head
     return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def width() -> int:
+    """The columns prose is wrapped to: the terminal's, COLUMNS in a pipe, else 80 (as Rich's tables)."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def prose(text: str, columns: int | None = None) -> str:
+    """`text` for a person to read: each line longer than the width wrapped at word boundaries, continued four
+    columns under its own indentation (a tensor name stays whole)."""
+    import re
+    import textwrap
+
+    columns = columns or width()
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= columns:
+            lines.append(line)
+            continue
+        lead = " " * (len(line) - len(line.lstrip()))
+        # A shape (`[768, 768]`) and `× 12` stay whole: textwrap never breaks at U+00A0.
+        kept = re.sub(r"(?<=\d), (?=\d)", ",\xa0", line.strip()).replace(" × ", "\xa0×\xa0")
+        wrapped = textwrap.wrap(kept, columns, initial_indent=lead, subsequent_indent=lead + "    ",
+                                break_on_hyphens=False, break_long_words=False)
+        lines += [part.replace("\xa0", " ") for part in wrapped] or [line]
+    return "\n".join(lines)
+
+
+def say(line: str) -> str:
+    """A message for stderr: wrapped to a terminal's width when a person watches it; one line in a pipe or a log
+    (a grep finds it whole)."""
+    import sys
+
+    return prose(line) if sys.stderr.isatty() else line

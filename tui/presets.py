@@ -156,6 +156,8 @@ def preset_config(config: BertConfig) -> dict[str, object]:
     data["pooler"] = config.pooler  # as chosen, not as the head class builds it
     if "embedding_size" in data:
         data["embedding_size"] = config.embedding_size  # 0: as wide as H, and stays so when H changes
+    # The longest sequence compute accepts, where no position table makes it a size (ModernBERT's rotary).
+    data.setdefault("max_position_embeddings", config.max_position_embeddings)
     return data
 
 

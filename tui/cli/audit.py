@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 
+from ..plain import prose
 from .common import Parser, UsageError, add_model, add_overrides, add_source, resolve
 
 
@@ -21,7 +21,6 @@ def build_parser() -> Parser:
         "Exit 0 when one does, 1 when none does.",
         epilog="examples:\n  bert-tui audit 186828288 --preset example-40k\n  bert-tui audit 110M\n"
         "  bert-tui audit 7,113,216 --scope layer",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("claim", metavar="CLAIMED", help="the published count: 186828288, 186,828,288, 110M or 0.11B")
     add_model(parser)
@@ -60,6 +59,6 @@ def run(argv: Sequence[str]) -> int:
              "conventions": "; ".join(describe(k, selection.config) for k in e.conventions)} for e in found]
         sys.stdout.write(rows_text(rows, args.format, f"claim {result.claim.text}: {selection.title}"))
     else:
-        sys.stdout.write(audit_text(result, selection.config, selection.title))
+        sys.stdout.write(prose(audit_text(result, selection.config, selection.title)))
     return 0 if result.matches else 1
 

@@ -4,14 +4,16 @@ source (a preset, a file, a Hub id) with the overrides on top, and the exit code
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 from ..core.config import EXTRA_FIELDS
-from ..plain import printable
+from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
 from ..sources import (
     LOAD_ERRORS,
@@ -52,11 +54,55 @@ class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit code 2."""
 
 
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help as wide as the terminal: prose wrapped at word boundaries; an example command kept whole per flag and
+    continued with a backslash (it still pastes); an indented definition (`count     count one ...`) wrapped
+    under its text."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines: list[str] = []
+        for line in text.splitlines():
+            if not line.startswith(" "):
+                lines += textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False) or [""]
+            elif line.lstrip().startswith("bert-tui"):
+                lines += _continued(line, width)
+            else:
+                term = re.match(r"\s+\S+\s{2,}", line)
+                hang = " " * (term.end() if term else len(line) - len(line.lstrip()) + 2)
+                lines += textwrap.wrap(line, width, subsequent_indent=hang, break_on_hyphens=False,
+                                       break_long_words=False)
+        return "\n".join(indent + line if line else "" for line in lines)
+
+
+def _continued(command: str, width: int) -> list[str]:
+    """`command` in lines of at most `width` (a flag stays with its value), each but the last ending in ` \\`."""
+    lead = len(command) - len(command.lstrip())
+    groups: list[str] = []
+    for word in command.split():
+        if groups and not word.startswith("-") and groups[-1].startswith("--") and " " not in groups[-1]:
+            groups[-1] += " " + word
+        else:
+            groups.append(word)
+    lines, current = [], " " * lead + groups[0]
+    for group in groups[1:]:
+        if len(current) + len(group) + 3 > width:
+            lines.append(current + " \\")
+            current = " " * (lead + 4) + group
+        else:
+            current += " " + group
+    return [*lines, current]
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block."""
+    """An ArgumentParser whose errors are one line on stderr (and exit 2), without the usage block, and whose help
+    fits the terminal (`Formatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, say(f"{self.prog}: error: {printable(message)} (see {self.prog} --help)") + "\n")
 
 
 def flag(field: str) -> str:
@@ -99,10 +145,11 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("overrides (Hugging Face config keys; applied on top of the source)")
     for field in (*SIZE_FIELDS, *EXTRA_FIELDS):
         group.add_argument(flag(field), dest=field, metavar="N", help=OVERRIDE_HELP[field])
-    group.add_argument("--head", choices=list(HEADS), help=f"the model class to count: {HEAD_HELP} (default: none)")
+    group.add_argument("--head", choices=list(HEADS), metavar="HEAD",
+                       help=f"the model class to count: {HEAD_HELP} (default: none)")
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
                        help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
-    group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES),
+    group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES), metavar="TYPE",
                        help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")

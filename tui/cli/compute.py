@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 
 from ..core import ConfigError
-from ..plain import printable
+from ..plain import printable, say
 from .common import (
     Parser,
     UsageError,
@@ -48,7 +47,6 @@ def build_parser() -> Parser:
         "--checkpointing"
         "\n  bert-tui compute deberta-v3-base --head sequence-classification --batch 8 --seq 512 "
         "--precision amp-bf16",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model(parser)
     add_source(parser, checkpoint=False)
@@ -121,7 +119,7 @@ def run(argv: Sequence[str]) -> int:
     if defaulted:
         notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
     for note in notes:
-        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
+        print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(json.dumps(compute_data(result, gpu_memory), indent=2, ensure_ascii=False) + "\n")
     elif args.format == "csv":

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 
 from ..core import build_tree
-from ..plain import printable
+from ..plain import printable, prose, say
 from .common import Parser, Selection, add_model, add_overrides, add_source, resolve
 
 
@@ -24,7 +23,6 @@ def build_parser() -> Parser:
         "  bert-tui count --preset bert-base-uncased --head mlm --format json\n"
         "  bert-tui count path/to/model --offline\n\n"
         "exit status: 0; 1 when a checkpoint differs from its config (as diff(1)); 2 on bad input",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model(parser)
     add_source(parser)
@@ -52,7 +50,7 @@ def print_count(selection: Selection, fmt: str) -> int:
 
     tree = build_tree(selection.config)
     for note in selection.notes:
-        print(f"bert-tui: note: {printable(note)}", file=sys.stderr)
+        print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     ckpt = selection.checkpoint
     if fmt == "json":
         text = to_json(tree)
@@ -65,11 +63,11 @@ def print_count(selection: Selection, fmt: str) -> int:
         from rich.console import Console
 
         if ckpt is not None:
-            sys.stdout.write(checkpoint_text(ckpt.checkpoint, ckpt.comparison) + "\n")
+            sys.stdout.write(prose(checkpoint_text(ckpt.checkpoint, ckpt.comparison)) + "\n")
         Console().print(to_table(tree, selection.title))
     else:
         if ckpt is not None:
-            print("bert-tui: note: the checkpoint report is printed with --format table or json", file=sys.stderr)
+            print(say("bert-tui: note: the checkpoint report is printed with --format table or json"), file=sys.stderr)
         sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
     return 1 if ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean else 0
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 
 from ..core import build_tree
+from ..plain import prose
 from .common import Parser, add_overrides, apply_overrides, load
 
 
@@ -21,7 +21,6 @@ def build_parser() -> Parser:
         epilog="examples:\n  bert-tui diff bert-base-uncased bert-large-uncased\n"
         "  bert-tui diff google-bert/bert-base-uncased FacebookAI/roberta-base\n\n"
         "exit status: 0 when A and B have the same parameters, 1 when they differ (as diff(1)), 2 on bad input",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", metavar="A", help="a preset name, a preset YAML file, a config.json, a model folder or a Hub id")
     parser.add_argument("b", metavar="B", help="the same kinds as A (overrides apply to it)")
@@ -49,6 +48,6 @@ def run(argv: Sequence[str]) -> int:
                 for p in data["parameters"]]  # type: ignore[attr-defined]
         sys.stdout.write(rows_text(rows, args.format, f"{a.name} → {b.title}: {result.delta:+,}"))
     else:
-        sys.stdout.write(diff_text(result, a.name, b.title))
+        sys.stdout.write(prose(diff_text(result, a.name, b.title)))
     return 1 if result.delta or result.params else 0
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import COMMANDS
-from ..plain import printable
+from ..plain import printable, say
 from .common import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, UsageError
 
 
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except UsageError as error:
-        print(f"{prog}: error: {printable(str(error))}", file=sys.stderr)
+        print(say(f"{prog}: error: {printable(str(error))}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `bert-tui count | head`: the reader left; not an error of ours
         _silence_stdout()

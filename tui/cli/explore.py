@@ -3,7 +3,6 @@ without a terminal, what `bert-tui count` prints."""
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
@@ -37,7 +36,6 @@ def build_parser() -> Parser:
         "examples:\n  bert-tui --preset bert-large-uncased\n"
         "  bert-tui count --preset example-40k --format json\n"
         "  bert-tui count --num-hidden-layers 6 --head mlm",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bert-tui {__version__}")
     add_model(parser)

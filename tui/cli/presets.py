@@ -41,6 +41,7 @@ def run(argv: Sequence[str]) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     table = Table(title="presets", title_justify="left")
@@ -52,13 +53,20 @@ def run(argv: Sequence[str]) -> int:
         lines.append([row["name"] + ("" if row["builtin"] else " (user)"), row["model_type"], *(str(n) for n in cells),
                       f"{row['total']:,}"])
     widths = [max(len(column), *(len(line[i]) for line in lines)) for i, column in enumerate(columns)]
-    if sum(widths) + 3 * len(widths) + 1 > console.width:  # names and numbers stay whole: the family goes first
-        del columns[1], widths[1]
-        lines = [[line[0], *line[2:]] for line in lines]
+    # Names and numbers stay whole: where the family's column does not fit, each family heads its own section.
+    sections = sum(widths) + 3 * len(widths) + 1 > console.width
+    if sections:
+        del columns[1]
     for column in columns:
         table.add_column(column, justify="left" if column in ("name", "family") else "right", no_wrap=True)
+    family = None
     for line in lines:
-        table.add_row(plain(line[0]), *line[1:])
+        if sections and line[1] != family:
+            if family is not None:
+                table.add_section()
+            family = line[1]
+            table.add_row(Text(f"{family}:", style="bold"), *[""] * (len(columns) - 1))
+        table.add_row(plain(line[0]), *(line[2:] if sections else line[1:]))
     console.print(table)
     return 0
 
