@@ -39,6 +39,7 @@ class Misbehaviour:
     chunk: int = 65536
     location: str | None = None  # a redirect (3xx) to this URL
     pause: float = 0.0  # seconds between the headers and the body
+    header_drip: float = 0.0  # seconds between the bytes of the status line and headers
 
 
 @dataclass
@@ -155,14 +156,26 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if how.location is not None:
                 headers["Location"] = how.location
             headers.update(how.headers)
-            self.send_response(how.status)
-            for key, value in headers.items():
-                if value:
-                    self.send_header(key, value)
-            if how.endless or "Content-Length" not in headers or not headers["Content-Length"]:
-                self.send_header("Connection", "close")
+            if how.header_drip:  # the header block a byte at a time, each byte within any read timeout
+                lines = [f"HTTP/1.1 {how.status} {self.responses.get(how.status, ('',))[0]}",
+                         *(f"{key}: {value}" for key, value in headers.items() if value), "Connection: close"]
                 self.close_connection = True
-            self.end_headers()
+                try:
+                    for byte in ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"):
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(how.header_drip)
+                except OSError:  # the client hung up
+                    return None
+            else:
+                self.send_response(how.status)
+                for key, value in headers.items():
+                    if value:
+                        self.send_header(key, value)
+                if how.endless or "Content-Length" not in headers or not headers["Content-Length"]:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
             if not body:
                 return None
             payload = data if how.size is None else b" " * size

@@ -101,6 +101,13 @@ def test_bytes_sent_past_an_answers_length_do_not_reach_the_next_request(
     assert took < 2 * TIMEOUT + 1, took
 
 
+def test_a_header_block_sent_a_byte_at_a_time_ends_within_the_budget(
+        fake_hub: FakeHub, short_limits: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """#35 item 11: the status line and headers dripped, each byte within the read timeout (~200 bytes at 0.1 s:
+    20 s), were bounded per read only; the whole answer now ends within one budget."""
+    refused(count(fake_hub, Misbehaviour(header_drip=0.1), capsys), "too slow, given up")
+
+
 def test_a_stalled_answer_is_named_not_called_unreachable(fake_hub: FakeHub, short_limits: None,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Headers, then silence: the read times out after the headers, which is not a network that cannot be reached."""

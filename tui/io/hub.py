@@ -163,7 +163,7 @@ def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, 
     for _ in range(MAX_REDIRECTS + 1):
         if time.monotonic() > deadline:
             raise SourceError(first, None, f"no answer within {BUDGET:g} s (redirect after redirect): given up")
-        with _send(session, url, headers, min(TIMEOUT, deadline - time.monotonic())) as (response, raw):
+        with _send(session, url, headers, min(TIMEOUT, deadline - time.monotonic()), deadline) as (response, raw):
             chunks = _until(raw, deadline, first)
             status = response.status_code
             commit = commit or response.headers.get("X-Repo-Commit") or ""
@@ -185,13 +185,75 @@ def _get(hub: Any, url: str, extra: dict[str, str]) -> Iterator[tuple[int, Any, 
                       "misconfigured proxy or mirror?")
 
 
+class _Watchdog:
+    """Ends a request at its deadline whatever it waits for. The HTTP library bounds each read, not an answer: a
+    server that sends its status line and headers a byte at a time, each within the read timeout, held a request
+    for as long as it liked. httpx's `trace` extension hands over each connection's socket as it opens; at the
+    deadline the socket is shut down, which wakes the blocked read (the request then fails, named too slow)."""
+
+    def __init__(self, deadline: float) -> None:
+        import threading
+
+        self.expired = False
+        self._sockets: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
+        self._timer.daemon = True
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name.endswith(("connect_tcp.complete", "connect_unix_socket.complete")):
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            with self._lock:
+                if sock is not None:
+                    self._sockets.append(sock)
+                    if self.expired:
+                        self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: Any) -> None:
+        import socket
+
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # closed already
+            pass
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+def _too_slow(where: str) -> SourceError:
+    return SourceError(where, None, f"no complete answer from the Hub within {BUDGET:g} s: too slow, given up "
+                       "(check the network or a proxy)")
+
+
 @contextmanager
-def _send(session: Any, url: str, headers: dict[str, str], timeout: float) -> Iterator[tuple[Any, Iterator[bytes]]]:
+def _send(session: Any, url: str, headers: dict[str, str], timeout: float,
+          deadline: float) -> Iterator[tuple[Any, Iterator[bytes]]]:
     """One request, its body not read yet, each wait at most `timeout` (what is left of the request's budget,
-    so that a chain of slow hops ends within it too): httpx or httpx2 (huggingface_hub >= 1.0), or requests."""
+    so that a chain of slow hops ends within it too) and the whole answer, headers and body, ended at `deadline`
+    (`_Watchdog`): httpx or httpx2 (huggingface_hub >= 1.0), or requests (each read bounded only)."""
     if callable(getattr(session, "stream", None)):  # requests has a bool there
-        with session.stream("GET", url, headers=headers, timeout=timeout, follow_redirects=False) as response:
-            yield response, response.iter_bytes()
+        with _Watchdog(deadline) as watchdog:
+            try:
+                with session.stream("GET", url, headers=headers, timeout=timeout, follow_redirects=False,
+                                    extensions={"trace": watchdog.trace}) as response:
+                    yield response, response.iter_bytes()
+            except Exception:
+                if watchdog.expired:  # whatever the library made of a shut socket: the answer took too long
+                    raise _too_slow(url) from None
+                raise
         return
     with session.get(url, headers=headers, timeout=timeout, stream=True, allow_redirects=False) as response:
         yield response, response.iter_content(65536)
@@ -218,7 +280,18 @@ def _request_headers(hub: Any) -> dict[str, str]:
 
 def _head(hub: Any, url: str) -> Any:
     """HEAD `url` once, without retries (see `_get`). A typed Hub error is raised for a 4xx/5xx answer."""
-    response = hub.get_session().head(url, headers=_request_headers(hub), timeout=TIMEOUT)
+    session = hub.get_session()
+    if callable(getattr(session, "stream", None)):  # httpx: the answer's headers within the budget too
+        with _Watchdog(time.monotonic() + BUDGET) as watchdog:
+            try:
+                response = session.head(url, headers=_request_headers(hub), timeout=TIMEOUT,
+                                        extensions={"trace": watchdog.trace})
+            except Exception as error:
+                if watchdog.expired:
+                    raise _too_slow(url) from None
+                raise
+    else:
+        response = session.head(url, headers=_request_headers(hub), timeout=TIMEOUT)
     if response.status_code >= 400:
         hub.utils.hf_raise_for_status(response)
     return response
