@@ -286,7 +286,7 @@ def _head(hub: Any, url: str) -> Any:
             try:
                 response = session.head(url, headers=_request_headers(hub), timeout=TIMEOUT,
                                         extensions={"trace": watchdog.trace})
-            except Exception as error:
+            except Exception:
                 if watchdog.expired:
                     raise _too_slow(url) from None
                 raise
