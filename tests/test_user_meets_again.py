@@ -200,3 +200,62 @@ def test_presets_say_each_family_as_a_column_or_a_heading(columns: str, monkeypa
         assert "│ family" not in out and "│ albert:" in out and "│ deberta-v2:" in out
     else:
         assert "family" in out and "│ albert-base-v2               │ albert" in out
+
+
+async def test_a_dialogs_error_goes_when_the_field_is_retyped_and_stays_gone_after_no(
+        tmp_path: object, isolated_user_presets: object) -> None:
+    """#35 item 10: the export dialog kept an old error after the path was retyped; the save dialog brought one
+    back after "No"; shadowing a built-in said "Yes, overwrite" (nothing is overwritten)."""
+    from textual.widgets import Button
+
+    from tui.explorer.dialogs import ConfirmScreen, ExportScreen, SavePresetScreen
+
+    from .ready import type_text
+    from .test_explain_screens import text_of_screen
+
+    app = app_for("bert-tiny")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("x", "ctrl+u")
+        await type_text(pilot, f"{tmp_path}/x.txt")
+        await pilot.press("enter")
+        assert isinstance(app.screen, ExportScreen) and "end the name with" in text_of_screen(app.screen,
+                                                                                              "#export-error")
+        await pilot.press("backspace")
+        assert text_of_screen(app.screen, "#export-error").strip() == ""
+        await pilot.press("escape", "s", "ctrl+u")
+        await type_text(pilot, "../x")
+        await pilot.press("enter")
+        assert isinstance(app.screen, SavePresetScreen) and "not a plain preset name" in text_of_screen(
+            app.screen, "#save-error")
+        await pilot.press("ctrl+u")
+        await type_text(pilot, "bert-base-uncased")
+        await pilot.press("enter")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert str(app.screen.query_one("#yes", Button).label) == "Yes, shadow it"
+        await pilot.press("n")
+        assert isinstance(app.screen, SavePresetScreen) and text_of_screen(app.screen, "#save-error").strip() == ""
+
+
+async def test_the_audit_dialog_names_the_command_that_lists_every_explanation() -> None:
+    """#35 item 10: the dialog pointed to `--format json`, a flag of a command the explorer's user never typed."""
+    from .ready import type_text
+    from .test_explain_screens import text_of_screen
+
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("a", "ctrl+u")
+        await type_text(pilot, "110M")
+        text = " ".join(text_of_screen(app.screen, "#explanations").split())
+        assert "more with more assumptions (`bert-tui audit 110M --format json` lists them)" in text
+
+
+def test_the_checkpoint_report_says_what_its_dtype_figure_counts() -> None:
+    """#35 item 10: `(F32 7,282)` beside 6,194 parameters, unexplained (a tied tensor stored twice)."""
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "fixtures" / "checkpoints"
+    _, out, _ = run("count", "--checkpoint", str(folder / "legacy"))
+    said = " ".join(out.split())
+    assert "48 tensors holding 6,194 parameters (7,282 stored as F32: a tensor stored twice counts once)" in said
+    _, out, _ = run("count", "--checkpoint", str(folder / "bertmodel"))
+    assert "39 tensors holding 5,792 parameters, stored as F32" in " ".join(out.split())

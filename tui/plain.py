@@ -65,8 +65,9 @@ def prose(text: str, columns: int | None = None) -> str:
             lines.append(line)
             continue
         lead = " " * (len(line) - len(line.lstrip()))
-        # A shape (`[768, 768]`) and `× 12` stay whole: textwrap never breaks at U+00A0.
+        # A shape (`[768, 768]`), `× 12` and a size stay whole: textwrap never breaks at U+00A0.
         kept = re.sub(r"(?<=\d), (?=\d)", ",\xa0", line.strip()).replace(" × ", "\xa0×\xa0")
+        kept = re.sub(r"(?<=\d) (?=(?:[KMGT]i?)?B\b|%)", "\xa0", kept)  # 33.3 KiB, 9.1 %
         wrapped = textwrap.wrap(kept, columns, initial_indent=lead, subsequent_indent=lead + "    ",
                                 break_on_hyphens=False, break_long_words=False)
         lines += [part.replace("\xa0", " ") for part in wrapped] or [line]

@@ -121,7 +121,8 @@ class AuditScreen(Dialog[None]):
         except ClaimError as error:
             out.update(plain(f"⚠ {error}"))
             return
-        out.update(Text(audit_text(result, self._config, self._source_title)))
+        more = f"`bert-tui audit {claim.text.strip()} --format json` lists them"
+        out.update(Text(audit_text(result, self._config, self._source_title, more)))
 
 
 class ConfirmScreen(Dialog[bool]):
@@ -130,16 +131,17 @@ class ConfirmScreen(Dialog[bool]):
     AUTO_FOCUS = "#no"
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n", "answer(False)", "No"), Binding("escape", "answer(False)", "No")]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, yes: str = "Yes, overwrite") -> None:
         super().__init__()
         self._question = question
+        self._yes = yes
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box", classes="dialog"):
             yield Static(plain(self._question))
             with Horizontal(id="confirm-buttons"):
                 yield Button("No", id="no", variant="primary")
-                yield Button("Yes, overwrite", id="yes", variant="error")
+                yield Button(self._yes, id="yes", variant="error")
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
@@ -175,9 +177,14 @@ class ExportScreen(Dialog[Path | None]):
             yield Static("", id="export-error", classes="error")
             yield Static("Enter writes (asking before it overwrites); Escape cancels.", classes="dim")
 
+    @on(Input.Changed, "#path")
+    def _edited(self) -> None:
+        self.query_one("#export-error", Static).update("")  # an old error would speak of another path
+
     @on(Input.Submitted, "#path")
     def _submitted(self, event: Input.Submitted) -> None:
         error = self.query_one("#export-error", Static)
+        error.update("")
         try:
             path = check_writable_target(event.value)
         except ValueError as problem:
@@ -276,8 +283,13 @@ class SavePresetScreen(Dialog[str | None]):
             yield Static("", id="save-error", classes="error")
             yield Static("Enter saves; Escape cancels. Letters, digits, '.', '_' and '-'.", classes="dim")
 
+    @on(Input.Changed, "#preset-name")
+    def _edited(self) -> None:
+        self.query_one("#save-error", Static).update("")  # an old error would speak of another name
+
     @on(Input.Submitted, "#preset-name")
     def _submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#save-error", Static).update("")
         try:
             name = check_preset_name(event.value)
         except ValueError as problem:
@@ -286,8 +298,11 @@ class SavePresetScreen(Dialog[str | None]):
         path = user_preset_path(name)
         exists = probe(path, Path.exists)
         if exists or name in self._builtin:
-            what = f"{path} exists. Overwrite it?" if exists else f"{name} is a built-in preset. Shadow it with yours?"
-            self.app.push_screen(ConfirmScreen(what), lambda yes: self._save(name) if yes else None)
+            if exists:
+                question, yes = f"{path} exists. Overwrite it?", "Yes, overwrite"
+            else:  # the built-in stays; yours is found first
+                question, yes = f"{name} is a built-in preset. Shadow it with yours?", "Yes, shadow it"
+            self.app.push_screen(ConfirmScreen(question, yes), lambda answer: self._save(name) if answer else None)
         else:
             self._save(name)
 

@@ -176,7 +176,8 @@ def _share(n: int, total: int) -> str:
 # Audit and diff: plain text (shared by the CLI and the explorer's screens) and JSON-ready data.
 
 
-def audit_text(result: Audit, config: BertConfig, title: str, shown: int = 5) -> str:
+def audit_text(result: Audit, config: BertConfig, title: str, more: str = "--format json lists them",
+               shown: int = 5) -> str:
     """Each explanation in plain words: the conventions, the figure they give, the parts they change."""
     what = "one encoder layer" if result.scope == "layer" else config.hf_class
     claim = result.claim
@@ -199,7 +200,7 @@ def audit_text(result: Audit, config: BertConfig, title: str, shown: int = 5) ->
         lines.append(f"{number}. {explanation.value:,}{rounding}")
         lines += _explanation_lines(explanation, config)
     if len(result.matches) > shown:
-        lines.append(f"… and {len(result.matches) - shown} more with more assumptions (--format json lists them).")
+        lines.append(f"… and {len(result.matches) - shown} more with more assumptions ({more}).")
     return "\n".join(lines) + "\n"
 
 
@@ -263,9 +264,16 @@ def checkpoint_text(checkpoint: Checkpoint, comparison: Comparison) -> str:
     """What the file holds, and how it compares with the config. Names from the file are made printable:
     a tensor name holding escape sequences or newlines must not reach the terminal as it is."""
     files = f"{len(checkpoint.files)} file{'s' if len(checkpoint.files) > 1 else ''}"
-    dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in checkpoint.dtypes().items())
+    by_dtype = checkpoint.dtypes()
+    stored = sum(by_dtype.values())
+    dtypes = next(iter(by_dtype)) if len(by_dtype) == 1 else ", ".join(f"{d} {n:,}" for d, n in by_dtype.items())
+    held = f"{len(checkpoint.tensors)} tensors holding {comparison.held:,} parameters"
+    if stored == comparison.held:
+        summary = f"{held}, stored as {dtypes}"
+    else:  # a tied tensor stored anyway, a tensor in two shards: stored twice, a parameter once
+        summary = f"{held} ({stored:,} stored as {dtypes}: a tensor stored twice counts once)"
     lines = [f"checkpoint {printable(checkpoint.path)}: {files}, {short_bytes(checkpoint.bytes_on_disk)} on disk",
-             f"  {len(checkpoint.tensors)} tensors holding {comparison.held:,} parameters ({dtypes})"]
+             f"  {summary}"]
     if checkpoint.duplicates:
         lines.append(f"  stored in more than one shard, counted once: {_names(checkpoint.duplicates)}")
     if comparison.tied_stored:
