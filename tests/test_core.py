@@ -165,6 +165,10 @@ def test_every_marginal_cost_is_its_own_fields_at_the_limits(changes: dict[str, 
     for cost in marginal_costs(config):
         if cost.field == "num_attention_heads":
             continue
+        if cost.note == "switch":  # a family's switch: what it adds when on, the rest as it is
+            on, off = (closed_form_total(config.replace(**{cost.field: value})) for value in (True, False))
+            assert cost.delta == on - off
+            continue
         current = getattr(config, cost.field)
         if cost.at_limit:
             with pytest.raises(ConfigError):

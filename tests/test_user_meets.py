@@ -114,11 +114,15 @@ async def test_the_key_bar_shows_whole_keys_and_every_action_at_80_columns() -> 
         assert "Expand all" in line and "Collapse all" in line and "…" not in line
 
 
+DEBERTA_V3 = load_catalog().get("deberta-v3-base").config
+
+
 async def test_at_120_columns_the_tree_keeps_every_name_and_count_whole_and_the_form_its_hints() -> None:
     """At 120×40 the tree had 43 columns while the form's were half empty: after expanding it (a scroll bar
     appears), counts were cut ('183,831,5') and names too ('query_proj.weig…'); DeBERTa's switch hints were cut
     without an ellipsis ('c2p on: +H² +')."""
-    from tui.explorer.widgets.form import FLAG_COSTS, flag_text
+    from tui.core import marginal_costs
+    from tui.explorer.widgets.form import cost_text, flag_text
     from tui.explorer.widgets.param_tree import ParamTreeView
 
     app = app_for("deberta-v3-base")
@@ -133,4 +137,5 @@ async def test_at_120_columns_the_tree_keeps_every_name_and_count_whole_and_the_
         assert all(len(line.rstrip()) <= width for line in lines)
         for flag in ("pos_att_c2p", "pos_att_p2c", "share_att_key", "norm_rel_ebd"):
             hint = text_of(app, f"#cost-{flag}").strip()
-            assert hint == flag_text(flag, True) and FLAG_COSTS[flag] in hint, hint
+            costs = {m.field: cost_text(m) for m in marginal_costs(DEBERTA_V3)}
+            assert hint == flag_text(flag, True, costs) and costs[flag] in hint, hint

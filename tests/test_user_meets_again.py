@@ -259,3 +259,23 @@ def test_the_checkpoint_report_says_what_its_dtype_figure_counts() -> None:
     assert "48 tensors holding 6,194 parameters (7,282 stored as F32: a tensor stored twice counts once)" in said
     _, out, _ = run("count", "--checkpoint", str(folder / "bertmodel"))
     assert "39 tensors holding 5,792 parameters, stored as F32" in " ".join(out.split())
+
+
+async def test_a_switchs_hint_is_what_the_core_says_it_adds_for_the_config_shown() -> None:
+    """#35 item 10: DeBERTa's hints said `no pos proj` and `+H²+H/layer` for c2p, which adds nothing while the
+    keys are shared; a switch's hint is now what turning it on adds, as the core counts it (and follows edits)."""
+    from tui.explorer.widgets.form import ConfigForm
+
+    app = app_for("deberta-v3-base")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        form = app.query_one(ConfigForm)
+        hints = {flag: str(form.query_one(f"#cost-{flag}").render()).strip()
+                 for flag in ("share_att_key", "pos_att_c2p", "relative_attention")}
+        assert hints == {"share_att_key": "on: −14.17 M", "pos_att_c2p": "on: +0", "relative_attention": "on: +393.22 K"}
+        await pilot.click("#share_att_key")
+        await pilot.pause()
+        shared = DEBERTA.replace(share_att_key=False)
+        assert build_tree(shared).total - build_tree(shared.replace(pos_att_c2p=False)).total == 7_087_104
+        assert str(form.query_one("#cost-pos_att_c2p").render()).strip() == "on: +7.09 M"
+        assert str(form.query_one("#cost-share_att_key").render()).strip() == "off: −14.17 M"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ROBERTA_STYLE, BertConfig, ConfigError
+from ..config import FAMILY_FLAGS, ROBERTA_STYLE, BertConfig, ConfigError
 from .families import derived_closed_form
 
 LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
@@ -87,10 +87,22 @@ class Marginal:
 
 
 def marginal_costs(config: BertConfig) -> list[Marginal]:
-    """For each size field (and num_labels where the head uses it), total(field + 1) − total(config)."""
+    """For each size field (and num_labels where the head uses it), total(field + 1) − total(config); for each
+    of the family's switches, what it adds when on: total(on) − total(off), the rest of the config as it is
+    (DeBERTa's c2p adds nothing while the keys are shared)."""
     base = closed_form_total(config)
     names = [*config.fields, *(["num_labels"] if config.uses_num_labels else [])]
-    return [_marginal(config, name, base) for name in names]
+    return [*(_marginal(config, name, base) for name in names),
+            *(_switch(config, flag, base) for flag in FAMILY_FLAGS.get(config.model_type, ()))]
+
+
+def _switch(config: BertConfig, flag: str, base: int) -> Marginal:
+    value = getattr(config, flag)
+    try:
+        other = closed_form_total(config.replace(**{flag: not value}))
+    except ConfigError as refused:
+        return Marginal(flag, 0, note=f"cannot be switched: {refused.rule}", at_limit=True)
+    return Marginal(flag, base - other if value else other - base, note="switch")
 
 
 def _marginal(config: BertConfig, name: str, base: int) -> Marginal:

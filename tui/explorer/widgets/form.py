@@ -109,8 +109,10 @@ def form_flags(model_type: str) -> tuple[str, ...]:
     return tuple(flag for flag in FAMILY_FLAGS.get(model_type, ()) if flag not in CROSS_FLAGS)
 
 
-def flag_text(flag: str, value: bool) -> str:
-    return f"{'on' if value else 'off'}: {FLAG_COSTS[flag]}"
+def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
+    """'on: +393.2 K': the switch's state and what it adds when on, as the core counts it for the config shown
+    (its formula until the core has answered)."""
+    return f"{'on' if value else 'off'}: {costs.get(flag) or FLAG_COSTS[flag]}"
 
 
 def pooler_of(model_type: str, head: str) -> bool | None:
@@ -177,6 +179,10 @@ def as_read(config: BertConfig) -> BertConfig:
 
 def cost_text(marginal: Marginal) -> str:
     """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
+    if marginal.note == "switch":  # what it adds when on
+        return f"{'−' if marginal.delta < 0 else '+'}{short_count(abs(marginal.delta))}"
+    if marginal.field in FLAG_FIELDS:
+        return "fixed"  # the other position cannot be counted for this config
     if marginal.field == "num_attention_heads":
         return "+0: split H"
     per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
@@ -264,7 +270,7 @@ class FormPreview(Widget):
                 rows.append(row(field_label(field), str(ConfigForm._value(config, field)), field))
         rows += [row(field_label(field), str(ConfigForm._value(config, field)), field)
                  for field in EXTRA_FIELDS if field in fields]
-        rows += [switch(FLAG_LABELS[flag], getattr(config, flag), flag_text(flag, getattr(config, flag)))
+        rows += [switch(FLAG_LABELS[flag], getattr(config, flag), flag_text(flag, getattr(config, flag), self._costs))
                  for flag in FLAG_FIELDS if flag in form_flags(config.model_type)]
         rows.append(None)
         on, _, text = pooler_state(config.model_type, config.head, config.pooler)
@@ -584,7 +590,8 @@ class ConfigForm(VerticalScroll):
             found = self._ids().get(f"row-{flag}")
             if flag in flags and found is None:
                 row = Horizontal(Label(FLAG_LABELS[flag], classes="field-label"), Switch(getattr(config, flag), id=flag),
-                                 Static(flag_text(flag, getattr(config, flag)), classes="field-cost", id=f"cost-{flag}"),
+                                 Static(flag_text(flag, getattr(config, flag), self._costs), classes="field-cost",
+                                        id=f"cost-{flag}"),
                                  classes="field", id=f"row-{flag}")
                 mounting.append(self._mounted(self.mount(row, after=after)))
                 after = row
@@ -597,7 +604,7 @@ class ConfigForm(VerticalScroll):
     def _describe_flag(self, flag: str, value: bool) -> None:
         line = self._ids().get(f"cost-{flag}")
         if isinstance(line, Static):
-            line.update(flag_text(flag, value), layout=False)
+            line.update(flag_text(flag, value, self._costs), layout=False)
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -621,6 +628,9 @@ class ConfigForm(VerticalScroll):
 
     def _paint_costs(self) -> None:
         for field, text in self._costs.items():
+            switch = self._ids().get(field) if field in FLAG_FIELDS else None
+            if isinstance(switch, Switch):
+                text = flag_text(field, switch.value, self._costs)
             line = self._ids().get(f"cost-{field}")
             if isinstance(line, Static) and line.content != text:  # most costs stay as they were: no repaint
                 line.update(text, layout=False)  # one line (no wrap): no layout
