@@ -279,3 +279,39 @@ async def test_a_switchs_hint_is_what_the_core_says_it_adds_for_the_config_shown
         assert build_tree(shared).total - build_tree(shared.replace(pos_att_c2p=False)).total == 7_087_104
         assert str(form.query_one("#cost-pos_att_c2p").render()).strip() == "on: +7.09 M"
         assert str(form.query_one("#cost-share_att_key").render()).strip() == "off: −14.17 M"
+
+
+@pytest.mark.parametrize(("name", "width", "shown"), [
+    ("bert-large-uncased", 13, "bert-…uncased"), ("bert-large-uncased", 8, "…uncased"),
+    ("tests/fixtures/checkpoints/legacy", 20, "tests/…legacy"), ("abcdefghij", 5, "ab…ij"),
+    ("bert-large-uncased", 18, "bert-large-uncased"),
+])
+def test_a_name_cut_short_keeps_whole_parts(name: str, width: int, shown: str) -> None:
+    """#35 item 9: the summary cut `bert-l…ncased` (cased or uncased?): whole parts are kept, the last first."""
+    from tui.plain import middle_ellipsis
+
+    assert middle_ellipsis(name, width) == shown
+
+
+async def test_at_120_columns_z_gives_the_tree_room_for_its_change_and_shape_columns() -> None:
+    """#35 item 9: beside the form and the totals at 120×40 the tree lost the Δ and shape columns that 80×24
+    shows; `z` zooms it to the whole screen, where they have room, and restores it."""
+    from tui.explorer.widgets.param_tree import ParamTreeView
+
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("b", "f3", "e")
+        await pilot.pause()
+        tree = app.query_one(ParamTreeView)
+        narrow = tree.columns()
+        assert not (narrow.shape and narrow.delta)
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is tree
+        wide = tree.columns()
+        assert wide.shape and wide.delta and wide.share
+        lines = [tree.render_line(y).text for y in range(12)]
+        assert any("[768, 768]" in line and "Δ 0" in line for line in lines), lines
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is None and tree.columns() == narrow

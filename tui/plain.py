@@ -34,15 +34,37 @@ def plain(text: str, style: str = "") -> Text:
 
 
 def middle_ellipsis(text: str, width: int) -> str:
-    """`text` in at most `width` cells, its middle given up first (`tests/fix…/legacy`): both ends of a path or
-    name say the most. Wide characters count as one cell here: names and paths are mostly narrow."""
+    """`text` in at most `width` cells, its middle given up first: both ends of a path or name say the most.
+    Whole parts (split after `-`, `_`, `.`, `/`) are kept where they fit, the last first (`bert-…uncased`, never
+    `bert-l…ncased`, which could be cased or uncased), else characters from both ends. Wide characters count as
+    one cell here: names and paths are mostly narrow."""
     if len(text) <= width:
         return text
     if width < 1:
         return ""
-    head = width // 2
-    tail = width - 1 - head
-    return text[:head] + "…" + (text[-tail:] if tail else "")
+    import re
+
+    parts = [part for part in re.split(r"(?<=[-_./])", text) if part]
+    head: list[str] = []
+    tail: list[str] = []
+    left, right = 0, len(parts) - 1
+    from_end = True
+    while left <= right:  # the last part, the first, the one before the last, ...
+        part = parts[right] if from_end else parts[left]
+        if len("".join(head)) + len(part) + len("".join(tail)) + 1 > width:
+            break
+        if from_end:
+            tail.insert(0, part)
+            right -= 1
+        else:
+            head.append(part)
+            left += 1
+        from_end = not from_end
+    if tail:
+        return "".join(head) + "…" + "".join(tail)
+    cut = width // 2  # no whole part fits on both sides: characters from both ends
+    rest = width - 1 - cut
+    return text[:cut] + "…" + (text[-rest:] if rest else "")
 
 
 def width() -> int:

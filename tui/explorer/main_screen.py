@@ -432,6 +432,8 @@ class MainScreen(Screen[None]):
         tree = self.query_one(ParamTreeView)
         yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
         yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
+        yield SystemCommand("Zoom the tree", "The tree fills the screen, every column shown; again to restore (z in "
+                            "the tree)", tree.action_zoom)
         yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
         yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
         yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)

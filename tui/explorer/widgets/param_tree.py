@@ -101,11 +101,13 @@ class ParamTreeView(Tree[str]):
     | :- | :- |
     | e | Expand every loaded node (encoder layers load as they open). |
     | c | Collapse every node. |
+    | z | Zoom: the tree fills the screen, with room for every column; z again restores it. |
     """
 
     BINDINGS = [
         Binding("e", "expand_all", "Expand all"),
         Binding("c", "collapse_all", "Collapse all"),
+        Binding("z", "zoom", "Zoom"),
     ]
     COMPONENT_CLASSES = {
         "param-tree--count", "param-tree--shape", "param-tree--weight", "param-tree--bias",
@@ -265,6 +267,15 @@ class ParamTreeView(Tree[str]):
         if skipped:
             self.notify(f"opened every module and the first {EXPAND_ALL_LAYERS} layers; {skipped:,} more, alike, "
                         "open one by one (Enter)", timeout=6)
+
+    def action_zoom(self) -> None:
+        """The tree alone on the screen (Textual's maximize), or back in its pane: beside the form and the totals
+        at 120 columns its share, shape and change give way; zoomed, they have room."""
+        if self.screen.maximized is self:
+            self.screen.minimize()
+        else:
+            self.screen.maximize(self, container=False)
+        self._columns = None
 
     def action_collapse_all(self) -> None:
         self.root.collapse_all()
