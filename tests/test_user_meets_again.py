@@ -315,3 +315,35 @@ async def test_at_120_columns_z_gives_the_tree_room_for_its_change_and_shape_col
         await pilot.press("z")
         await pilot.pause()
         assert app.screen.maximized is None and tree.columns() == narrow
+
+
+async def test_a_field_that_takes_the_focus_is_brought_into_view() -> None:
+    """#35 item 5: at 120×40, after PageDown in the Compute pane, F3 then F5 focused the batch scrolled out of
+    sight, and `4` changed it off screen."""
+    from textual.widgets import Input
+
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        await pilot.press("pagedown", "pagedown", "f3", "f5")
+        await pilot.pause()
+        batch = app.query_one("#batch", Input)
+        assert app.focused is batch and app.screen.region.contains_region(batch.region), batch.region
+
+
+async def test_every_focus_stop_of_the_form_is_a_field() -> None:
+    """#35 item 5: shift+Tab from the preset select landed on the form's container, nothing lit; each stop is in
+    view (shift+Tab walked through fields unseen)."""
+    from tui.explorer.widgets.form import ConfigForm
+
+    app = app_for("bert-base-uncased")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        stops = []
+        for _ in range(14):
+            await pilot.press("shift+tab")
+            await pilot.pause()
+            stops.append(app.focused)
+            assert app.focused is not None and app.screen.region.contains_region(app.focused.region), app.focused
+        assert not any(isinstance(stop, ConfigForm) for stop in stops), stops

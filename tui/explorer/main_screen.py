@@ -21,7 +21,7 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.events import Resize
+from textual.events import DescendantFocus, Resize
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
@@ -392,6 +392,12 @@ class MainScreen(Screen[None]):
         self.query_one(Tabs).active = f"tab-{pane}"
         self._choose(pane)  # now, not when TabActivated arrives: a hidden field cannot take the focus
         self.set_focus(self.query_one({"form": "#preset", "compute": "#batch"}.get(pane, PANES[pane])))
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        """A field that takes the focus is brought into view once the frame is laid out: F5 focused the batch
+        scrolled out of sight (keys then changed it off screen), shift+Tab walked through fields unseen. (Focus
+        scrolls at once, before a pane just shown has its layout.)"""
+        self.call_after_refresh(event.widget.scroll_visible, animate=False)
 
     @on(Tabs.TabActivated, "#pane-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:

@@ -225,10 +225,10 @@ class FormPreview(Widget):
     FormPreview > .preview--label { color: $text-muted; }
     FormPreview > .preview--input { background: $surface; color: $foreground; }
     FormPreview > .preview--select { background: $surface; color: $foreground; }
-    FormPreview > .preview--select-focus { background: $surface; background-tint: $foreground 5%; color: $foreground; }
-    FormPreview > .preview--prompt-focus { background: $surface; background-tint: $foreground 5%; color: $foreground 50%; }
+    FormPreview > .preview--select-focus { background: $surface; background-tint: $primary 45%; color: $foreground; }
+    FormPreview > .preview--prompt-focus { background: $surface; background-tint: $primary 45%; color: $foreground 50%; }
     FormPreview > .preview--arrow { background: $surface; color: $foreground 50%; }
-    FormPreview > .preview--arrow-focus { background: $surface; background-tint: $foreground 5%; color: $foreground 50%; }
+    FormPreview > .preview--arrow-focus { background: $surface; background-tint: $primary 45%; color: $foreground 50%; }
     FormPreview > .preview--switch { background: $surface; }
     FormPreview > .preview--slider-on { color: $success; background: $panel-darken-2; }
     FormPreview > .preview--slider-off { color: $panel; background: $panel-darken-2; }
@@ -386,6 +386,8 @@ class FieldInput(Input):
 
 class ConfigForm(VerticalScroll):
     """The editable config. Focus order: preset, the seven sizes, pooler, head, labels."""
+
+    can_focus = False  # every row is a focus stop of its own: the container would be one with nothing lit
 
     class Changed(Message):
         """The form holds a valid config; `edited` when a user's edit (not a load) made it so."""
