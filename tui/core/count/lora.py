@@ -1,0 +1,310 @@
+"""LoRA as `peft` builds it: the parameters of `get_peft_model(model, LoraConfig(...))`, named, shaped and marked
+trainable as peft marks them, and `get_nb_trainable_parameters()`'s two figures, from the config alone.
+
+Read from peft 0.21 (`tuners/lora/layer.py`, `tuners/tuners_utils.py`, `utils/other.py`, `peft_model.py`) and
+checked against it name by name (tests/fixtures/peft_params.json, written by tests/fixtures/generate_peft.py):
+
+- Targets: a module whose name equals a `target_modules` entry or ends with `.entry` (a string is a regex the
+  whole name must match; `all-linear`: every Linear but the output embeddings, or for sequence classification the
+  model's `score`/`classifier`). None: peft's default for the model type, and its refusal where it has none. A
+  module inside one of `modules_to_save` is never a target. `layers_to_transform` keeps the modules whose first
+  numbered segment is one of those indices.
+- A targeted Linear becomes `X.base_layer.{weight,bias}`, `X.lora_A.default.weight` [r, in] and
+  `X.lora_B.default.weight` [out, r] (and `X.lora_magnitude_vector.default.weight` [out] with DoRA); an
+  Embedding `X.base_layer.weight`, `X.lora_embedding_A.default` [r, V] and `X.lora_embedding_B.default` [E, r].
+  `rank_pattern` gives a module its own r (the first key that `(.*\\.)?(KEY)$` matches).
+- Trainable: the adapters; `bias="all"` every parameter named `bias`, `"lora_only"` the adapted modules' biases;
+  each module whose name ends with a `modules_to_save` entry (as text: `pre_classifier` ends with `classifier`)
+  is wrapped as `X.original_module.*` (frozen) and `X.modules_to_save.default.*` (a trained copy, counted in
+  the total too). The task type adds peft's own: `classifier` and `score` for sequence and token
+  classification, `qa_outputs` for question answering.
+- Everything is prefixed `base_model.model.`. A tied tensor is listed once, where `named_parameters()` meets it
+  first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from math import prod
+
+from ..config import BertConfig, ConfigError
+from .tree import Param, ParamTree
+
+PREFIX = "base_model.model."
+# peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the families counted (the others have none).
+DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
+    "bert": ("query", "value"), "roberta": ("query", "value"), "xlm-roberta": ("query", "value"),
+    "electra": ("query", "value"), "deberta-v2": ("query_proj", "value_proj"),
+}
+# The task type a head's class is fine-tuned under, and the modules its peft model class saves by itself.
+TASK_TYPES = {"sequence-classification": "SEQ_CLS", "token-classification": "TOKEN_CLS",
+              "question-answering": "QUESTION_ANS", "causal-lm": "CAUSAL_LM", "none": "FEATURE_EXTRACTION"}
+TASK_SAVES = {"SEQ_CLS": ("classifier", "score"), "TOKEN_CLS": ("classifier", "score"),
+              "QUESTION_ANS": ("qa_outputs",)}
+SEQ_CLS_HEAD_NAMES = ("score", "classifier")
+BIASES = ("none", "all", "lora_only")
+ALL_LINEAR = "all-linear"
+MAX_RANK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Lora:
+    """A `LoraConfig` as far as it decides parameters (`lora_alpha` and `lora_dropout` decide none)."""
+
+    r: int = 8
+    target_modules: tuple[str, ...] | str | None = None  # None: peft's default for the model type
+    bias: str = "none"
+    modules_to_save: tuple[str, ...] = ()
+    use_dora: bool = False
+    layers_to_transform: tuple[int, ...] | None = None
+    rank_pattern: tuple[tuple[str, int], ...] = ()
+    lora_alpha: int = 8
+    lora_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, rank in (("r", self.r), *((f"rank_pattern[{key!r}]", value) for key, value in self.rank_pattern)):
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_RANK:
+                raise ConfigError(f"lora_{name}" if name == "r" else name, rank,
+                                  f"must be a whole number between 1 and {MAX_RANK:,}")
+        if self.bias not in BIASES:
+            raise ConfigError("lora_bias", self.bias, f"must be one of: {', '.join(BIASES)}")
+        if isinstance(self.target_modules, str):
+            if self.target_modules != ALL_LINEAR:
+                try:
+                    re.compile(self.target_modules)
+                except re.error as problem:
+                    raise ConfigError("target_modules", self.target_modules, f"is not a regular expression: "
+                                      f"{problem}") from None
+        elif self.target_modules is not None and not self.target_modules:
+            raise ConfigError("target_modules", "", "is empty: name the modules to adapt (e.g. query,value)")
+        for key, _ in self.rank_pattern:
+            try:
+                re.compile(key)
+            except re.error as problem:
+                raise ConfigError("rank_pattern", key, f"is not a regular expression: {problem}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PeftParam:
+    """One tensor of the peft model: its name, shape, whether it trains, and what it is."""
+
+    name: str
+    shape: tuple[int, ...]
+    trainable: bool
+    role: str  # "base", "lora_A", "lora_B", "magnitude", "original", "copy"
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """The peft model's parameters, and `get_nb_trainable_parameters()`: (trainable, all)."""
+
+    params: tuple[PeftParam, ...]
+    targets: tuple[str, ...]  # the modules adapted
+    saved: tuple[str, ...]  # the modules wrapped to be saved (trained copies)
+    task_type: str | None
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def trainable(self) -> int:
+        return sum(p.numel for p in self.params if p.trainable)
+
+    @property
+    def total(self) -> int:
+        return sum(p.numel for p in self.params)
+
+    @property
+    def frozen(self) -> int:
+        return self.total - self.trainable
+
+
+@dataclass(frozen=True, slots=True)
+class _Module:
+    name: str
+    params: tuple[Param, ...]  # its own tensors, tied ones included, in order
+
+    @property
+    def kind(self) -> str:
+        """'linear', 'embedding', or 'other' (LayerNorm, a convolution, a bare parameter)."""
+        weight = next((p for p in self.params if p.name.endswith(".weight")), None)
+        if weight is None or len(weight.shape) != 2:
+            return "other"
+        if weight.kind == "embedding":
+            return "embedding"
+        return "linear" if weight.kind == "weight" else "other"
+
+
+def task_type(config: BertConfig) -> str | None:
+    return TASK_TYPES.get(config.head)
+
+
+def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
+    """`get_peft_model(model, LoraConfig(...))` of `tree`'s class: its parameters as peft names and marks them."""
+    params = list(tree.root.params())
+    modules = _modules(params)
+    task = task_type(config)
+    saved_names = (*lora.modules_to_save, *TASK_SAVES.get(task or "", ()))
+    containers = _containers(modules)
+    saved = _saved(saved_names, modules, containers)
+    targets = _targets(config, lora, modules, containers, saved_names, task)
+    ranks = {name: _rank(lora, name) for name in targets}
+    return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks)
+
+
+def _modules(params: list[Param]) -> dict[str, _Module]:
+    grouped: dict[str, list[Param]] = {}
+    for param in params:
+        grouped.setdefault(param.name.rsplit(".", 1)[0] if "." in param.name else "", []).append(param)
+    return {name: _Module(name, tuple(found)) for name, found in grouped.items()}
+
+
+def _containers(modules: dict[str, _Module]) -> set[str]:
+    """Every module name that holds others (`bert.encoder.layer.0`), leaves with tensors of their own aside."""
+    found: set[str] = set()
+    for name in modules:
+        parts = name.split(".")
+        found.update(".".join(parts[:end]) for end in range(1, len(parts)))
+    return found - set(modules)
+
+
+def _named(key: str, names: tuple[str, ...]) -> bool:
+    return key in names or any(key.endswith(f".{name}") for name in names)
+
+
+def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[str]) -> list[str]:
+    """The outermost modules named by `modules_to_save` (a wrapped module's own children are not wrapped again),
+    in the order of their first tensor."""
+    if not names:
+        return []
+    first: dict[str, int] = {}  # a module or container: where its first tensor comes in named_parameters()
+    for index, name in enumerate(modules):
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):
+            first.setdefault(".".join(parts[:end]), index)
+    wrapped: list[str] = []
+    for key in sorted({*modules, *containers}, key=lambda key: (first.get(key, len(modules)), key.count("."))):
+        # peft's `_set_trainable`: the name ends with the entry, as text (`pre_classifier` ends with `classifier`)
+        if any(key.endswith(name) for name in names) and not any(key.startswith(f"{outer}.") for outer in wrapped):
+            wrapped.append(key)
+    return wrapped
+
+
+def _targets(config: BertConfig, lora: Lora, modules: dict[str, _Module], containers: set[str],
+             saved_names: tuple[str, ...], task: str | None) -> list[str]:
+    wanted = lora.target_modules
+    if wanted is None:
+        if config.model_type not in DEFAULT_TARGETS:
+            raise ConfigError("target_modules", "(default)", f"peft has no default for model type "
+                              f"{config.model_type!r}: name the modules to adapt (e.g. with --lora-targets)")
+        wanted = DEFAULT_TARGETS[config.model_type]
+    linear = [name for name, module in modules.items() if module.kind == "linear"]
+    if wanted == ALL_LINEAR:
+        excluded = _output_layer(config, modules, task)
+        wanted_names: set[str] | None = set(linear) - excluded
+    else:
+        wanted_names = None
+    found: list[str] = []
+    for key in [*modules, *sorted(containers)]:
+        if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
+            continue  # peft never adapts inside a module it saves whole
+        if wanted_names is not None:
+            hit = key in wanted_names
+        elif isinstance(wanted, str):
+            hit = re.fullmatch(wanted, key) is not None
+        else:
+            hit = _named(key, tuple(wanted))
+        if hit and lora.layers_to_transform is not None:
+            index = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
+            hit = index is not None and int(index.group("idx")) in lora.layers_to_transform
+        if hit:
+            found.append(key)
+    if not found:
+        said = wanted if isinstance(wanted, str) else ", ".join(wanted)
+        raise ConfigError("target_modules", said, f"matches no module of {config.hf_class} (peft refuses it); its "
+                          f"Linear modules end in: {', '.join(sorted({n.rsplit('.', 1)[-1] for n in linear}))}")
+    for key in found:
+        module = modules.get(key)
+        if module is None or module.kind == "other":
+            raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")
+        if any(p.tied_to for p in module.params):
+            raise ConfigError("target_modules", key, "holds a tied tensor: LoRA on it is not modelled")
+    return sorted(found, key=list(modules).index)
+
+
+def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | None) -> set[str]:
+    """What `all-linear` leaves out: the output embeddings (an LM head's decoder over V), else for sequence
+    classification the model's own `score` or `classifier`."""
+    lm = config.head in ("mlm", "causal-lm") or (config.head == "pretraining" and config.model_type != "electra")
+    if lm:
+        return {name for name, module in modules.items() if module.kind == "linear" and module.params[0].name
+                .endswith(".weight") and module.params[0].shape[0] == config.vocab_size and not name.startswith(
+                    _body(config))}
+    if task == "SEQ_CLS":
+        for name in SEQ_CLS_HEAD_NAMES:
+            if name in modules:
+                return {name}
+    return set()
+
+
+def _body(config: BertConfig) -> str:
+    from ..config import MODEL_TYPES
+
+    return MODEL_TYPES[config.model_type][1] + "."
+
+
+def _rank(lora: Lora, name: str) -> int:
+    for key, rank in lora.rank_pattern:
+        if re.match(rf"(.*\.)?({key})$", name):
+            return rank
+    return lora.r
+
+
+def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: list[str],
+                 ranks: dict[str, int]) -> tuple[PeftParam, ...]:
+    out: list[PeftParam] = []
+    adapted = set(targets)
+    seen: set[str] = set()
+    last = {param.name.rsplit(".", 1)[0]: param.name for param in params}  # each module's last tensor
+    by_name = {param.name: param for param in params}
+    for param in params:
+        if param.tied_to:
+            continue  # named_parameters() yields a tied tensor once, where it is first met
+        module, local = param.name.rsplit(".", 1) if "." in param.name else ("", param.name)
+        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        if outer is not None:
+            if outer not in seen:  # the wrapper: the original's tensors, then the copy's
+                seen.add(outer)
+                own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
+                out += [PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False,
+                                  "original") for p in own]
+                out += [PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape,
+                                  True, "copy") for p in own]
+            continue
+        if module in adapted:
+            out.append(PeftParam(f"{PREFIX}{module}.base_layer.{local}", param.shape,
+                                 local == "bias" and lora.bias != "none", "base"))
+            if last[module] == param.name:
+                out += _adapters(module, by_name[f"{module}.weight"], lora, ranks[module])
+            continue
+        out.append(PeftParam(f"{PREFIX}{param.name}", param.shape, local == "bias" and lora.bias == "all", "base"))
+    return tuple(out)
+
+
+def _adapters(module: str, weight: Param, lora: Lora, rank: int) -> list[PeftParam]:
+    rows, columns = weight.shape
+    if weight.kind == "embedding":  # DoRA's magnitude: one per embedding dimension
+        adapters = [PeftParam(f"{PREFIX}{module}.lora_embedding_A.default", (rank, rows), True, "lora_A"),
+                    PeftParam(f"{PREFIX}{module}.lora_embedding_B.default", (columns, rank), True, "lora_B")]
+        out_features = columns
+    else:  # DoRA's magnitude: one per output feature
+        adapters = [PeftParam(f"{PREFIX}{module}.lora_A.default.weight", (rank, columns), True, "lora_A"),
+                    PeftParam(f"{PREFIX}{module}.lora_B.default.weight", (rows, rank), True, "lora_B")]
+        out_features = rows
+    if lora.use_dora:
+        adapters.append(PeftParam(f"{PREFIX}{module}.lora_magnitude_vector.default.weight", (out_features,), True,
+                                  "magnitude"))
+    return adapters
