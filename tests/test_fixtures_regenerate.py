@@ -93,7 +93,16 @@ def test_the_transformers_fixture_regenerates_byte_for_byte() -> None:
         encoding="utf-8")
 
 
-@pytest.mark.parametrize("part", ["h200_caps", "lm_caps"])
+@live_marks
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
+def test_the_peft_fixture_regenerates() -> None:
+    """Every case as peft builds it now (the versions in the header aside)."""
+    generator = script(FIXTURES / "generate_peft.py")
+    rows = [generator.run(entry) for entry in generator.CASES]
+    assert rows == fixture("peft_params.json")["cases"]
+
+
+@pytest.mark.parametrize("part", ["h200_caps", "lm_caps", "peaks"])
 def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) -> None:
     cases = script(FIXTURES / "generate_allocation.py").CASES[part]
     recorded = fixture("allocation.json")[part]

@@ -55,3 +55,51 @@ def test_a_rank_out_of_range_or_a_bad_bias_is_refused_with_its_field() -> None:
         with pytest.raises(ConfigError) as refused:
             Lora(**keys)  # type: ignore[arg-type]
         assert refused.value.field == field
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    from .clirun import run
+
+    return run(*argv)
+
+
+def test_count_with_lora_gives_peft_s_two_figures_in_every_format() -> None:
+    """roberta-base for sequence classification with r = 8: peft's own README prints `trainable params: 887,042
+    || all params: 125,534,212`; the JSON keeps `total` as peft's all params, `trainable` beside it."""
+    code, out, _ = run_cli("count", "roberta-base", "--head", "sequence-classification", "--lora-r", "8")
+    assert code == 0
+    assert "trainable params: 887,042 || all params: 125,534,212 || trainable%: 0.7066" in out
+    code, out, _ = run_cli("count", "roberta-base", "--head", "sequence-classification", "--lora-r", "8",
+                           "--format", "json")
+    data = json.loads(out)
+    assert (data["trainable"], data["total"], data["lora"]["target_modules"]) == (887_042, 125_534_212,
+                                                                                 ["query", "value"])
+    assert data["base_total"] == build_tree(BertConfig(model_type="roberta", vocab_size=50265,
+                                                       max_position_embeddings=514, type_vocab_size=1,
+                                                       head="sequence-classification")).total
+    names = [row[0] for row in data["lora"]["peft_parameters"]]
+    assert "base_model.model.roberta.encoder.layer.0.attention.self.query.lora_A.default.weight" in names
+    code, out, _ = run_cli("count", "roberta-base", "--head", "sequence-classification", "--lora-r", "8",
+                           "--format", "csv")
+    assert "base_model.model.classifier.modules_to_save.default.dense.weight,768x768,589824,True,copy" in out
+
+
+def test_full_fine_tuning_trains_everything() -> None:
+    code, out, _ = run_cli("count", "--format", "json")
+    data = json.loads(out)
+    assert data["trainable"] == data["total"] == 109_482_240 and "lora" not in data
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--lora-r", "0"], "--lora-r 0: must be a whole number between 1"),
+    (["--lora-r", "x"], "--lora-r 'x': must be a whole number"),
+    (["--lora-targets", "nope"], "--lora-targets nope: matches no module of BertModel"),
+    (["--lora-targets", "LayerNorm"], "is not a Linear or an Embedding"),
+    (["--preset", "distilbert-base-uncased", "--lora-r", "8"], "peft has no default for model type 'distilbert'"),
+    (["--lora-rank-pattern", "value"], "--lora-rank-pattern 'value': write KEY=R"),
+    (["--lora-targets", "query", "--lora-targets-regex", ".*"], "give one"),
+    (["--lora-targets-regex", "("], "is not a regular expression"),
+])
+def test_a_bad_lora_flag_is_refused_in_one_line_naming_it(argv: list[str], said: str) -> None:
+    code, out, err = run_cli("count", *argv)
+    assert code == 2 and not out and said in err and err.count("\n") == 1, err

@@ -301,18 +301,21 @@ async def test_at_120_columns_z_gives_the_tree_room_for_its_change_and_shape_col
     app = app_for("bert-base-uncased")
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("b", "f3", "e")
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         tree = app.query_one(ParamTreeView)
         narrow = tree.columns()
         assert not (narrow.shape and narrow.delta)
         await pilot.press("z")
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         assert app.screen.maximized is tree
         wide = tree.columns()
         assert wide.shape and wide.delta and wide.share
-        lines = [tree.render_line(y).text for y in range(12)]
-        assert any("[768, 768]" in line and "Δ 0" in line for line in lines), lines
+        lines = [tree.render_line(y).text for y in range(tree.scrollable_content_region.height)]
+        assert any("[30522, 768]" in line and "Δ 0" in line for line in lines), lines
         await pilot.press("z")
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         assert app.screen.maximized is None and tree.columns() == narrow
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import EXTRA_FIELDS
+from ..core.config import EXTRA_FIELDS, parse_int
+from ..core.count.lora import ALL_LINEAR, BIASES, Lora
 from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
 from ..sources import (
@@ -156,6 +157,81 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--add-cross-attention", dest="add_cross_attention", action="store_true", default=None,
                        help="a decoder (is_decoder) with a cross-attention block in every layer, as bert2bert's: "
                        "bert, roberta, xlm-roberta, camembert and electra")
+
+
+def add_lora(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "fine-tuning with LoRA (peft's LoraConfig; any of these adapts the model)")
+    group.add_argument("--lora-r", metavar="R", help="the adapters' rank r (default 8)")
+    group.add_argument("--lora-targets", metavar="NAMES",
+                       help="target_modules: module names or name endings, comma-separated (query,value), or "
+                       "all-linear; default: peft's for the model type (bert, roberta, xlm-roberta, electra: "
+                       "query,value; deberta-v2: query_proj,value_proj; others have none)")
+    group.add_argument("--lora-targets-regex", metavar="RE", help="target_modules as a regular expression the "
+                       "whole module name must match (peft's string form)")
+    group.add_argument("--lora-bias", choices=BIASES, help="bias: none (default), all (every bias trains) or "
+                       "lora_only (the adapted modules' biases)")
+    group.add_argument("--lora-save", metavar="NAMES", help="modules_to_save: modules trained whole (a copy beside "
+                       "the frozen original), comma-separated; the task type adds peft's own (classifier and score "
+                       "for sequence and token classification, qa_outputs for question answering)")
+    group.add_argument("--lora-layers", metavar="INDICES", help="layers_to_transform: only these layers, "
+                       "comma-separated (0,1,2)")
+    group.add_argument("--lora-rank-pattern", metavar="KEY=R,...", help="rank_pattern: another rank for the modules "
+                       "a key matches (value=4)")
+    group.add_argument("--lora-alpha", metavar="ALPHA", help="lora_alpha (scales the update; adds no parameter)")
+    group.add_argument("--dora", action="store_true", default=None, help="use_dora: a magnitude vector per adapted "
+                       "module")
+
+
+LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_save", "lora_layers",
+              "lora_rank_pattern", "lora_alpha", "dora")
+
+
+def lora_of(args: argparse.Namespace) -> Lora | None:
+    """The LoRA the command line asks for, or None (full fine-tuning); a bad value names its flag."""
+    if all(getattr(args, name, None) is None for name in LORA_FLAGS):
+        return None
+    if args.lora_targets is not None and args.lora_targets_regex is not None:
+        raise UsageError("--lora-targets and --lora-targets-regex both name the targets: give one")
+
+    def names(flag: str, text: str | None) -> tuple[str, ...]:
+        found = tuple(part.strip() for part in (text or "").split(",") if part.strip())
+        if text is not None and not found:
+            raise UsageError(f"{flag} {text!r}: name at least one module")
+        return found
+
+    def whole(flag: str, text: str) -> int:
+        try:
+            return parse_int(flag, text)
+        except ConfigError:
+            raise UsageError(f"{flag} {printable(text)!r}: must be a whole number") from None
+
+    targets: tuple[str, ...] | str | None = None
+    if args.lora_targets_regex is not None:
+        targets = args.lora_targets_regex
+    elif args.lora_targets is not None:
+        listed = names("--lora-targets", args.lora_targets)
+        targets = ALL_LINEAR if listed == (ALL_LINEAR,) else listed
+    pattern = []
+    for item in names("--lora-rank-pattern", args.lora_rank_pattern):
+        key, equals, rank = item.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--lora-rank-pattern {printable(item)!r}: write KEY=R (value=4)")
+        pattern.append((key.strip(), whole("--lora-rank-pattern", rank.strip())))
+    layers = None if args.lora_layers is None else tuple(whole("--lora-layers", part)
+                                                         for part in names("--lora-layers", args.lora_layers))
+    try:
+        return Lora(r=8 if args.lora_r is None else whole("--lora-r", args.lora_r), target_modules=targets,
+                    bias=args.lora_bias or "none", modules_to_save=names("--lora-save", args.lora_save),
+                    use_dora=bool(args.dora), layers_to_transform=layers, rank_pattern=tuple(pattern),
+                    lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha))
+    except ConfigError as error:
+        raise UsageError(f"{LORA_FLAG_OF.get(error.field, '--lora-' + error.field)} {printable(str(error.value))}: "
+                         f"{error.rule}") from None
+
+
+LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
+                "rank_pattern": "--lora-rank-pattern"}
 
 
 @dataclass(frozen=True)

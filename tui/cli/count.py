@@ -7,8 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from ..core import build_tree
+from ..core.count.lora import Lora
 from ..plain import printable, prose, say
-from .common import Parser, Selection, add_model, add_overrides, add_source, resolve
+from .common import Parser, Selection, UsageError, add_lora, add_model, add_overrides, add_source, lora_of, resolve
 
 
 def build_parser() -> Parser:
@@ -21,12 +22,14 @@ def build_parser() -> Parser:
         description="Count the parameters of one BERT configuration, named and shaped as named_parameters() names them.",
         epilog="examples:\n  bert-tui count google-bert/bert-base-uncased\n"
         "  bert-tui count --preset bert-base-uncased --head mlm --format json\n"
-        "  bert-tui count path/to/model --offline\n\n"
+        "  bert-tui count path/to/model --offline\n"
+        "  bert-tui count roberta-base --head sequence-classification --lora-r 8\n\n"
         "exit status: 0; 1 when a checkpoint differs from its config (as diff(1)); 2 on bad input",
     )
     add_model(parser)
     add_source(parser)
     add_overrides(parser)
+    add_lora(parser)
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="table (grouped by module), json (the full breakdown), csv or markdown (default: table)")
     return parser
@@ -34,14 +37,18 @@ def build_parser() -> Parser:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    return print_count(resolve(args), args.format)
+    lora = lora_of(args)
+    return print_count(resolve(args), args.format, lora)
 
 
-def print_count(selection: Selection, fmt: str) -> int:
-    """What `bert-tui count` prints for `selection` in format `fmt`."""
+def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int:
+    """What `bert-tui count` prints for `selection` in format `fmt` (with `lora`: the peft model's)."""
     from ..formats.params import (
         checkpoint_data,
         checkpoint_text,
+        lora_rows,
+        lora_text,
+        rows_text,
         to_csv,
         to_json,
         to_markdown,
@@ -49,11 +56,21 @@ def print_count(selection: Selection, fmt: str) -> int:
     )
 
     tree = build_tree(selection.config)
+    adapted = None
+    if lora is not None:
+        from ..core import ConfigError
+        from ..core.count.lora import adapt
+
+        try:
+            adapted = adapt(tree, selection.config, lora)
+        except ConfigError as error:
+            flag = "--lora-targets" if error.field == "target_modules" else f"--{error.field.replace('_', '-')}"
+            raise UsageError(f"{flag} {printable(str(error.value))}: {error.rule}") from None
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     ckpt = selection.checkpoint
     if fmt == "json":
-        text = to_json(tree)
+        text = to_json(tree, adapted, lora)
         if ckpt is not None:
             data = json.loads(text)
             data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
@@ -65,9 +82,14 @@ def print_count(selection: Selection, fmt: str) -> int:
         if ckpt is not None:
             sys.stdout.write(prose(checkpoint_text(ckpt.checkpoint, ckpt.comparison)) + "\n")
         Console().print(to_table(tree, selection.title))
+        if adapted is not None and lora is not None:
+            sys.stdout.write(prose(lora_text(adapted, lora)))
     else:
         if ckpt is not None:
             print(say("bert-tui: note: the checkpoint report is printed with --format table or json"), file=sys.stderr)
-        sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
+        if adapted is not None:  # the peft model's tensors, each marked trainable or not
+            sys.stdout.write(rows_text(lora_rows(adapted), fmt, f"{selection.title} with LoRA (peft)"))
+        else:
+            sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
     return 1 if ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean else 0
 

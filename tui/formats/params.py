@@ -11,7 +11,7 @@ import io
 import json
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core import (
     ADAM_CONVENTION,
@@ -27,7 +27,8 @@ from ..core import (
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
 from ..core.count.families import ROLES
-from ..core.count.totals import layer_sharing
+from ..core.count.lora import FROZEN_BYTES, Adapted, Lora, lora_training_bytes
+from ..core.count.totals import ADAM_BYTES_PER_PARAM, layer_sharing
 from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
 from ..plain import printable
@@ -42,12 +43,27 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "csv", "markdown")
 
 
-def to_json(tree: ParamTree) -> str:
-    """The report, indented, with one line per parameter so that 200-line outputs stay greppable."""
-    data = report(tree)
+def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | None = None) -> str:
+    """The report, indented, with one line per parameter so that 200-line outputs stay greppable. `trainable`
+    beside `total`: all of it in full fine-tuning; with a LoRA adapter peft's two figures (the total then
+    counts the adapters and the saved copies, as `get_nb_trainable_parameters` does) and the adapter's tensors."""
+    data: dict[str, Any] = {}
+    for key, value in report(tree).items():
+        data[key] = value
+        if key == "total":
+            data["trainable"] = value if adapted is None else adapted.trainable
+            if adapted is not None:
+                data["total"] = adapted.total
+                data["base_total"] = value
+    if adapted is not None and lora is not None:
+        data["lora"] = lora_data(adapted, lora)
     lines = []
     for key, value in data.items():
-        if key in ("parameters", "tied"):
+        if key == "lora":
+            text = json.dumps({k: v for k, v in value.items() if k != "peft_parameters"}, indent=2)[:-2]
+            items = ",\n".join(f"      {json.dumps(item)}" for item in value["peft_parameters"])
+            text = text.replace("\n", "\n  ") + f',\n    "peft_parameters": [\n{items}\n    ]\n  }}'
+        elif key in ("parameters", "tied"):
             items = ",\n".join(f"    {json.dumps(item)}" for item in value)
             text = f"[\n{items}\n  ]" if value else "[]"
         else:
@@ -321,3 +337,56 @@ def rows_text(rows: list[dict[str, object]], fmt: str, title: str) -> str:
     lines = [f"## {printable(title)}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def lora_data(adapted: Adapted, lora: Lora) -> dict[str, Any]:
+    """The adapter as peft builds it: its settings, the modules adapted and saved, and every tensor of the peft
+    model (name, shape, trainable)."""
+    return {"r": lora.r, "lora_alpha": lora.lora_alpha, "bias": lora.bias, "use_dora": lora.use_dora,
+            "task_type": adapted.task_type,
+            "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
+            "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
+            "ranks": {name: rank for name, rank in adapted.ranks.items() if rank != lora.r},
+            "trainable": adapted.trainable, "frozen": adapted.frozen,
+            "training_bytes": lora_training_bytes(adapted),
+            "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
+
+
+def lora_text(adapted: Adapted, lora: Lora) -> str:
+    """What a person reads: peft's two figures, and what was adapted (folded by layer) and saved."""
+    share = 100 * adapted.trainable / adapted.total if adapted.total else 0.0
+    lines = [f"LoRA as peft builds it (r = {lora.r}, bias = {lora.bias}{', DoRA' if lora.use_dora else ''}, task "
+             f"type {adapted.task_type or 'none'}):",
+             f"  trainable params: {adapted.trainable:,} || all params: {adapted.total:,} || trainable%: "
+             f"{share:.4f}"]
+    folded: dict[str, int] = {}
+    for name in adapted.targets:
+        key = _fold(name)
+        folded[key] = folded.get(key, 0) + 1
+    trained: dict[str, int] = {}
+    for p in adapted.params:
+        if p.role in ("lora_A", "lora_B", "magnitude"):
+            key = _fold(p.name.removeprefix("base_model.model.").split(".lora_", 1)[0])
+            trained[key] = trained.get(key, 0) + p.numel
+    lines.append(f"  adapted ({len(adapted.targets)} modules):")
+    lines += [f"    {key}{f' × {n}' if n > 1 else ''}: +{trained.get(key, 0):,}" for key, n in folded.items()]
+    if adapted.saved:
+        copies = sum(p.numel for p in adapted.params if p.role == "copy")
+        lines.append(f"  saved whole, a trained copy beside the frozen original (+{copies:,}): "
+                     f"{', '.join(adapted.saved)}")
+    if lora.bias != "none":
+        biases = sum(p.numel for p in adapted.params if p.trainable and p.role == "base")
+        lines.append(f"  biases trained ({lora.bias}): {biases:,}")
+    lines.append(f"  training memory, {ADAM_BYTES_PER_PARAM} B per trained parameter and {FROZEN_BYTES} per frozen "
+                 f"one (mixed-precision Adam, no activations): {short_bytes(lora_training_bytes(adapted))}")
+    return "\n".join(lines) + "\n"
+
+
+def lora_rows(adapted: Adapted) -> list[dict[str, object]]:
+    return [{"name": p.name, "shape": "x".join(map(str, p.shape)), "count": p.numel, "trainable": p.trainable,
+             "role": p.role} for p in adapted.params]
+
+
+def _fold(name: str) -> str:
+    """`bert.encoder.layer.3.attention.self.query` → `bert.encoder.layer.*.attention.self.query`."""
+    return re.sub(r"\.\d+\.", ".*.", name)

@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
-from ..config import BertConfig, ConfigError
+from ..config import MODEL_TYPES, BertConfig, ConfigError
+from .totals import ADAM_BYTES_PER_PARAM
 from .tree import Param, ParamTree
 
 PREFIX = "base_model.model."
@@ -120,6 +121,15 @@ class Adapted:
     @property
     def frozen(self) -> int:
         return self.total - self.trainable
+
+
+FROZEN_BYTES = 2  # a frozen parameter under mixed precision: its 16-bit weight only (no gradient, no moments)
+
+
+def lora_training_bytes(adapted: Adapted) -> int:
+    """The count's training convention (mixed-precision Adam, 16 bytes a parameter) for what trains, and a
+    frozen parameter's 16-bit weight for the rest; activations not included."""
+    return adapted.trainable * ADAM_BYTES_PER_PARAM + adapted.frozen * FROZEN_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +261,6 @@ def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | N
 
 
 def _body(config: BertConfig) -> str:
-    from ..config import MODEL_TYPES
-
     return MODEL_TYPES[config.model_type][1] + "."
 
 
