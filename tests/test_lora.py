@@ -103,3 +103,79 @@ def test_full_fine_tuning_trains_everything() -> None:
 def test_a_bad_lora_flag_is_refused_in_one_line_naming_it(argv: list[str], said: str) -> None:
     code, out, err = run_cli("count", *argv)
     assert code == 2 and not out and said in err and err.count("\n") == 1, err
+
+
+ADAPTERS = Path(__file__).parent / "fixtures" / "adapters"
+
+
+@pytest.mark.parametrize("name", ["bert-seqcls-dora", "roberta-token", "bert-none-all-linear"])
+def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_matches(name: str) -> None:
+    """Folders as peft's save_pretrained writes them (tests/fixtures/adapters/): the base named by
+    base_model_name_or_path, the head by task_type, and every tensor of adapter_model.safetensors predicted."""
+    code, out, err = run_cli("count", str(ADAPTERS / name), "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    saved = json.loads((ADAPTERS / name / "adapter_config.json").read_text(encoding="utf-8"))
+    heads = {"SEQ_CLS": "sequence-classification", "TOKEN_CLS": "token-classification", "FEATURE_EXTRACTION": "none"}
+    assert data["config"]["head"] == heads[saved["task_type"]] and data["lora"]["r"] == saved["r"]
+    assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["trainable"]
+
+
+def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ADAPTERS / "base-bert", tmp_path / "base-bert")
+    copy = tmp_path / "adapter"
+    shutil.copytree(ADAPTERS / "bert-seqcls-dora", copy)
+    config = json.loads((copy / "adapter_config.json").read_text(encoding="utf-8"))
+    config["r"] = 8  # the file holds rank-4 tensors
+    (copy / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, _ = run_cli("count", str(copy))
+    said = " ".join(out.split())
+    assert code == 1 and "differs from the adapter's config" in said
+    assert "shape base_model.model.bert.encoder.layer.0.attention.self.query.lora_A.weight: config [8, 16], file " \
+           "[4, 16]" in said
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"peft_type": "IA3"}, "peft_type: 'IA3': only LORA adapters are modelled"),
+    ({"lora_bias": True}, "lora_bias: True: changes the adapter's parameters"),
+    ({"r": "8"}, "r: '8': must be a whole number"),
+    ({"r": 0}, "lora_r: 0: must be a whole number between 1"),
+    ({"task_type": "SEQ_2_SEQ_LM"}, "task_type: 'SEQ_2_SEQ_LM': must be one of"),
+    ({"base_model_name_or_path": None}, "base_model_name_or_path: is null"),
+    ({"base_model_name_or_path": "../nowhere-at-all"}, "nowhere-at-all"),
+    ({"target_modules": 7}, "target_modules: 7: must be a list of module names"),
+    ({"bias": "some"}, "lora_bias: 'some': must be one of"),
+    ({"exclude_modules": ["key"]}, "exclude_modules: ['key']: changes the adapter's parameters"),
+])
+def test_a_bad_adapter_config_is_refused_in_one_line_naming_the_key(tmp_path: Path, change: dict[str, Any],
+                                                                      said: str) -> None:
+    import shutil
+
+    shutil.copytree(ADAPTERS / "base-bert", tmp_path / "base-bert")
+    copy = tmp_path / "adapter"
+    shutil.copytree(ADAPTERS / "bert-seqcls-dora", copy)
+    config = json.loads((copy / "adapter_config.json").read_text(encoding="utf-8"))
+    config.update(change)
+    (copy / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run_cli("count", str(copy))
+    assert code == 2 and not out and said in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_adapter_config_that_is_not_json_or_too_large_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{not json", encoding="utf-8")
+    code, _, err = run_cli("count", str(tmp_path))
+    assert code == 2 and "adapter_config.json" in err and "JSON" in err
+    (tmp_path / "adapter_config.json").write_bytes(b" " * (2 * 1024 * 1024))
+    code, _, err = run_cli("count", str(tmp_path))
+    assert code == 2 and "may be at most" in err
+
+
+def test_an_adapter_s_own_lora_is_not_mixed_with_flags_and_head_overrides_its_task() -> None:
+    code, _, err = run_cli("count", str(ADAPTERS / "roberta-token"), "--lora-r", "4")
+    assert code == 2 and "drop the --lora-* flags" in err
+    code, out, _ = run_cli("count", str(ADAPTERS / "roberta-token"), "--head", "sequence-classification",
+                           "--format", "json")
+    data = json.loads(out)  # its classifier (token classification's) is not the one predicted: exit 1
+    assert code == 1 and data["model"] == "RobertaForSequenceClassification" and not data["adapter_file"]["clean"]

@@ -18,6 +18,7 @@ from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
 if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
     from .core.count.compare import Comparison
+    from .core.count.lora import Lora
     from .io.hub import Progress
     from .io.safetensors import Checkpoint
 
@@ -26,11 +27,14 @@ LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
 
 @dataclass(frozen=True)
 class Source:
-    """A config read from somewhere, with a name for it and notes on how it was read."""
+    """A config read from somewhere, with a name for it and notes on how it was read; a PEFT adapter folder
+    adds its LoRA and its weights file."""
 
     name: str
     config: BertConfig
     notes: tuple[str, ...] = ()
+    lora: Lora | None = None
+    adapter_weights: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,15 @@ def is_checkpoint(path: Path) -> bool:
     return path.suffix == ".safetensors" or path.name.endswith(".safetensors.index.json")
 
 
-def open_path(path: Path) -> tuple[Source, Checkpoint | None]:
-    """What the explorer's 'open' prompt opens: a checkpoint with its config, or a config alone."""
+def open_path(path: Path, *, revision: str | None = None, offline: bool = False,
+              progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
+    """What the explorer's 'open' prompt opens: a checkpoint with its config, a PEFT adapter folder with the
+    model it adapts, or a config alone."""
+    from .io.peft_config import is_adapter
     from .io.safetensors import load_checkpoint
 
+    if is_adapter(path):
+        return open_adapter(path, revision=revision, offline=offline, progress=progress), None
     if is_checkpoint(path):
         return source_beside(path), load_checkpoint(path)
     return load_source(path, "config"), None
@@ -99,7 +108,7 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
     (`ORG/NAME`, with `revision`), else a preset name. The Hub client is imported only for an id."""
     path = Path(text)
     if probe(path, Path.exists):  # before the id test: a local path needs nothing of the Hub's
-        return open_path(path)
+        return open_path(path, revision=revision, offline=offline, progress=progress)
     if names_hub_model(text):
         return open_hub(text, revision=revision, offline=offline, progress=progress)
     if revision is not None:
@@ -108,6 +117,29 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
         return load_source(text, "name"), None
     except UnknownPresetError as error:
         raise UnknownPresetError(text, error.known, ", and no such path or Hub model id (ORG/NAME)") from None
+
+
+def open_adapter(path: Path, *, revision: str | None = None, offline: bool = False,
+                 progress: Progress | None = None) -> Source:
+    """A PEFT adapter folder: the model `base_model_name_or_path` names (a path beside the folder or as given,
+    a Hub id or a preset), its head the one the task type names, with the adapter's LoRA."""
+    from .io.peft_config import TASK_HEADS, load_adapter
+
+    adapter = load_adapter(path)
+    if adapter.base is None:
+        raise SourceError(path, "base_model_name_or_path", "is null: the adapter does not say which model it adapts")
+    beside = adapter.path / adapter.base
+    named = str(beside) if not Path(adapter.base).is_absolute() and probe(beside, Path.exists) else adapter.base
+    base, _ = open_model(named, revision=revision, offline=offline, progress=progress)
+    config = base.config
+    if adapter.task_type is not None:
+        head = TASK_HEADS[adapter.task_type]
+        try:
+            config = config.replace(head=head)
+        except ConfigError as error:
+            raise SourceError(path, "task_type", f"{adapter.task_type}: {error.rule}") from None
+    notes = (*base.notes, f"the adapter's base model: {base.name}")
+    return Source(f"{path} (LoRA on {base.name})", config, notes, adapter.lora, adapter.weights)
 
 
 def names_hub_model(text: str) -> bool:

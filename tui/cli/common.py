@@ -7,7 +7,7 @@ import argparse
 import re
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -242,6 +242,8 @@ class Selection:
     title: str
     notes: tuple[str, ...] = ()
     checkpoint: CheckpointReport | None = None
+    lora: Lora | None = None  # a PEFT adapter folder's
+    adapter_weights: Path | None = None
 
 
 def resolve(args: argparse.Namespace) -> Selection:
@@ -275,7 +277,7 @@ def resolve(args: argparse.Namespace) -> Selection:
             return selection
     except LOAD_ERRORS as error:
         raise UsageError(str(error)) from None
-    return Selection(selection.config, selection.title, selection.notes, report_)
+    return replace(selection, checkpoint=report_)
 
 
 def progress(message: str) -> None:
@@ -310,7 +312,7 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     if "num_labels" in overrides and not config.uses_num_labels:
         notes += (f"--num-labels {overrides['num_labels']} is unused: {config.hf_class} has no classifier "
                   "(--head chooses one)",)
-    return Selection(config, source.name + edited, notes)
+    return Selection(config, source.name + edited, notes, lora=source.lora, adapter_weights=source.adapter_weights)
 
 
 def catalog_with_warnings() -> Catalog:

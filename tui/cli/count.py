@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..core import build_tree
-from ..core.count.lora import Lora
+from ..core.count.lora import Adapted, AdapterComparison, Lora, compare_adapter
 from ..plain import printable, prose, say
-from .common import Parser, Selection, UsageError, add_lora, add_model, add_overrides, add_source, lora_of, resolve
+from .common import (
+    Parser,
+    Selection,
+    UsageError,
+    add_lora,
+    add_model,
+    add_overrides,
+    add_source,
+    lora_of,
+    resolve,
+)
 
 
 def build_parser() -> Parser:
@@ -38,12 +49,17 @@ def build_parser() -> Parser:
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     lora = lora_of(args)
-    return print_count(resolve(args), args.format, lora)
+    selection = resolve(args)
+    if lora is not None and selection.lora is not None:
+        raise UsageError("the adapter folder names its own LoRA (adapter_config.json): drop the --lora-* flags")
+    return print_count(selection, args.format, lora or selection.lora)
 
 
 def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int:
     """What `bert-tui count` prints for `selection` in format `fmt` (with `lora`: the peft model's)."""
     from ..formats.params import (
+        adapter_file_data,
+        adapter_text,
         checkpoint_data,
         checkpoint_text,
         lora_rows,
@@ -69,11 +85,17 @@ def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     ckpt = selection.checkpoint
+    stored = None
+    if adapted is not None and selection.adapter_weights is not None:
+        stored = adapter_report(selection.adapter_weights, adapted)
     if fmt == "json":
         text = to_json(tree, adapted, lora)
-        if ckpt is not None:
+        if ckpt is not None or stored is not None:
             data = json.loads(text)
-            data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
+            if ckpt is not None:
+                data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
+            if stored is not None:
+                data["adapter_file"] = adapter_file_data(*stored)
             text = json.dumps(data, indent=2) + "\n"
         sys.stdout.write(text)
     elif fmt == "table":
@@ -84,6 +106,8 @@ def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int
         Console().print(to_table(tree, selection.title))
         if adapted is not None and lora is not None:
             sys.stdout.write(prose(lora_text(adapted, lora)))
+        if stored is not None:
+            sys.stdout.write(prose(adapter_text(*stored)))
     else:
         if ckpt is not None:
             print(say("bert-tui: note: the checkpoint report is printed with --format table or json"), file=sys.stderr)
@@ -91,5 +115,18 @@ def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int
             sys.stdout.write(rows_text(lora_rows(adapted), fmt, f"{selection.title} with LoRA (peft)"))
         else:
             sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
-    return 1 if ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean else 0
+    differs = ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean
+    return 1 if differs or (stored is not None and not stored[1].clean) else 0
+
+
+def adapter_report(path: Path, adapted: Adapted) -> tuple[Path, AdapterComparison]:
+    """An adapter file's headers against the tensors its config predicts (a bad file: one line, exit 2)."""
+    from ..io.hf_config import SourceError
+    from ..io.safetensors import load_checkpoint
+
+    try:
+        stored = load_checkpoint(path)
+    except SourceError as error:
+        raise UsageError(str(error)) from None
+    return path, compare_adapter(adapted, [(t.name, t.shape) for t in stored.tensors])
 

@@ -11,6 +11,7 @@ import io
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import (
@@ -27,7 +28,13 @@ from ..core import (
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
 from ..core.count.families import ROLES
-from ..core.count.lora import FROZEN_BYTES, Adapted, Lora, lora_training_bytes
+from ..core.count.lora import (
+    FROZEN_BYTES,
+    Adapted,
+    AdapterComparison,
+    Lora,
+    lora_training_bytes,
+)
 from ..core.count.totals import ADAM_BYTES_PER_PARAM, layer_sharing
 from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
@@ -390,3 +397,25 @@ def lora_rows(adapted: Adapted) -> list[dict[str, object]]:
 def _fold(name: str) -> str:
     """`bert.encoder.layer.3.attention.self.query` → `bert.encoder.layer.*.attention.self.query`."""
     return re.sub(r"\.\d+\.", ".*.", name)
+
+
+def adapter_text(path: Path, comparison: AdapterComparison) -> str:
+    """An adapter file against its config: what it holds, and what differs."""
+    lines = [f"adapter file {printable(str(path))}: {comparison.held:,} parameters"]
+    if comparison.clean:
+        lines.append(f"  matches the adapter's config: every trained tensor present with its shape "
+                     f"({comparison.expected:,})")
+        return "\n".join(lines) + "\n"
+    lines.append(f"  differs from the adapter's config, which predicts {comparison.expected:,}:")
+    lines += [f"    missing     {printable(name)}" for name in comparison.missing]
+    lines += [f"    unexpected  {printable(name)} {list(shape)}" for name, shape in comparison.unexpected]
+    lines += [f"    shape       {printable(name)}: config {list(a)}, file {list(b)}"
+              for name, a, b in comparison.mismatched]
+    return "\n".join(lines) + "\n"
+
+
+def adapter_file_data(path: Path, comparison: AdapterComparison) -> dict[str, Any]:
+    return {"path": str(path), "held": comparison.held, "expected": comparison.expected, "clean": comparison.clean,
+            "missing": list(comparison.missing),
+            "unexpected": [[name, list(shape)] for name, shape in comparison.unexpected],
+            "mismatched": [[name, list(a), list(b)] for name, a, b in comparison.mismatched]}

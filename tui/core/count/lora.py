@@ -316,3 +316,47 @@ def _adapters(module: str, weight: Param, lora: Lora, rank: int) -> list[PeftPar
         adapters.append(PeftParam(f"{PREFIX}{module}.lora_magnitude_vector.default.weight", (out_features,), True,
                                   "magnitude"))
     return adapters
+
+
+def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
+    """What peft's `save_pretrained` writes to adapter_model.safetensors: every trainable tensor, named without
+    the adapter's name (`lora_A.weight`, `lora_magnitude_vector`), a saved module's copy under the module's own
+    name (`classifier.weight`)."""
+    out = []
+    for param in adapted.params:
+        if not param.trainable:
+            continue
+        if param.role == "copy":
+            name = param.name.replace(".modules_to_save.default.", ".")
+        else:
+            name = param.name.replace(".default", "")
+            if param.role == "magnitude":
+                name = name.removesuffix(".weight")
+        out.append((name, param.shape))
+    return out
+
+
+@dataclass(frozen=True)
+class AdapterComparison:
+    """An adapter file against what its config predicts: tensors missing, unexpected, or of another shape."""
+
+    expected: int
+    held: int
+    missing: tuple[str, ...]
+    unexpected: tuple[tuple[str, tuple[int, ...]], ...]
+    mismatched: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+
+def compare_adapter(adapted: Adapted, stored: list[tuple[str, tuple[int, ...]]]) -> AdapterComparison:
+    expected = dict(saved_tensors(adapted))
+    held = dict(stored)
+    return AdapterComparison(
+        sum(prod(shape) for shape in expected.values()), sum(prod(shape) for shape in held.values()),
+        tuple(name for name in expected if name not in held),
+        tuple((name, shape) for name, shape in held.items() if name not in expected),
+        tuple((name, expected[name], shape) for name, shape in held.items()
+              if name in expected and tuple(expected[name]) != tuple(shape)))
