@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 
 from tui.core import BertConfig, ConfigError, build_tree
-from tui.core.count.lora import Lora, adapt
+from tui.core.count.lora import Adapted, Ia3, Lora, adapt, adapt_ia3
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "peft_params.json").read_text(encoding="utf-8"))["cases"]
+
+
+def adapted_of(case: dict[str, Any]) -> Adapted:
+    config = BertConfig(**case["config"])
+    if case.get("method") == "ia3":
+        keys = {key: tuple(value) if isinstance(value, list) else value for key, value in case["lora"].items()}
+        return adapt_ia3(build_tree(config), config, Ia3(**keys))
+    return adapt(build_tree(config), config, lora_of(case["lora"]))
 
 
 def lora_of(keys: dict[str, Any]) -> Lora:
@@ -28,8 +36,7 @@ def lora_of(keys: dict[str, Any]) -> Lora:
 
 @pytest.mark.parametrize("case", [c for c in CASES if "error" not in c], ids=lambda c: c["case"])
 def test_every_peft_parameter_name_shape_and_trainable_flag(case: dict[str, Any]) -> None:
-    config = BertConfig(**case["config"])
-    adapted = adapt(build_tree(config), config, lora_of(case["lora"]))
+    adapted = adapted_of(case)
     ours = [[p.name, list(p.shape), p.trainable] for p in adapted.params]
     assert ours == case["params"]
     assert (adapted.trainable, adapted.total) == (case["trainable"], case["total"])
@@ -37,10 +44,9 @@ def test_every_peft_parameter_name_shape_and_trainable_flag(case: dict[str, Any]
 
 @pytest.mark.parametrize("case", [c for c in CASES if "error" in c], ids=lambda c: c["case"])
 def test_what_peft_refuses_is_refused_by_name(case: dict[str, Any]) -> None:
-    config = BertConfig(**case["config"])
     with pytest.raises(ConfigError) as refused:
-        adapt(build_tree(config), config, lora_of(case["lora"]))
-    assert refused.value.field == "target_modules"
+        adapted_of(case)
+    assert refused.value.field in ("target_modules", "feedforward_modules")
 
 
 def test_the_fixture_covers_every_family() -> None:
@@ -108,7 +114,7 @@ def test_a_bad_lora_flag_is_refused_in_one_line_naming_it(argv: list[str], said:
 ADAPTERS = Path(__file__).parent / "fixtures" / "adapters"
 
 
-@pytest.mark.parametrize("name", ["bert-seqcls-dora", "roberta-token", "bert-none-all-linear"])
+@pytest.mark.parametrize("name", ["bert-seqcls-dora", "roberta-token", "bert-none-all-linear", "bert-seqcls-ia3"])
 def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_matches(name: str) -> None:
     """Folders as peft's save_pretrained writes them (tests/fixtures/adapters/): the base named by
     base_model_name_or_path, the head by task_type, and every tensor of adapter_model.safetensors predicted."""
@@ -117,7 +123,8 @@ def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_ma
     data = json.loads(out)
     saved = json.loads((ADAPTERS / name / "adapter_config.json").read_text(encoding="utf-8"))
     heads = {"SEQ_CLS": "sequence-classification", "TOKEN_CLS": "token-classification", "FEATURE_EXTRACTION": "none"}
-    assert data["config"]["head"] == heads[saved["task_type"]] and data["lora"]["r"] == saved["r"]
+    assert data["config"]["head"] == heads[saved["task_type"]]
+    assert data["lora"]["r"] == saved["r"] if saved["peft_type"] == "LORA" else "ia3" in data
     assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["trainable"]
 
 
@@ -138,7 +145,7 @@ def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1
 
 
 @pytest.mark.parametrize(("change", "said"), [
-    ({"peft_type": "IA3"}, "peft_type: 'IA3': only LORA adapters are modelled"),
+    ({"peft_type": "PREFIX_TUNING"}, "peft_type: 'PREFIX_TUNING': only LORA and IA3 adapters are modelled"),
     ({"lora_bias": True}, "lora_bias: True: changes the adapter's parameters"),
     ({"r": "8"}, "r: '8': must be a whole number"),
     ({"r": 0}, "lora_r: 0: must be a whole number between 1"),
@@ -174,8 +181,23 @@ def test_an_adapter_config_that_is_not_json_or_too_large_is_refused(tmp_path: Pa
 
 def test_an_adapter_s_own_lora_is_not_mixed_with_flags_and_head_overrides_its_task() -> None:
     code, _, err = run_cli("count", str(ADAPTERS / "roberta-token"), "--lora-r", "4")
-    assert code == 2 and "drop the --lora-* flags" in err
+    assert code == 2 and "drop the --lora-* and --ia3* flags" in err
     code, out, _ = run_cli("count", str(ADAPTERS / "roberta-token"), "--head", "sequence-classification",
                            "--format", "json")
     data = json.loads(out)  # its classifier (token classification's) is not the one predicted: exit 1
     assert code == 1 and data["model"] == "RobertaForSequenceClassification" and not data["adapter_file"]["clean"]
+
+
+def test_ia3_on_the_command_line_gives_peft_s_figures_and_refuses_mixing() -> None:
+    """bert-base for sequence classification with IA3's defaults (key, value, output.dense; output.dense scaled on
+    its input): peft's figures, as the fixture's smaller case checks name by name."""
+    code, out, _ = run_cli("count", "--head", "sequence-classification", "--ia3", "--format", "json")
+    data = json.loads(out)
+    h, i, layers = 768, 3072, 12
+    vectors = layers * (h + h + h + i)  # key and value [H, 1]; attention.output.dense [1, H]; output.dense [1, I]
+    assert code == 0 and data["trainable"] == vectors + 2 * h + 2
+    assert data["total"] == 109_482_240 + 2 * (2 * h + 2) + vectors  # the classifier, its trained copy, IA3
+    code, _, err = run_cli("count", "--ia3", "--lora-r", "4")
+    assert code == 2 and "name two methods" in err
+    code, _, err = run_cli("count", "--ia3-targets", "query", "--ia3-feedforward", "key")
+    assert code == 2 and "--ia3-feedforward key: must be a subset of target_modules" in err

@@ -18,7 +18,7 @@ from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
 if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
     from .core.count.compare import Comparison
-    from .core.count.lora import Lora
+    from .core.count.lora import Ia3, Lora
     from .io.hub import Progress
     from .io.safetensors import Checkpoint
 
@@ -33,7 +33,7 @@ class Source:
     name: str
     config: BertConfig
     notes: tuple[str, ...] = ()
-    lora: Lora | None = None
+    lora: Lora | Ia3 | None = None
     adapter_weights: Path | None = None
 
 

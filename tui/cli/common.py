@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 from ..core.config import EXTRA_FIELDS, parse_int
-from ..core.count.lora import ALL_LINEAR, BIASES, Lora
+from ..core.count.lora import ALL_LINEAR, BIASES, Ia3, Lora
 from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
 from ..sources import (
@@ -181,10 +181,37 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lora-alpha", metavar="ALPHA", help="lora_alpha (scales the update; adds no parameter)")
     group.add_argument("--dora", action="store_true", default=None, help="use_dora: a magnitude vector per adapted "
                        "module")
+    ia3 = parser.add_argument_group("fine-tuning with IA3 (peft's IA3Config; any of these adapts the model)")
+    ia3.add_argument("--ia3", action="store_true", default=None, help="IA3 with peft's defaults for the model type "
+                     "(bert, roberta: key, value, output.dense; deberta-v2: key_proj, value_proj, output.dense)")
+    ia3.add_argument("--ia3-targets", metavar="NAMES", help="target_modules, comma-separated, or all-linear")
+    ia3.add_argument("--ia3-feedforward", metavar="NAMES", help="feedforward_modules: targets scaled on their input "
+                     "(a subset of the targets)")
+    ia3.add_argument("--ia3-save", metavar="NAMES", help="modules_to_save, as for LoRA")
 
 
 LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_save", "lora_layers",
               "lora_rank_pattern", "lora_alpha", "dora")
+
+
+IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save")
+
+
+def _listed(flag: str, text: str | None) -> tuple[str, ...]:
+    found = tuple(part.strip() for part in (text or "").split(",") if part.strip())
+    if text is not None and not found:
+        raise UsageError(f"{flag} {text!r}: name at least one module")
+    return found
+
+
+def ia3_of(args: argparse.Namespace) -> Ia3 | None:
+    """The IA3 the command line asks for, or None."""
+    if all(getattr(args, name, None) is None for name in IA3_FLAGS):
+        return None
+    listed = _listed("--ia3-targets", args.ia3_targets)
+    targets: tuple[str, ...] | str | None = (ALL_LINEAR if listed == (ALL_LINEAR,) else listed) or None
+    feedforward = None if args.ia3_feedforward is None else _listed("--ia3-feedforward", args.ia3_feedforward)
+    return Ia3(targets, feedforward, _listed("--ia3-save", args.ia3_save))
 
 
 def lora_of(args: argparse.Namespace) -> Lora | None:
@@ -242,7 +269,7 @@ class Selection:
     title: str
     notes: tuple[str, ...] = ()
     checkpoint: CheckpointReport | None = None
-    lora: Lora | None = None  # a PEFT adapter folder's
+    lora: Lora | Ia3 | None = None  # a PEFT adapter folder's
     adapter_weights: Path | None = None
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..core import build_tree
-from ..core.count.lora import Adapted, AdapterComparison, Lora, compare_adapter
+from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora, compare_adapter
 from ..plain import printable, prose, say
 from .common import (
     Parser,
@@ -18,6 +18,7 @@ from .common import (
     add_model,
     add_overrides,
     add_source,
+    ia3_of,
     lora_of,
     resolve,
 )
@@ -48,14 +49,18 @@ def build_parser() -> Parser:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    lora = lora_of(args)
+    lora, ia3 = lora_of(args), ia3_of(args)
+    if lora is not None and ia3 is not None:
+        raise UsageError("--ia3* and --lora-* name two methods: give one")
+    method: Lora | Ia3 | None = lora or ia3
     selection = resolve(args)
-    if lora is not None and selection.lora is not None:
-        raise UsageError("the adapter folder names its own LoRA (adapter_config.json): drop the --lora-* flags")
-    return print_count(selection, args.format, lora or selection.lora)
+    if method is not None and selection.lora is not None:
+        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-* and "
+                         "--ia3* flags")
+    return print_count(selection, args.format, method or selection.lora)
 
 
-def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int:
+def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None) -> int:
     """What `bert-tui count` prints for `selection` in format `fmt` (with `lora`: the peft model's)."""
     from ..formats.params import (
         adapter_file_data,
@@ -75,12 +80,15 @@ def print_count(selection: Selection, fmt: str, lora: Lora | None = None) -> int
     adapted = None
     if lora is not None:
         from ..core import ConfigError
-        from ..core.count.lora import adapt
+        from ..core.count.lora import adapt, adapt_ia3
 
         try:
-            adapted = adapt(tree, selection.config, lora)
+            adapted = adapt(tree, selection.config, lora) if isinstance(lora, Lora) else adapt_ia3(
+                tree, selection.config, lora)
         except ConfigError as error:
-            flag = "--lora-targets" if error.field == "target_modules" else f"--{error.field.replace('_', '-')}"
+            kind = "lora" if isinstance(lora, Lora) else "ia3"
+            flag = {"target_modules": f"--{kind}-targets", "feedforward_modules": "--ia3-feedforward"}.get(
+                error.field, f"--{error.field.replace('_', '-')}")
             raise UsageError(f"{flag} {printable(str(error.value))}: {error.rule}") from None
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)

@@ -32,6 +32,7 @@ from ..core.count.lora import (
     FROZEN_BYTES,
     Adapted,
     AdapterComparison,
+    Ia3,
     Lora,
     lora_training_bytes,
 )
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "csv", "markdown")
 
 
-def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | None = None) -> str:
+def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | Ia3 | None = None) -> str:
     """The report, indented, with one line per parameter so that 200-line outputs stay greppable. `trainable`
     beside `total`: all of it in full fine-tuning; with a LoRA adapter peft's two figures (the total then
     counts the adapters and the saved copies, as `get_nb_trainable_parameters` does) and the adapter's tensors."""
@@ -63,10 +64,10 @@ def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | None =
                 data["total"] = adapted.total
                 data["base_total"] = value
     if adapted is not None and lora is not None:
-        data["lora"] = lora_data(adapted, lora)
+        data["lora" if isinstance(lora, Lora) else "ia3"] = lora_data(adapted, lora)
     lines = []
     for key, value in data.items():
-        if key == "lora":
+        if key in ("lora", "ia3"):
             text = json.dumps({k: v for k, v in value.items() if k != "peft_parameters"}, indent=2)[:-2]
             items = ",\n".join(f"      {json.dumps(item)}" for item in value["peft_parameters"])
             text = text.replace("\n", "\n  ") + f',\n    "peft_parameters": [\n{items}\n    ]\n  }}'
@@ -346,9 +347,16 @@ def rows_text(rows: list[dict[str, object]], fmt: str, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lora_data(adapted: Adapted, lora: Lora) -> dict[str, Any]:
+def lora_data(adapted: Adapted, lora: Lora | Ia3) -> dict[str, Any]:
     """The adapter as peft builds it: its settings, the modules adapted and saved, and every tensor of the peft
     model (name, shape, trainable)."""
+    if isinstance(lora, Ia3):
+        return {"task_type": adapted.task_type,
+                "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
+                "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
+                "trainable": adapted.trainable, "frozen": adapted.frozen,
+                "training_bytes": lora_training_bytes(adapted),
+                "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
     return {"r": lora.r, "lora_alpha": lora.lora_alpha, "bias": lora.bias, "use_dora": lora.use_dora,
             "task_type": adapted.task_type,
             "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
@@ -359,11 +367,15 @@ def lora_data(adapted: Adapted, lora: Lora) -> dict[str, Any]:
             "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
 
 
-def lora_text(adapted: Adapted, lora: Lora) -> str:
+def lora_text(adapted: Adapted, lora: Lora | Ia3) -> str:
     """What a person reads: peft's two figures, and what was adapted (folded by layer) and saved."""
     share = 100 * adapted.trainable / adapted.total if adapted.total else 0.0
-    lines = [f"LoRA as peft builds it (r = {lora.r}, bias = {lora.bias}{', DoRA' if lora.use_dora else ''}, task "
-             f"type {adapted.task_type or 'none'}):",
+    if isinstance(lora, Ia3):
+        said = f"IA3 as peft builds it (task type {adapted.task_type or 'none'}):"
+    else:
+        said = (f"LoRA as peft builds it (r = {lora.r}, bias = {lora.bias}{', DoRA' if lora.use_dora else ''}, "
+                f"task type {adapted.task_type or 'none'}):")
+    lines = [said,
              f"  trainable params: {adapted.trainable:,} || all params: {adapted.total:,} || trainable%: "
              f"{share:.4f}"]
     folded: dict[str, int] = {}
@@ -372,8 +384,8 @@ def lora_text(adapted: Adapted, lora: Lora) -> str:
         folded[key] = folded.get(key, 0) + 1
     trained: dict[str, int] = {}
     for p in adapted.params:
-        if p.role in ("lora_A", "lora_B", "magnitude"):
-            key = _fold(p.name.removeprefix("base_model.model.").split(".lora_", 1)[0])
+        if p.role in ("lora_A", "lora_B", "magnitude", "ia3"):
+            key = _fold(re.split(r"\.(?:lora_|ia3_)", p.name.removeprefix("base_model.model."), maxsplit=1)[0])
             trained[key] = trained.get(key, 0) + p.numel
     lines.append(f"  adapted ({len(adapted.targets)} modules):")
     lines += [f"    {key}{f' × {n}' if n > 1 else ''}: +{trained.get(key, 0):,}" for key, n in folded.items()]
@@ -381,7 +393,7 @@ def lora_text(adapted: Adapted, lora: Lora) -> str:
         copies = sum(p.numel for p in adapted.params if p.role == "copy")
         lines.append(f"  saved whole, a trained copy beside the frozen original (+{copies:,}): "
                      f"{', '.join(adapted.saved)}")
-    if lora.bias != "none":
+    if isinstance(lora, Lora) and lora.bias != "none":
         biases = sum(p.numel for p in adapted.params if p.trainable and p.role == "base")
         lines.append(f"  biases trained ({lora.bias}): {biases:,}")
     lines.append(f"  training memory, {ADAM_BYTES_PER_PARAM} B per trained parameter and {FROZEN_BYTES} per frozen "

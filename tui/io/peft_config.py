@@ -1,4 +1,5 @@
-"""A PEFT adapter folder: `adapter_config.json` (peft's `LoraConfig`, saved) and `adapter_model.safetensors`.
+"""A PEFT adapter folder: `adapter_config.json` (peft's `LoraConfig` or `IA3Config`, saved) and
+`adapter_model.safetensors`.
 
 What the config decides about parameters is read into `tui.core.count.lora.Lora`; every other key is either one
 that changes no parameter (`lora_alpha`, `lora_dropout`, `use_rslora`, `init_lora_weights`, ...), or one this
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import ConfigError
-from ..core.count.lora import Lora
+from ..core.count.lora import Ia3, Lora
 from .files import ReadError, parse_json, probe, read_bytes
 from .hf_config import SourceError
 
@@ -39,7 +40,7 @@ class Adapter:
     """An adapter folder: its LoRA, the model it adapts and the head its task type names."""
 
     path: Path
-    lora: Lora
+    lora: Lora | Ia3
     base: str | None  # base_model_name_or_path
     task_type: str | None
     weights: Path | None  # adapter_model.safetensors, where present
@@ -63,9 +64,9 @@ def load_adapter(path: Path) -> Adapter:
     if not isinstance(data, dict):
         raise SourceError(config_path, None, "is not a JSON object")
     method = data.get("peft_type")
-    if method != "LORA":
-        raise SourceError(config_path, "peft_type", f"{_said(method)}: only LORA adapters are modelled (IA3, "
-                          "prefix and prompt tuning and the other methods are not)")
+    if method not in ("LORA", "IA3"):
+        raise SourceError(config_path, "peft_type", f"{_said(method)}: only LORA and IA3 adapters are modelled "
+                          "(prefix and prompt tuning and the other methods are not)")
     for key in REFUSED:
         if data.get(key) not in (None, False, [], {}, ""):
             raise SourceError(config_path, key, f"{_said(data[key])}: changes the adapter's parameters in a way "
@@ -77,6 +78,19 @@ def load_adapter(path: Path) -> Adapter:
     if base is not None and (not isinstance(base, str) or not base.strip() or len(base) > 4096):
         raise SourceError(config_path, "base_model_name_or_path", f"{_said(base)}: must name a model (a path, a "
                           "Hub id or a preset)")
+    weights = folder / WEIGHTS_NAME
+    present = weights if probe(weights, Path.exists) else None
+    if method == "IA3":
+        try:
+            feedforward = data.get("feedforward_modules")
+            ia3 = Ia3(_targets(data.get("target_modules")),
+                      None if feedforward is None else _names(data, "feedforward_modules"),
+                      _names(data, "modules_to_save"))
+        except ConfigError as error:
+            raise SourceError(config_path, error.field, f"{_said(error.value)}: {error.rule}") from None
+        except _Bad as bad:
+            raise SourceError(config_path, bad.key, bad.problem) from None
+        return Adapter(folder, ia3, base, task, present)
     try:
         lora = Lora(r=_whole(data, "r", 8), target_modules=_targets(data.get("target_modules")),
                     bias=_text(data, "bias", "none"), modules_to_save=_names(data, "modules_to_save"),
@@ -86,8 +100,7 @@ def load_adapter(path: Path) -> Adapter:
         raise SourceError(config_path, error.field, f"{_said(error.value)}: {error.rule}") from None
     except _Bad as bad:
         raise SourceError(config_path, bad.key, bad.problem) from None
-    weights = folder / WEIGHTS_NAME
-    return Adapter(folder, lora, base, task, weights if probe(weights, Path.exists) else None)
+    return Adapter(folder, lora, base, task, present)
 
 
 class _Bad(ValueError):

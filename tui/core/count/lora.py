@@ -123,6 +123,83 @@ class Adapted:
         return self.total - self.trainable
 
 
+# IA3 (peft's IA3Config): TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING.
+IA3_TARGETS: dict[str, tuple[str, ...]] = {"bert": ("key", "value", "output.dense"),
+                                           "roberta": ("key", "value", "output.dense"),
+                                           "deberta-v2": ("key_proj", "value_proj", "output.dense")}
+IA3_FEEDFORWARD: dict[str, tuple[str, ...]] = {"bert": ("output.dense",), "roberta": ("output.dense",),
+                                               "deberta-v2": ("output.dense",)}
+
+
+@dataclass(frozen=True)
+class Ia3:
+    """An `IA3Config` as far as it decides parameters: each target Linear gains one trained vector, `ia3_l`,
+    [out, 1] (scaling its output), or [1, in] for a feed-forward module (scaling its input); a module is one of
+    `feedforward_modules` when its name ends with an entry, as text (peft's rule)."""
+
+    target_modules: tuple[str, ...] | str | None = None
+    feedforward_modules: tuple[str, ...] | None = None
+    modules_to_save: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target_modules, str):
+            try:
+                re.compile(self.target_modules)
+            except re.error as problem:
+                raise ConfigError("target_modules", self.target_modules, f"is not a regular expression: "
+                                  f"{problem}") from None
+
+
+def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
+    """`get_peft_model(model, IA3Config(...))` of `tree`'s class."""
+    params = list(tree.root.params())
+    modules = _modules(params)
+    task = task_type(config)
+    saved_names = (*ia3.modules_to_save, *TASK_SAVES.get(task or "", ()))
+    containers = _containers(modules)
+    saved = _saved(saved_names, modules, containers)
+    targets = _targets(config, ia3, modules, containers, saved_names, task, IA3_TARGETS)
+    if any(modules[name].kind != "linear" for name in targets):
+        name = next(name for name in targets if modules[name].kind != "linear")
+        raise ConfigError("target_modules", name, "is not a Linear: IA3 on it is not modelled")
+    feedforward = ia3.feedforward_modules
+    if feedforward is None:
+        feedforward = IA3_FEEDFORWARD.get(config.model_type, ()) if ia3.target_modules is None else ()
+    if isinstance(ia3.target_modules, tuple) and not set(feedforward) <= set(ia3.target_modules) and \
+            ia3.feedforward_modules is not None:
+        raise ConfigError("feedforward_modules", ", ".join(feedforward), "must be a subset of target_modules "
+                          "(peft refuses otherwise)")
+    out: list[PeftParam] = []
+    adapted = set(targets)
+    last = {param.name.rsplit(".", 1)[0]: param.name for param in params}
+    by_name = {param.name: param for param in params}
+    seen: set[str] = set()
+    for param in params:
+        if param.tied_to:
+            continue
+        module, local = param.name.rsplit(".", 1) if "." in param.name else ("", param.name)
+        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        if outer is not None:
+            if outer not in seen:
+                seen.add(outer)
+                own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
+                out += [PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False,
+                                  "original") for p in own]
+                out += [PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape,
+                                  True, "copy") for p in own]
+            continue
+        if module in adapted:
+            out.append(PeftParam(f"{PREFIX}{module}.base_layer.{local}", param.shape, False, "base"))
+            if last[module] == param.name:
+                rows, columns = by_name[f"{module}.weight"].shape
+                is_ff = any(module.endswith(name) for name in feedforward)
+                out.append(PeftParam(f"{PREFIX}{module}.ia3_l.default", (1, columns) if is_ff else (rows, 1), True,
+                                     "ia3"))
+            continue
+        out.append(PeftParam(f"{PREFIX}{param.name}", param.shape, False, "base"))
+    return Adapted(tuple(out), tuple(targets), tuple(saved), task)
+
+
 FROZEN_BYTES = 2  # a frozen parameter under mixed precision: its 16-bit weight only (no gradient, no moments)
 
 
@@ -203,14 +280,16 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
     return wrapped
 
 
-def _targets(config: BertConfig, lora: Lora, modules: dict[str, _Module], containers: set[str],
-             saved_names: tuple[str, ...], task: str | None) -> list[str]:
+def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], containers: set[str],
+             saved_names: tuple[str, ...], task: str | None,
+             defaults: dict[str, tuple[str, ...]] | None = None) -> list[str]:
     wanted = lora.target_modules
+    defaults = DEFAULT_TARGETS if defaults is None else defaults
     if wanted is None:
-        if config.model_type not in DEFAULT_TARGETS:
+        if config.model_type not in defaults:
             raise ConfigError("target_modules", "(default)", f"peft has no default for model type "
-                              f"{config.model_type!r}: name the modules to adapt (e.g. with --lora-targets)")
-        wanted = DEFAULT_TARGETS[config.model_type]
+                              f"{config.model_type!r}: name the modules to adapt (--lora-targets, --ia3-targets)")
+        wanted = defaults[config.model_type]
     linear = [name for name, module in modules.items() if module.kind == "linear"]
     if wanted == ALL_LINEAR:
         excluded = _output_layer(config, modules, task)
@@ -227,7 +306,7 @@ def _targets(config: BertConfig, lora: Lora, modules: dict[str, _Module], contai
             hit = re.fullmatch(wanted, key) is not None
         else:
             hit = _named(key, tuple(wanted))
-        if hit and lora.layers_to_transform is not None:
+        if hit and isinstance(lora, Lora) and lora.layers_to_transform is not None:
             index = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
             hit = index is not None and int(index.group("idx")) in lora.layers_to_transform
         if hit:

@@ -20,10 +20,10 @@ from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
 from ...core.step.workload import (
     ATTENTIONS,
+    LOOPS,
     MAX_BATCH,
     MODES,
     OPTIMIZERS,
-    LOOPS,
     PRECISIONS,
     Workload,
 )
