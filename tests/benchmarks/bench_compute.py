@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -49,7 +50,13 @@ def measure(runs: int) -> list[Row]:
     tree = build_tree(CONFIG)
     count = median_seconds(lambda: build_tree(CONFIG).total, runs)
     alone = median_seconds(lambda: compute(CONFIG, WORKLOAD).memory(), runs)
-    beside = median_seconds(lambda: compute(CONFIG, WORKLOAD, tree=tree).memory(), runs)
+    batches = iter(range(10**9))  # the explorer's keystroke in the batch field: another batch each call
+    beside = median_seconds(lambda: compute(CONFIG, replace(WORKLOAD, batch=1 + next(batches) % 512),
+                                            tree=tree).memory(), runs)
+    # The explorer's keystroke in a size field: a config not seen before each call (no term or fits table kept).
+    fresh = iter(range(10**9))
+    cold = median_seconds(lambda: compute(CONFIG.replace(vocab_size=30522 + next(fresh)), WORKLOAD).memory(), runs)
+    cold_count = median_seconds(lambda: build_tree(CONFIG.replace(vocab_size=30522 + next(fresh))).total, runs)
     deberta_tree = build_tree(DEBERTA)
     deberta_count = median_seconds(lambda: build_tree(DEBERTA).total, runs)
     deberta = median_seconds(lambda: compute(DEBERTA, WORKLOAD, tree=deberta_tree).memory(), runs)
@@ -60,9 +67,12 @@ def measure(runs: int) -> list[Row]:
         ("core: compute 96 layers, MLM, with what fits on every card", deep_fits, deep_fits / deep_count,
          f"goal: well under a second ({deep_fits * 1000:.1f} ms)"),
         ("core: count 1,000 layers, seq-cls (baseline)", count, 1.0, ""),
-        ("core: compute a step at 1,000 layers, tree counted (explorer)", beside, beside / count,
+        ("core: compute a step at 1,000 layers, tree counted (explorer: batch edits)", beside, beside / count,
          "goal ≤ 1.5× baseline"),
         ("core: compute a step at 1,000 layers, counting included (CLI)", alone, alone / count,
+         "a count plus the step"),
+        ("core: count 1,000 layers, a new config each call (baseline)", cold_count, 1.0, ""),
+        ("core: compute at 1,000 layers, a new config each call (nothing kept)", cold, cold / cold_count,
          "a count plus the step"),
         ("core: DeBERTa-v3, count 1,000 layers (baseline)", deberta_count, 1.0, ""),
         ("core: DeBERTa-v3, compute a step at 1,000 layers, tree counted", deberta, deberta / deberta_count,

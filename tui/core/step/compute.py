@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from functools import lru_cache
 from math import prod
 
 from ..config import MEAN_POOLING, BertConfig, ConfigError
@@ -86,7 +87,16 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    return _same_terms(result, replace(result, fits=fits(result, sizes)))
+    table = _fits(config, replace(workload, batch=1), tree.total, tree.root.tensors, layer, tuple(sizes))
+    return _same_terms(result, replace(result, fits=table))
+
+
+@lru_cache(maxsize=32)
+def _fits(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer: int,
+          sizes: tuple[tuple[float, int, bool], ...]) -> tuple[Fit, ...]:
+    """The fits table, which the batch does not change (`workload` at batch 1): kept for the next edit of the
+    batch (the explorer asks at every keystroke)."""
+    return fits(measure(config, workload, parameters, tensors, layer), list(sizes))
 
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
@@ -94,6 +104,18 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     stream16 = workload.amp and projects(config) and workload.device == "cpu"
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
     mask16 = stream16 and STEPS[config.model_type].mask_after_projection
+    # The terms hold symbols, not the batch (but the causal-LM labels' view at batch 1 only): one set for b ≥ 2.
+    conventions, flops, saved, recompute, upcast = _terms(config, replace(workload, batch=min(workload.batch, 2)),
+                                                          stream16, mask16)
+    return _with_phases(Compute(config, workload, symbol_values(config, workload), flops, saved, recompute,
+                                parameters, tensors, 16 * config.max_position_embeddings, conventions,
+                                layer_parameters, loss_upcast=upcast))
+
+
+@lru_cache(maxsize=64)
+def _terms(config: BertConfig, workload: Workload, stream16: bool,
+           mask16: bool) -> tuple[Conventions, tuple[Flop, ...], tuple[Saved, ...], tuple[Saved, ...], bool]:
+    """The step's terms (they hold symbols, not values): the same for the same config and workload, kept."""
     runs = attention_run(config, workload)
     conventions = Conventions.of(runs, additive_mask(config, runs) and not mask16)
     if stream16:
@@ -102,9 +124,7 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     upcast = any(isinstance(module, kinds.CrossEntropy) and module.upcast and module.classes == "V"
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
-    return _with_phases(Compute(config, workload, symbol_values(config, workload), tuple(flop_terms(config, workload)),
-                                saved, recompute, parameters, tensors, 16 * config.max_position_embeddings,
-                                conventions, layer_parameters, loss_upcast=upcast))
+    return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
 
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
