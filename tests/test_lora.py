@@ -4,6 +4,7 @@ what peft refuses, refused."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,52 @@ def test_ia3_on_the_command_line_gives_peft_s_figures_and_refuses_mixing() -> No
     assert code == 2 and "name two methods" in err
     code, _, err = run_cli("count", "--ia3-targets", "query", "--ia3-feedforward", "key")
     assert code == 2 and "--ia3-feedforward key: must be a subset of target_modules" in err
+
+
+FREEZES = [("bert", "sequence-classification"), ("distilbert", "token-classification"),
+           ("modernbert", "sequence-classification"), ("deberta-v2", "question-answering"),
+           ("mpnet", "mlm"), ("electra", "sequence-classification")]
+
+
+@pytest.mark.live
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="the [verify] extra is not installed")
+@pytest.mark.parametrize(("family", "head"), FREEZES)
+def test_parts_frozen_train_what_torch_trains(family: str, head: str) -> None:
+    """The class built on the meta device, its embeddings, first layers or body frozen by requires_grad_(False):
+    the parameters left trainable are what the count says."""
+    import torch
+
+    from tests.fixtures.generate import build_family_model
+    from tui.core.config import MODEL_TYPES
+    from tui.core.count.frozen import Freeze, freeze
+
+    config = BertConfig(**{**SMALL_CONFIG, "model_type": family, "head": head,
+                           **({"type_vocab_size": 0} if family == "deberta-v2" else {})})
+    for spec in (Freeze(embeddings=True), Freeze(layers=2), Freeze(body=True), Freeze(True, 1)):
+        with torch.device("meta"):
+            model = build_family_model(config)
+        body = getattr(model, MODEL_TYPES[family][1], model)
+        if spec.body:
+            body.requires_grad_(False)
+        if spec.embeddings:
+            body.embeddings.requires_grad_(False)
+        stack = body.layers if family == "modernbert" else (body.transformer.layer if family == "distilbert"
+                                                             else body.encoder.layer)
+        for layer in list(stack)[:spec.layers]:
+            layer.requires_grad_(False)
+        trains = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        assert freeze(build_tree(config), config, spec).trainable == trains, spec
+
+
+SMALL_CONFIG = {"vocab_size": 96, "hidden_size": 16, "num_hidden_layers": 3, "num_attention_heads": 2,
+                "intermediate_size": 24, "max_position_embeddings": 40}
+
+
+def test_parts_frozen_on_the_command_line() -> None:
+    code, out, _ = run_cli("count", "--head", "sequence-classification", "--freeze-body", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["trainable"] == 2 * 768 + 2 and data["frozen"]["count"] == 109_482_240
+    code, _, err = run_cli("count", "--freeze-body")
+    assert code == 2 and "--freeze-body: BertModel has no head" in err
+    code, _, err = run_cli("count", "--freeze-layers", "13")
+    assert code == 2 and "--freeze-layers 13: must be between 0 and num_hidden_layers (12)" in err

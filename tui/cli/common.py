@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 from ..core.config import EXTRA_FIELDS, parse_int
+from ..core.count.frozen import Freeze
 from ..core.count.lora import ALL_LINEAR, BIASES, Ia3, Lora
 from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
@@ -181,6 +182,11 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lora-alpha", metavar="ALPHA", help="lora_alpha (scales the update; adds no parameter)")
     group.add_argument("--dora", action="store_true", default=None, help="use_dora: a magnitude vector per adapted "
                        "module")
+    cold = parser.add_argument_group("fine-tuning with parts frozen (requires_grad_(False); the rest trains)")
+    cold.add_argument("--freeze-embeddings", action="store_true", default=None, help="the embeddings do not train")
+    cold.add_argument("--freeze-layers", metavar="K", help="the first K encoder layers do not train")
+    cold.add_argument("--freeze-body", action="store_true", default=None,
+                      help="only the head trains (the body's parameters frozen, its pooler included)")
     ia3 = parser.add_argument_group("fine-tuning with IA3 (peft's IA3Config; any of these adapts the model)")
     ia3.add_argument("--ia3", action="store_true", default=None, help="IA3 with peft's defaults for the model type "
                      "(bert, roberta: key, value, output.dense; deberta-v2: key_proj, value_proj, output.dense)")
@@ -202,6 +208,25 @@ def _listed(flag: str, text: str | None) -> tuple[str, ...]:
     if text is not None and not found:
         raise UsageError(f"{flag} {text!r}: name at least one module")
     return found
+
+
+FREEZE_FLAGS = ("freeze_embeddings", "freeze_layers", "freeze_body")
+
+
+def freeze_of(args: argparse.Namespace) -> Freeze | None:
+    """The parts the command line freezes, or None."""
+    if all(getattr(args, name, None) is None for name in FREEZE_FLAGS):
+        return None
+    if any(getattr(args, name, None) is not None for name in (*LORA_FLAGS, *IA3_FLAGS)):
+        raise UsageError("--freeze-* and an adapter (--lora-*, --ia3*) both say what trains: give one (an adapter "
+                         "freezes the whole model but itself)")
+    layers = 0
+    if args.freeze_layers is not None:
+        try:
+            layers = parse_int("freeze_layers", args.freeze_layers)
+        except ConfigError:
+            raise UsageError(f"--freeze-layers {printable(args.freeze_layers)!r}: must be a whole number") from None
+    return Freeze(bool(args.freeze_embeddings), layers, bool(args.freeze_body))
 
 
 def ia3_of(args: argparse.Namespace) -> Ia3 | None:

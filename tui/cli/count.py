@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..core import build_tree
+from ..core.count.frozen import Freeze
 from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora, compare_adapter
 from ..plain import printable, prose, say
 from .common import (
@@ -18,6 +19,7 @@ from .common import (
     add_model,
     add_overrides,
     add_source,
+    freeze_of,
     ia3_of,
     lora_of,
     resolve,
@@ -53,14 +55,15 @@ def run(argv: Sequence[str]) -> int:
     if lora is not None and ia3 is not None:
         raise UsageError("--ia3* and --lora-* name two methods: give one")
     method: Lora | Ia3 | None = lora or ia3
+    cold = freeze_of(args)
     selection = resolve(args)
-    if method is not None and selection.lora is not None:
-        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-* and "
-                         "--ia3* flags")
-    return print_count(selection, args.format, method or selection.lora)
+    if (method is not None or cold is not None) and selection.lora is not None:
+        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-*, "
+                         "--ia3* and --freeze-* flags")
+    return print_count(selection, args.format, method or selection.lora, cold)
 
 
-def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None) -> int:
+def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, cold: Freeze | None = None) -> int:
     """What `bert-tui count` prints for `selection` in format `fmt` (with `lora`: the peft model's)."""
     from ..formats.params import (
         adapter_file_data,
@@ -90,6 +93,16 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None) 
             flag = {"target_modules": f"--{kind}-targets", "feedforward_modules": "--ia3-feedforward"}.get(
                 error.field, f"--{error.field.replace('_', '-')}")
             raise UsageError(f"{flag} {printable(str(error.value))}: {error.rule}") from None
+    frozen = None
+    if cold is not None:
+        from ..core import ConfigError
+        from ..core.count.frozen import freeze
+
+        try:
+            frozen = freeze(tree, selection.config, cold)
+        except ConfigError as error:
+            said = "" if error.value is True else f" {error.value}"
+            raise UsageError(f"--{error.field.replace('_', '-')}{said}: {error.rule}") from None
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     ckpt = selection.checkpoint
@@ -98,6 +111,11 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None) 
         stored = adapter_report(selection.adapter_weights, adapted)
     if fmt == "json":
         text = to_json(tree, adapted, lora)
+        if frozen is not None:
+            data = json.loads(text)
+            data["trainable"] = frozen.trainable
+            data["frozen"] = {"count": frozen.frozen, "parameters": list(frozen.names)}
+            text = json.dumps(data, indent=2) + "\n"
         if ckpt is not None or stored is not None:
             data = json.loads(text)
             if ckpt is not None:
@@ -116,6 +134,10 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None) 
             sys.stdout.write(prose(lora_text(adapted, lora)))
         if stored is not None:
             sys.stdout.write(prose(adapter_text(*stored)))
+        if frozen is not None:
+            share = 100 * frozen.trainable / max(1, frozen.trainable + frozen.frozen)
+            sys.stdout.write(prose(f"parts frozen: trainable {frozen.trainable:,} of {tree.total:,} ({share:.2f} %), "
+                                   f"frozen {frozen.frozen:,} in {len(frozen.names)} tensors\n"))
     else:
         if ckpt is not None:
             print(say("bert-tui: note: the checkpoint report is printed with --format table or json"), file=sys.stderr)

@@ -1,0 +1,52 @@
+"""Parts frozen for fine-tuning (`requires_grad_(False)` on them, the rest trained): the embeddings, the first
+k encoder layers, or the whole body (everything but the head, the `for p in model.bert.parameters()` recipe).
+What trains and what does not, counted from the tree's own groups and layer names."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config import BertConfig, ConfigError
+from .tree import ParamTree
+
+_LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class Freeze:
+    embeddings: bool = False
+    layers: int = 0  # the first `layers` encoder layers
+    body: bool = False  # everything but the head
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """(trainable, frozen) elements, and the parameters frozen, in model order."""
+
+    trainable: int
+    frozen: int
+    names: tuple[str, ...]
+
+
+def freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Frozen:
+    if spec.layers < 0 or spec.layers > config.num_hidden_layers:
+        raise ConfigError("freeze_layers", spec.layers, f"must be between 0 and num_hidden_layers "
+                          f"({config.num_hidden_layers})")
+    if spec.layers and config.model_type == "albert":
+        raise ConfigError("freeze_layers", spec.layers, "ALBERT's layers are shared (one stored layer runs L "
+                          "times): the first k cannot be frozen apart")
+    if spec.body and config.head == "none":
+        raise ConfigError("freeze_body", True, f"{config.hf_class} has no head: nothing would train")
+    trainable = frozen = 0
+    names = []
+    for param in tree.unique_params():
+        layer = _LAYER.search(param.name)
+        cold = (spec.body and param.group != "head") or (spec.embeddings and param.group == "embeddings") or (
+            param.group == "encoder" and layer is not None and int(layer.group(1)) < spec.layers)
+        if cold:
+            frozen += param.count
+            names.append(param.name)
+        else:
+            trainable += param.count
+    return Frozen(trainable, frozen, tuple(names))
