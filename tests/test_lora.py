@@ -182,7 +182,7 @@ def test_an_adapter_config_that_is_not_json_or_too_large_is_refused(tmp_path: Pa
 
 def test_an_adapter_s_own_lora_is_not_mixed_with_flags_and_head_overrides_its_task() -> None:
     code, _, err = run_cli("count", str(ADAPTERS / "roberta-token"), "--lora-r", "4")
-    assert code == 2 and "drop the --lora-* and --ia3* flags" in err
+    assert code == 2 and "drop the --lora-*, --ia3* and --freeze-* flags" in err
     code, out, _ = run_cli("count", str(ADAPTERS / "roberta-token"), "--head", "sequence-classification",
                            "--format", "json")
     data = json.loads(out)  # its classifier (token classification's) is not the one predicted: exit 1
