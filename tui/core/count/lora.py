@@ -182,11 +182,7 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
         if outer is not None:
             if outer not in seen:
                 seen.add(outer)
-                own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
-                out += [PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False,
-                                  "original") for p in own]
-                out += [PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape,
-                                  True, "copy") for p in own]
+                out += _wrapped(params, outer)
             continue
         if module in adapted:
             out.append(PeftParam(f"{PREFIX}{module}.base_layer.{local}", param.shape, False, "base"))
@@ -365,11 +361,7 @@ def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: lis
         if outer is not None:
             if outer not in seen:  # the wrapper: the original's tensors, then the copy's
                 seen.add(outer)
-                own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
-                out += [PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False,
-                                  "original") for p in own]
-                out += [PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape,
-                                  True, "copy") for p in own]
+                out += _wrapped(params, outer)
             continue
         if module in adapted:
             out.append(PeftParam(f"{PREFIX}{module}.base_layer.{local}", param.shape,
@@ -439,3 +431,12 @@ def compare_adapter(adapted: Adapted, stored: list[tuple[str, tuple[int, ...]]])
         tuple((name, shape) for name, shape in held.items() if name not in expected),
         tuple((name, expected[name], shape) for name, shape in held.items()
               if name in expected and tuple(expected[name]) != tuple(shape)))
+
+
+def _wrapped(params: list[Param], outer: str) -> list[PeftParam]:
+    """A module to save as peft wraps it: the original's tensors (frozen), then the trained copy's."""
+    own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
+    return [*(PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False, "original")
+              for p in own),
+            *(PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape, True, "copy")
+              for p in own)]
