@@ -152,13 +152,7 @@ class Ia3:
 
 def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
     """`get_peft_model(model, IA3Config(...))` of `tree`'s class."""
-    params = list(tree.root.params())
-    modules = _modules(params)
-    task = task_type(config)
-    saved_names = (*ia3.modules_to_save, *TASK_SAVES.get(task or "", ()))
-    containers = _containers(modules)
-    saved = _saved(saved_names, modules, containers)
-    targets = _targets(config, ia3, modules, containers, saved_names, task, IA3_TARGETS)
+    params, modules, task, saved, targets = _plan(tree, config, ia3, IA3_TARGETS)
     if any(modules[name].kind != "linear" for name in targets):
         name = next(name for name in targets if modules[name].kind != "linear")
         raise ConfigError("target_modules", name, "is not a Linear: IA3 on it is not modelled")
@@ -227,15 +221,22 @@ def task_type(config: BertConfig) -> str | None:
 
 def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
     """`get_peft_model(model, LoraConfig(...))` of `tree`'s class: its parameters as peft names and marks them."""
+    params, _, task, saved, targets = _plan(tree, config, lora, DEFAULT_TARGETS)
+    ranks = {name: _rank(lora, name) for name in targets}
+    return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks)
+
+
+def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: dict[str, tuple[str, ...]]
+          ) -> tuple[list[Param], dict[str, _Module], str | None, list[str], list[str]]:
+    """What both methods find first: the tensors, the modules, the task type, the modules saved whole (the
+    method's and the task type's) and the modules adapted."""
     params = list(tree.root.params())
     modules = _modules(params)
     task = task_type(config)
-    saved_names = (*lora.modules_to_save, *TASK_SAVES.get(task or "", ()))
+    saved_names = (*method.modules_to_save, *TASK_SAVES.get(task or "", ()))
     containers = _containers(modules)
     saved = _saved(saved_names, modules, containers)
-    targets = _targets(config, lora, modules, containers, saved_names, task)
-    ranks = {name: _rank(lora, name) for name in targets}
-    return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks)
+    return params, modules, task, saved, _targets(config, method, modules, containers, saved_names, task, defaults)
 
 
 def _modules(params: list[Param]) -> dict[str, _Module]:
