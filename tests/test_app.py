@@ -9,11 +9,11 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input, Select, Static, Switch
 
-from tui.explorer.app import BertTuiApp, make_app
 from tui.core import build_tree
-from tui.presets import load_catalog
+from tui.explorer.app import BertTuiApp, make_app
 from tui.explorer.dialogs import HelpScreen
 from tui.explorer.widgets.param_tree import ParamTreeView
+from tui.presets import load_catalog
 
 from .hf_cases import hf_total
 from .ready import type_text

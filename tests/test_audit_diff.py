@@ -10,7 +10,13 @@ from hypothesis import assume, given, settings
 from tui.cli import main
 from tui.core import BertConfig, build_tree, closed_form_total, per_layer
 from tui.core.config import BERT_LAYOUT
-from tui.core.count.audit import ClaimError, audit, hand_count, parse_claim, round_figures
+from tui.core.count.audit import (
+    ClaimError,
+    audit,
+    hand_count,
+    parse_claim,
+    round_figures,
+)
 from tui.core.count.diff import diff
 from tui.presets import load_catalog
 

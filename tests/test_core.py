@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from tui.core import (
     MODEL_TYPES,
-    Module,
-    Param,
     BertConfig,
     ConfigError,
+    Module,
+    Param,
     build_tree,
     closed_form_symbols,
     closed_form_total,
@@ -21,7 +21,15 @@ from tui.core import (
     report,
     training_bytes,
 )
-from tui.core.config import CROSS_FAMILIES, CROSS_FLAGS, FAMILY_HEADS, FLAG_FIELDS, MAX_LAYERS, MAX_SIZE, ZERO_TYPES
+from tui.core.config import (
+    CROSS_FAMILIES,
+    CROSS_FLAGS,
+    FAMILY_HEADS,
+    FLAG_FIELDS,
+    MAX_LAYERS,
+    MAX_SIZE,
+    ZERO_TYPES,
+)
 
 
 @st.composite

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tui.io.files import write_atomic
 from tui.explorer.dialogs import AuditScreen, ConfirmScreen, ExportScreen
 from tui.explorer.widgets.param_tree import ParamTreeView
+from tui.io.files import write_atomic
 
 from .hf_cases import hf_total
 from .ready import type_text

@@ -12,11 +12,11 @@ from typing import cast
 import pytest
 from textual.widgets import Input
 
+from tui.core import BertConfig
 from tui.explorer.app import BertTuiApp, make_app
 from tui.explorer.main_screen import MainScreen
-from tui.core import BertConfig
+from tui.explorer.widgets.form_preview import FormPreview
 from tui.presets import load_catalog
-from tui.explorer.widgets.form import FormPreview
 
 from .ready import until
 

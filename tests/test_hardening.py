@@ -86,11 +86,11 @@ async def test_sizes_and_resizes_keep_the_total_reachable(size: tuple[int, int])
 
 async def test_a_thousand_layers_open_and_edit() -> None:
     """Layers are built as they come into view: an edit at 1,000 layers builds a screenful, not 16,000 tensors."""
-    from tui.explorer.app import make_app
     from tui.core import BertConfig, closed_form_total
     from tui.core.count.tree import LayerStack
-    from tui.presets import load_catalog
+    from tui.explorer.app import make_app
     from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
 
     app = make_app(load_catalog(), BertConfig(num_hidden_layers=1000))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -110,10 +110,10 @@ async def test_a_thousand_layers_open_and_edit() -> None:
 async def test_expand_all_at_10000_layers_opens_the_first_layers_and_says_so() -> None:
     """`e` at 10,000 layers froze the explorer for ~20 s (a message per node); it opens every module and the
     first layers, says how many more there are, and the keys after it are answered."""
-    from tui.explorer.app import make_app
     from tui.core import BertConfig
-    from tui.presets import load_catalog
+    from tui.explorer.app import make_app
     from tui.explorer.widgets.param_tree import EXPAND_ALL_LAYERS, ParamTreeView
+    from tui.presets import load_catalog
 
     app = make_app(load_catalog(), BertConfig(num_hidden_layers=10_000))
     said: list[str] = []

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from textual.widgets import Input
 
 from tui.cli import main
+from tui.explorer.dialogs import ConfirmScreen, ExportScreen, OpenScreen
 from tui.io.files import MAX_DEPTH, ReadError, parse_json, parse_yaml, write_atomic
 from tui.presets import PresetError, find_preset, load_catalog, load_preset
-from tui.explorer.dialogs import ConfirmScreen, ExportScreen, OpenScreen
 
 from .clirun import run
 from .test_app import app_for

@@ -263,8 +263,8 @@ def test_offline_from_a_cache_filled_as_transformers_fills_it(fake_hub: FakeHub)
 
 @pytest.mark.usefixtures("terminal")
 def test_the_explorer_opens_on_an_id_from_the_command_line(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tui.explorer.app import BertTuiApp
     from tui.cli import main
+    from tui.explorer.app import BertTuiApp
 
     seen: dict[str, object] = {}
 

@@ -173,9 +173,9 @@ def test_folder_without_config_or_weights(tmp_path: Path) -> None:
 
 async def test_explorer_marks_tensors_a_checkpoint_lacks_and_opens_files() -> None:
     from tui.explorer.app import make_app
-    from tui.presets import load_catalog
     from tui.explorer.dialogs import OpenScreen
     from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
 
     config = load_hf_config(CHECKPOINTS / "pretraining").config
     app = make_app(load_catalog(), config, title="pretraining")
@@ -336,8 +336,8 @@ def test_deberta_keys_read_as_the_config_class_reads_them(tmp_path: Path, change
 
 async def test_the_explorer_shows_a_decoders_cross_attention_and_keeps_it_through_edits(tmp_path: Path) -> None:
     from tui.explorer.app import make_app
-    from tui.presets import load_catalog
     from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
 
     base = json.loads((FIXTURES / "hub" / "bert-base-uncased" / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**base, "add_cross_attention": True, "is_decoder": True}),

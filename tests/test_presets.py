@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tui.presets import MAX_PRESET_BYTES, PresetError, UnknownPresetError, builtin_dir, load_catalog, load_preset
+from tui.presets import (
+    MAX_PRESET_BYTES,
+    PresetError,
+    UnknownPresetError,
+    builtin_dir,
+    load_catalog,
+    load_preset,
+)
 
 REQUIRED = {
     "bert-base-uncased", "bert-large-uncased", "example-40k", "bert-base-cased", "bert-large-cased",

@@ -11,8 +11,17 @@ from collections.abc import Callable
 
 import pytest
 
-from .scenarios import (ALBERT_KEYS, AUDIT_KEYS, COMPUTE_KEYS, MODERNBERT_KEYS, NARROW, PINNED_KEYS, QUERY_LEAF_KEYS, WIDE,
-                        Scenario)
+from .scenarios import (
+    ALBERT_KEYS,
+    AUDIT_KEYS,
+    COMPUTE_KEYS,
+    MODERNBERT_KEYS,
+    NARROW,
+    PINNED_KEYS,
+    QUERY_LEAF_KEYS,
+    WIDE,
+    Scenario,
+)
 
 PRESETS = ["bert-base-uncased", "bert-large-uncased", "example-40k"]
 

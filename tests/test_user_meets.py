@@ -122,7 +122,7 @@ async def test_at_120_columns_the_tree_keeps_every_name_and_count_whole_and_the_
     appears), counts were cut ('183,831,5') and names too ('query_proj.weig…'); DeBERTa's switch hints were cut
     without an ellipsis ('c2p on: +H² +')."""
     from tui.core import marginal_costs
-    from tui.explorer.widgets.form import cost_text, flag_text
+    from tui.explorer.widgets.form_fields import cost_text, flag_text
     from tui.explorer.widgets.param_tree import ParamTreeView
 
     app = app_for("deberta-v3-base")

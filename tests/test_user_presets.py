@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Select
 
-from tui.presets import load_catalog
 from tui.explorer.dialogs import ConfirmScreen, SavePresetScreen
+from tui.presets import load_catalog
 
 from .ready import type_text
 from .test_app import WIDE, app_for, total_shown

@@ -42,10 +42,10 @@ from textual.geometry import Region  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cli import ENV, median_seconds  # noqa: E402
 
-from tui.explorer.app import make_app  # noqa: E402
 from tui.core import BertConfig  # noqa: E402
-from tui.presets import load_catalog  # noqa: E402
+from tui.explorer.app import make_app  # noqa: E402
 from tui.explorer.widgets.param_tree import ParamTreeView  # noqa: E402
+from tui.presets import load_catalog  # noqa: E402
 
 # Each app prints two figures after it has exited, in seconds from its launch (BENCH_LAUNCH, wall clock set by
 # the parent): its first frame with the total on it (the screen's compositor has rendered it: Textual hands each

@@ -24,7 +24,7 @@ from ..io.safetensors import Checkpoint
 from ..plain import plain
 from ..presets import check_preset_name, save_user_preset, user_dir, user_preset_path
 from ..sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
-from .widgets.form import FieldInput
+from .widgets.field_input import FieldInput
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 ResultT = TypeVar("ResultT")

@@ -30,7 +30,7 @@ from ...core.step.workload import (
 from ...core.units import parse_size, short_bytes, short_flops
 from ...formats.compute import labelled, versus
 from ...plain import plain
-from .form import FieldInput
+from .field_input import FieldInput
 
 KINDS = ("weights", "gradients", "optimizer", "activations")
 BAR = 20

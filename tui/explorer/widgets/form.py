@@ -11,377 +11,47 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from rich.color import Color
-from rich.segment import Segment
-from rich.style import Style
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.geometry import Size
 from textual.message import Message
-from textual.scrollbar import ScrollBarRender
-from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import (
-    HEADS,
     MODEL_TYPES,
     SIZE_FIELDS,
-    SYMBOLS,
     BertConfig,
     ConfigError,
     Marginal,
 )
 from ...core.config import (
-    CROSS_FAMILIES,
-    CROSS_FLAGS,
     EXTRA_FIELDS,
-    EXTRA_SYMBOLS,
-    FAMILY_FLAGS,
     FAMILY_HEADS,
     FLAG_FIELDS,
-    LABELLED_PRETRAINING,
 )
-from ...core.units import short_count
 from ...plain import plain
 
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
-FIELD_LABELS = {
-    "vocab_size": "vocab",
-    "hidden_size": "hidden",
-    "num_hidden_layers": "layers",
-    "num_attention_heads": "heads",
-    "intermediate_size": "FFN",
-    "max_position_embeddings": "positions",
-    "type_vocab_size": "types",
-    "num_labels": "labels",
-    "embedding_size": "embedding",
-    "num_hidden_groups": "groups",
-    "inner_group_num": "per group",
-    "relative_attention_num_buckets": "buckets",
-    "position_buckets": "pos buckets",
-    "max_relative_positions": "rel span",
-    "conv_kernel_size": "conv kernel",
-}
-COST_UNITS = {
-    "vocab_size": "token",
-    "hidden_size": "H",
-    "num_hidden_layers": "layer",
-    "num_attention_heads": "",
-    "intermediate_size": "unit",
-    "max_position_embeddings": "position",
-    "type_vocab_size": "type",
-    "num_labels": "label",
-    "embedding_size": "E",
-    "num_hidden_groups": "group",
-    "inner_group_num": "K",
-    "relative_attention_num_buckets": "bucket",
-    "position_buckets": "bucket",
-    "max_relative_positions": "position",
-    "conv_kernel_size": "C",
-}
-INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
-ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
-# fields with a message line of their own
-ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
-
-
-FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
-               "classifier_bias": "head bias", "decoder_bias": "LM bias", "relative_attention": "relative",
-               "share_att_key": "shared keys", "pos_att_c2p": "c2p", "pos_att_p2c": "p2c",
-               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM",
-               "add_cross_attention": "cross-attn"}
-FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
-              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
-              "share_att_key": "no pos proj", "pos_att_c2p": "+H²+H/layer",  # unless keys are shared
-              "pos_att_p2c": "+H²+H/layer",
-              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names",
-              "add_cross_attention": "+4H²+6H/layer"}
-
-
-def form_flags(model_type: str) -> tuple[str, ...]:
-    """The family's switches the form shows: a decoder's cross-attention is not one (it comes with an opened
-    config, kept as loaded, and shows in the tree)."""
-    return tuple(flag for flag in FAMILY_FLAGS.get(model_type, ()) if flag not in CROSS_FLAGS)
-
-
-def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
-    """'on: +393.2 K': the switch's state and what it adds when on, as the core counts it for the config shown
-    (its formula until the core has answered)."""
-    return f"{'on' if value else 'off'}: {costs.get(flag) or FLAG_COSTS[flag]}"
-
-
-def pooler_of(model_type: str, head: str) -> bool | None:
-    """Whether the family's head class fixes the pooler (None: the user chooses; unknown pairs as BERT's)."""
-    heads = FAMILY_HEADS.get(model_type, {})
-    return heads[head] if head in heads else HEADS[head].pooler if head in HEADS else None
-
-
-def uses_labels(model_type: str, head: str) -> bool:
-    return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and model_type in LABELLED_PRETRAINING))
-
-
-def field_label(field: str) -> str:
-    return f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip()
-
-
-def head_choices(config: BertConfig) -> list[tuple[str, str]]:
-    """The head select's options, named as the family's classes."""
-    heads = FAMILY_HEADS[config.model_type]
-    return [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
-             else f"{name} (no {config.model_type} class)", name) for name in HEADS]
-
-
-def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, bool, str]:
-    """The pooler switch as the head class sets it: (on, fixed by the class, its description)."""
-    fixed = pooler_of(model_type, head)
-    value = user_pooler if fixed is None else fixed
-    state = "on" if value else "off"
-    text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
-    if FAMILY_HEADS.get(model_type, {}).get("none", None) is False:
-        text = f"{state}: no pooler"
-    return value, fixed is not None, text
-
-
-def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfig:
-    """What the form reads as: its fields' values (a size's text, a switch's state, the head and family
-    selects; a field not shown is absent) over the config last loaded, whose other keys stand. The one statement
-    of it, for the fields (`ConfigForm.read`) and the first frame's preview (`as_read`); the core validates."""
-    values = dict(values)
-    head, model_type = values.get("head"), values.get("model_type")
-    values["head"] = head if isinstance(head, str) else "none"
-    values["model_type"] = model_type if isinstance(model_type, str) else "bert"
-    if values["head"] != "none":
-        values["pooler"] = True  # a head class fixes its pooler; the switch speaks for BertModel only
-    values.setdefault("num_labels", base.num_labels)
-    if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
-        values["add_cross_attention"] = False
-    return BertConfig.from_mapping(values, base=base)
-
-
-def as_read(config: BertConfig) -> BertConfig:
-    """The config the form reports once its fields hold `config` (what `ConfigForm.read` returns then): a size
-    the config leaves to a default (DeBERTa's E following H) is read from its field as a number."""
-    shown = [f for f in (*SIZE_FIELDS, *EXTRA_FIELDS) if f in config.fields]
-    values: dict[str, object] = {field: str(ConfigForm._value(config, field)) for field in shown}
-    values.update(num_labels=config.num_labels, head=config.head, model_type=config.model_type,
-                  pooler=pooler_state(config.model_type, config.head, config.pooler)[0])
-    values.update((flag, getattr(config, flag)) for flag in form_flags(config.model_type))
-    try:
-        return config_from_fields(values, config)
-    except ConfigError:  # not expected: the fields hold a config the core accepted
-        return config
-
-
-def cost_text(marginal: Marginal) -> str:
-    """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
-    if marginal.note == "switch":  # what it adds when on
-        return f"{'−' if marginal.delta < 0 else '+'}{short_count(abs(marginal.delta))}"
-    if marginal.field in FLAG_FIELDS:
-        return "fixed"  # the other position cannot be counted for this config
-    if marginal.field == "num_attention_heads":
-        return "+0: split H"
-    per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
-    if marginal.at_limit:
-        return f"max · +{short_count(marginal.delta)}/{per}" if marginal.delta else "at its limit"
-    return f"+{short_count(marginal.delta)}/{per}"
-
-
-def first_line(text: str, width: int, ellipsis: bool = False) -> str:
-    """What a one-line label shows of `text`: Rich wraps at words ('conv kernel C' in 12 cells: 'conv kernel');
-    a cost (`text-overflow: ellipsis`) ends in '…' where it is cut."""
-    if len(text) <= width:
-        return text
-    if ellipsis:
-        return text[:width - 1] + "…"
-    cut = text.rfind(" ", 0, width + 1)
-    return text[:cut].rstrip() if cut > 0 else text[:width]
-
-
-# A cell run of the preview: text, the component class that styles it, the width it takes (padded).
-Run = tuple[str, str, int]
-LABEL_WIDTH, VALUE_WIDTH, SWITCH_WIDTH = 12, 10, 6  # as app.tcss sets them: `.field-label`, the form's Input, Switch
-
-
-class FormPreview(Widget):
-    """The form as its first frame shows it, drawn as lines by one widget.
-
-    The form's sixty-odd widgets were two thirds of the explorer's start-up: the app paints its first frame
-    with this preview and mounts the fields right after (`ConfigForm.build`), in one frame that looks the
-    same. Its component classes restate the real widgets' rules (Textual's own CSS for compact Input, Select
-    and Switch, app.tcss for labels and costs), so the colours come from the theme as theirs do; a test holds
-    the screen before and after the swap to be the same, cell by cell, for every preset.
-    """
-
-    COMPONENT_CLASSES = {"preview--label", "preview--input", "preview--select", "preview--select-focus",
-                         "preview--prompt-focus", "preview--arrow", "preview--arrow-focus", "preview--switch",
-                         "preview--slider-on", "preview--slider-off"}
-    DEFAULT_CSS = """
-    FormPreview { height: auto; }
-    FormPreview > .preview--label { color: $text-muted; }
-    FormPreview > .preview--input { background: $surface; color: $foreground; }
-    FormPreview > .preview--select { background: $surface; color: $foreground; }
-    FormPreview > .preview--select-focus { background: $surface; background-tint: $primary 45%; color: $foreground; }
-    FormPreview > .preview--prompt-focus { background: $surface; background-tint: $primary 45%; color: $foreground 50%; }
-    FormPreview > .preview--arrow { background: $surface; color: $foreground 50%; }
-    FormPreview > .preview--arrow-focus { background: $surface; background-tint: $primary 45%; color: $foreground 50%; }
-    FormPreview > .preview--switch { background: $surface; }
-    FormPreview > .preview--slider-on { color: $success; background: $panel-darken-2; }
-    FormPreview > .preview--slider-off { color: $panel; background: $panel-darken-2; }
-    """
-
-    @staticmethod
-    def draws(config: BertConfig, preset: str | None) -> bool:
-        """Whether the preview draws the form for `config` as its fields look: not when the pooler switch is
-        fixed by the head class (Textual dims a disabled widget in two passes, its background and then every
-        colour, which the preview does not reproduce), nor a preset name long enough to wrap in its select
-        (up to 64 characters). Those forms are composed at once."""
-        return not pooler_state(config.model_type, config.head, config.pooler)[1] and len(preset or "") <= 32
-
-    def __init__(self, costs: dict[str, str], *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._rows: list[list[Run] | None] = []  # None: a blank line
-        self._costs = costs  # the form's own cost texts (kept by the form, read here)
-
-    def show(self, config: BertConfig, preset: str | None) -> None:
-        """The rows the form shows for `config`, in its order (see `ConfigForm._fields` and `_show_family`)."""
-        def select(text: str, focused: bool = False) -> list[Run]:
-            name = "preview--prompt-focus" if focused and preset is None else f"preview--select{'-focus' * focused}"
-            return [(text, name, -2), ("▼", f"preview--arrow{'-focus' * focused}", 1),
-                    ("", f"preview--select{'-focus' * focused}", 1)]
-
-        def row(label: str, value: str, field: str) -> list[Run]:  # the cost is looked up as it is drawn
-            return [(label, "preview--label", LABEL_WIDTH), (value, "preview--input", VALUE_WIDTH),
-                    (" ", "", 1), (field, "cost", 0)]
-
-        def switch(label: str, on: bool, cost: str) -> list[Run]:
-            return [(label, "preview--label", LABEL_WIDTH), ("", f"switch:{'on' if on else 'off'}", SWITCH_WIDTH),
-                    (" ", "", 1), (cost, "preview--label", 0)]
-
-        fields = config.fields
-        rows: list[list[Run] | None] = [None, [("preset", "preview--label", 0)],
-                                        select(plain(preset).plain if preset is not None else "(edited)", focused=True), None]
-        for field in SIZE_FIELDS:
-            if field in fields:
-                rows.append(row(field_label(field), str(ConfigForm._value(config, field)), field))
-        rows += [row(field_label(field), str(ConfigForm._value(config, field)), field)
-                 for field in EXTRA_FIELDS if field in fields]
-        rows += [switch(FLAG_LABELS[flag], getattr(config, flag), flag_text(flag, getattr(config, flag), self._costs))
-                 for flag in FLAG_FIELDS if flag in form_flags(config.model_type)]
-        rows.append(None)
-        on, _, text = pooler_state(config.model_type, config.head, config.pooler)
-        rows.append(switch("pooler", on, text))
-        choices = dict((name, label) for label, name in head_choices(config))
-        rows += [None, [("head", "preview--label", 0)], select(choices[config.head]),
-                 None, [("model type", "preview--label", 0)], select(config.model_type)]
-        if uses_labels(config.model_type, config.head):
-            rows.append(row(field_label("num_labels"), str(config.num_labels), "num_labels"))
-        self._rows = rows
-        self.refresh(layout=True)
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._rows)
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        row = self._rows[y] if y < len(self._rows) else None
-        base = Style(bgcolor=self.rich_style.bgcolor)  # what lies under the form: its background, no colour
-        segments: list[Segment] = []
-        for text, name, spec in row or ():
-            rest = not spec  # the rest of the line: a cost, cut with an ellipsis as app.tcss says
-            cells = width + spec if spec < 0 else spec or max(0, width - sum(s.cell_length for s in segments))
-            if name.startswith("switch:"):
-                segments += self._switch(name == "switch:on", cells, base)
-                continue
-            if name == "cost":
-                text, name = self._costs.get(text, ""), "preview--label"
-            style = base + self.get_component_rich_style(name) if name else base
-            text = first_line(text, cells, ellipsis=rest)
-            pad = style if name == "preview--input" else base if name == "preview--label" else Style(bgcolor=style.bgcolor)
-            segments += [Segment(part, part_style) for part, part_style in ((text, style), (" " * (cells - len(text)), pad))
-                         if part]
-        return Strip(segments).adjust_cell_length(width, base)
-
-    def _switch(self, on: bool, cells: int, base: Style) -> list[Segment]:
-        """A Switch as Textual draws it: its slider is a horizontal scroll bar."""
-        slider = self.get_component_rich_style(f"preview--slider-{'on' if on else 'off'}")
-        switch = self.get_component_rich_style("preview--switch")
-        bar = ScrollBarRender.render_bar(size=cells, virtual_size=100, window_size=50, position=50 * on, thickness=1,
-                                         vertical=False, back_color=slider.bgcolor or Color.parse("#555555"),
-                                         bar_color=slider.color or Color.parse("bright_magenta"))
-        return [Segment(segment.text, base + switch + (segment.style or Style()))
-                for segment in bar.segments if segment.text != "\n"]
-
-
-class FieldInput(Input):
-    """An Input that runs its own key bindings in the order the keys arrive.
-
-    Textual 8.2.8 runs a focused widget's bindings (End, Backspace, arrows) only once the key has bubbled back
-    up to the App, but inserts printable keys at once: End then 1 in one read (a paste, a buffered SSH link)
-    typed the 1 first, replacing the value selected on focus ("30522" became "1"). Running the bound action
-    here, in the Input's own queue, keeps keys in order; the event stops so the App does not run it again.
-    """
-
-    BOUND = {key.strip(): binding.action for binding in Input.BINDINGS if isinstance(binding, Binding)
-             for key in binding.key.split(",")}
-
-    def __init__(self, value: str | None = None, *, on_edit: Callable[[FieldInput], None] | None = None,
-                 **kwargs: object) -> None:
-        """`on_edit`: called with the field for each edit, in the field's own turn, instead of posting
-        `Input.Changed` on (see `_edited`)."""
-        super().__init__(value, **kwargs)  # type: ignore[arg-type]
-        # Input sets `-valid` at every change (no validators: always valid); set from the start, the first
-        # keystroke does not restyle the field (nothing in the stylesheets styles `-valid`).
-        self.add_class("-valid")
-        self._on_edit = on_edit
-        self._ahead: str | None = None  # a value reported before its own Changed arrived (see `_edited`)
-
-    @property
-    def content_width(self) -> int:
-        """The value's width (Input's own), but never less than the field's: Textual's Input sets its virtual
-        size from it at every change, and a new virtual size lays out the whole screen (8–14 ms of a keystroke
-        here, a bare app's whole echo). While the value fits the field the virtual size stays; scrolling is
-        as before (nothing to scroll until the value is wider than the field)."""
-        return max(super().content_width, self.content_size.width)
-
-    def on_resize(self) -> None:
-        """The virtual size the next keystroke would set, set now without a layout: Input sets it as it mounts,
-        before its width is known, so the first keystroke changed it (a layout of the whole screen)."""
-        self.set_reactive(Input.virtual_size, Size(self.content_width, 1))
-
-    @on(Input.Changed)
-    def _edited(self, event: Input.Changed) -> None:
-        """Hand the edit to `on_edit` now, with the value the field holds now.
-
-        Keys that arrive in one read (a fast typist, a paste) are all applied before the first of their
-        Changed messages is handled: the first reports the value the burst ends with, and the others are
-        dropped up to the one that carries it. Reported in this turn, before the field goes idle and asks the
-        screen for its repaint, the panes' repaint requests reach the screen with the field's, and one frame
-        shows the keys and their count (reported by a message, the count came a frame later: 16-33 ms at 60
-        frames a second; handled at the burst's last Changed, after the field had gone idle, too)."""
-        if self._on_edit is None:
-            return
-        event.stop()
-        if event.value != self.value:  # a burst's earlier key: the field holds a later value already
-            if self._ahead is None:
-                self._ahead = self.value
-                self._on_edit(self)
-        elif self._ahead == event.value:  # the burst's last key: reported ahead
-            self._ahead = None
-        else:
-            self._ahead = None
-            self._on_edit(self)
-
-    async def on_key(self, event: events.Key) -> None:
-        action = self.BOUND.get(event.key)
-        if action is not None:
-            event.stop()
-            event.prevent_default()
-            await self.run_action(action)
+from .field_input import FieldInput
+from .form_fields import (
+    ERROR_FIELDS,
+    FLAG_LABELS,
+    INPUT_FIELDS,
+    as_read,
+    config_from_fields,
+    cost_text,
+    field_label,
+    field_value,
+    flag_text,
+    form_flags,
+    head_choices,
+    pooler_state,
+    uses_labels,
+)
+from .form_preview import FormPreview
 
 
 class ConfigForm(VerticalScroll):
@@ -552,9 +222,7 @@ class ConfigForm(VerticalScroll):
         self.refresh_state(edited=False)
         return mounting
 
-    @staticmethod
-    def _value(config: BertConfig, field: str) -> int:
-        return config.embedding_width if field == "embedding_size" else int(getattr(config, field))
+    _value = staticmethod(field_value)
 
     def _show_family(self, config: BertConfig, edited: bool = False) -> list[AwaitMount]:
         """Show the family's fields and nothing else: its own rows (mounted the first time a family needs

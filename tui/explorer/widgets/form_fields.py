@@ -1,0 +1,181 @@
+"""The config form's fields as data and text, pure (no widget): labels, symbols and units, which fields and
+switches a family shows, the pooler's state, the head's choices, a config read from the fields' text, and the
+cost texts beside them (the costs themselves come from the core). Tested without Pilot."""
+
+from __future__ import annotations
+
+from ...core import (
+    HEADS,
+    SIZE_FIELDS,
+    SYMBOLS,
+    BertConfig,
+    ConfigError,
+    Marginal,
+)
+from ...core.config import (
+    CROSS_FAMILIES,
+    CROSS_FLAGS,
+    EXTRA_FIELDS,
+    EXTRA_SYMBOLS,
+    FAMILY_FLAGS,
+    FAMILY_HEADS,
+    FLAG_FIELDS,
+    LABELLED_PRETRAINING,
+)
+from ...core.units import short_count
+
+FIELD_LABELS = {
+    "vocab_size": "vocab",
+    "hidden_size": "hidden",
+    "num_hidden_layers": "layers",
+    "num_attention_heads": "heads",
+    "intermediate_size": "FFN",
+    "max_position_embeddings": "positions",
+    "type_vocab_size": "types",
+    "num_labels": "labels",
+    "embedding_size": "embedding",
+    "num_hidden_groups": "groups",
+    "inner_group_num": "per group",
+    "relative_attention_num_buckets": "buckets",
+    "position_buckets": "pos buckets",
+    "max_relative_positions": "rel span",
+    "conv_kernel_size": "conv kernel",
+}
+COST_UNITS = {
+    "vocab_size": "token",
+    "hidden_size": "H",
+    "num_hidden_layers": "layer",
+    "num_attention_heads": "",
+    "intermediate_size": "unit",
+    "max_position_embeddings": "position",
+    "type_vocab_size": "type",
+    "num_labels": "label",
+    "embedding_size": "E",
+    "num_hidden_groups": "group",
+    "inner_group_num": "K",
+    "relative_attention_num_buckets": "bucket",
+    "position_buckets": "bucket",
+    "max_relative_positions": "position",
+    "conv_kernel_size": "C",
+}
+INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
+ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
+# fields with a message line of their own
+ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
+
+
+FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
+               "classifier_bias": "head bias", "decoder_bias": "LM bias", "relative_attention": "relative",
+               "share_att_key": "shared keys", "pos_att_c2p": "c2p", "pos_att_p2c": "p2c",
+               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM",
+               "add_cross_attention": "cross-attn"}
+FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
+              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
+              "share_att_key": "no pos proj", "pos_att_c2p": "+H²+H/layer",  # unless keys are shared
+              "pos_att_p2c": "+H²+H/layer",
+              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names",
+              "add_cross_attention": "+4H²+6H/layer"}
+
+
+def form_flags(model_type: str) -> tuple[str, ...]:
+    """The family's switches the form shows: a decoder's cross-attention is not one (it comes with an opened
+    config, kept as loaded, and shows in the tree)."""
+    return tuple(flag for flag in FAMILY_FLAGS.get(model_type, ()) if flag not in CROSS_FLAGS)
+
+
+def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
+    """'on: +393.2 K': the switch's state and what it adds when on, as the core counts it for the config shown
+    (its formula until the core has answered)."""
+    return f"{'on' if value else 'off'}: {costs.get(flag) or FLAG_COSTS[flag]}"
+
+
+def pooler_of(model_type: str, head: str) -> bool | None:
+    """Whether the family's head class fixes the pooler (None: the user chooses; unknown pairs as BERT's)."""
+    heads = FAMILY_HEADS.get(model_type, {})
+    return heads[head] if head in heads else HEADS[head].pooler if head in HEADS else None
+
+
+def uses_labels(model_type: str, head: str) -> bool:
+    return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and model_type in LABELLED_PRETRAINING))
+
+
+def field_label(field: str) -> str:
+    return f"{FIELD_LABELS[field]} {ALL_SYMBOLS.get(field, '')}".rstrip()
+
+
+def head_choices(config: BertConfig) -> list[tuple[str, str]]:
+    """The head select's options, named as the family's classes."""
+    heads = FAMILY_HEADS[config.model_type]
+    return [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
+             else f"{name} (no {config.model_type} class)", name) for name in HEADS]
+
+
+def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, bool, str]:
+    """The pooler switch as the head class sets it: (on, fixed by the class, its description)."""
+    fixed = pooler_of(model_type, head)
+    value = user_pooler if fixed is None else fixed
+    state = "on" if value else "off"
+    text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
+    if FAMILY_HEADS.get(model_type, {}).get("none", None) is False:
+        text = f"{state}: no pooler"
+    return value, fixed is not None, text
+
+
+def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfig:
+    """What the form reads as: its fields' values (a size's text, a switch's state, the head and family
+    selects; a field not shown is absent) over the config last loaded, whose other keys stand. The one statement
+    of it, for the fields (`ConfigForm.read`) and the first frame's preview (`as_read`); the core validates."""
+    values = dict(values)
+    head, model_type = values.get("head"), values.get("model_type")
+    values["head"] = head if isinstance(head, str) else "none"
+    values["model_type"] = model_type if isinstance(model_type, str) else "bert"
+    if values["head"] != "none":
+        values["pooler"] = True  # a head class fixes its pooler; the switch speaks for BertModel only
+    values.setdefault("num_labels", base.num_labels)
+    if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
+        values["add_cross_attention"] = False
+    return BertConfig.from_mapping(values, base=base)
+
+
+def as_read(config: BertConfig) -> BertConfig:
+    """The config the form reports once its fields hold `config` (what `ConfigForm.read` returns then): a size
+    the config leaves to a default (DeBERTa's E following H) is read from its field as a number."""
+    shown = [f for f in (*SIZE_FIELDS, *EXTRA_FIELDS) if f in config.fields]
+    values: dict[str, object] = {field: str(field_value(config, field)) for field in shown}
+    values.update(num_labels=config.num_labels, head=config.head, model_type=config.model_type,
+                  pooler=pooler_state(config.model_type, config.head, config.pooler)[0])
+    values.update((flag, getattr(config, flag)) for flag in form_flags(config.model_type))
+    try:
+        return config_from_fields(values, config)
+    except ConfigError:  # not expected: the fields hold a config the core accepted
+        return config
+
+
+def cost_text(marginal: Marginal) -> str:
+    """'+7.09 M / layer', '+768 / token', 'heads: +0, they split H'."""
+    if marginal.note == "switch":  # what it adds when on
+        return f"{'−' if marginal.delta < 0 else '+'}{short_count(abs(marginal.delta))}"
+    if marginal.field in FLAG_FIELDS:
+        return "fixed"  # the other position cannot be counted for this config
+    if marginal.field == "num_attention_heads":
+        return "+0: split H"
+    per = f"{marginal.step} {COST_UNITS[marginal.field]}" if marginal.step > 1 else COST_UNITS[marginal.field]
+    if marginal.at_limit:
+        return f"max · +{short_count(marginal.delta)}/{per}" if marginal.delta else "at its limit"
+    return f"+{short_count(marginal.delta)}/{per}"
+
+
+def first_line(text: str, width: int, ellipsis: bool = False) -> str:
+    """What a one-line label shows of `text`: Rich wraps at words ('conv kernel C' in 12 cells: 'conv kernel');
+    a cost (`text-overflow: ellipsis`) ends in '…' where it is cut."""
+    if len(text) <= width:
+        return text
+    if ellipsis:
+        return text[:width - 1] + "…"
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut].rstrip() if cut > 0 else text[:width]
+
+
+def field_value(config: BertConfig, field: str) -> int:
+    """What a size field shows: E as the width it takes (0 in the config: as wide as H)."""
+    return config.embedding_width if field == "embedding_size" else int(getattr(config, field))
