@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import DescendantFocus, Resize
@@ -32,6 +31,7 @@ from ..core.count.compare import Comparison, compare
 from ..core.units import short_count
 from ..plain import middle_ellipsis, printable
 from ..presets import Catalog, load_catalog
+from .actions import bindings, help_rows, palette
 from .widgets.form import ConfigForm
 from .widgets.keybar import KeyBar
 from .widgets.panes import DetailPane, TotalsPane
@@ -53,42 +53,16 @@ WIDE = 120  # columns from which the panes stand side by side (below, the tree w
 TABS = [("Config", "form"), ("Tree", "tree"), ("Totals", "totals"), ("Compute", "compute")]
 PANES = {"form": "#form", "tree": "#tree", "totals": "#totals-box", "compute": "#compute-box"}
 CENTER = "#center"  # the tree's pane: the tree with its detail strip
-KEY_ROWS = [
-    ("F1, ?", "this help (? outside inputs)"),
-    ("ctrl+p", "command palette: every preset and action"),
-    ("Tab, shift+Tab", "next / previous field or pane"),
-    ("F2 / F3 / F4", "config form / parameter tree / totals (tabs below 120 columns)"),
-    ("F5", "compute and memory of a training step: batch, sequence, precision, what fits"),
-    ("← →", "switch tabs when the tab bar has focus"),
-    ("↑ ↓, Enter, Space", "move in the tree, open or close a node"),
-    ("e / c", "expand / collapse the whole tree (in the tree)"),
-    ("a", "audit a claimed count: which conventions reproduce it (outside inputs)"),
-    ("b", "pin the current count as a baseline, or unpin it: deltas in the totals and tree"),
-    ("x", "export the breakdown to JSON, CSV or Markdown (asks before overwriting)"),
-    ("o", "open a Hub id, config.json, folder or checkpoint; differing tensors are marked ✗"),
-    ("s", "save the current config as a user preset (asks before overwriting)"),
-    ("type digits", "edit a field; the count updates at every key"),
-    ("ctrl+q, q", "quit (q outside inputs)"),
-]  # the help screen's rows
+KEY_ROWS = help_rows()  # the help screen's rows
 
 
 class MainScreen(Screen[None]):
     """The panes of one model: form → core → tree, detail, totals and compute."""
 
     AUTO_FOCUS = "#preset"
-    BINDINGS = [
-        # The pane keys act as they arrive (priority), like Tab: F5 then Tab and digits in one read reach the
-        # Compute pane's fields. Under a dialog (another screen) they do nothing.
-        Binding("f2", "show_pane('form')", "Config", priority=True),
-        Binding("f3", "show_pane('tree')", "Tree", priority=True),
-        Binding("f4", "show_pane('totals')", "Totals", priority=True),
-        Binding("f5", "show_pane('compute')", "Compute", priority=True),
-        Binding("a", "audit", "Audit"),
-        Binding("b", "toggle_baseline", "Pin"),
-        Binding("x", "export", "Export"),
-        Binding("o", "open", "Open"),
-        Binding("s", "save_preset", "Save"),
-    ]
+    # The pane keys act as they arrive (priority), like Tab: F5 then Tab and digits in one read reach the
+    # Compute pane's fields. Under a dialog (another screen) they do nothing. (actions.py declares each.)
+    BINDINGS = bindings()
 
     class FieldsReady(Message):
         """The form's fields have replaced their first-frame preview: keys typed meanwhile can be handled."""
@@ -429,20 +403,12 @@ class MainScreen(Screen[None]):
             self.query_one(CENTER if name == "tree" else selector).display = shown
 
     def system_commands(self) -> Iterable[SystemCommand]:
-        """The palette's actions on the panes (the App adds them to Textual's own)."""
-        yield SystemCommand("Show the config form", "Focus the form (F2)", partial(self.action_show_pane, "form"))
-        yield SystemCommand("Show the parameter tree", "Focus the tree (F3)", partial(self.action_show_pane, "tree"))
-        yield SystemCommand("Show the totals", "Focus the totals (F4)", partial(self.action_show_pane, "totals"))
-        yield SystemCommand("Show compute and memory", "FLOPs, memory and what fits for a workload (F5)",
-                            partial(self.action_show_pane, "compute"))
+        """The palette's actions (the App adds them to Textual's own), from the table in actions.py."""
         tree = self.query_one(ParamTreeView)
-        yield SystemCommand("Expand all", "Open every node of the tree (e in the tree)", tree.action_expand_all)
-        yield SystemCommand("Collapse all", "Close every node of the tree (c in the tree)", tree.action_collapse_all)
-        yield SystemCommand("Zoom the tree", "The tree fills the screen, every column shown; again to restore (z in "
-                            "the tree)", tree.action_zoom)
-        yield SystemCommand("Audit a claimed count", "Which conventions give a published figure (a)", self.action_audit)
-        yield SystemCommand("Pin or unpin the baseline", "Show deltas against the current count (b)", self.action_toggle_baseline)
-        yield SystemCommand("Export the breakdown", "Write JSON, CSV or Markdown (x)", self.action_export)
-        yield SystemCommand("Open a model", "A Hub id (ORG/NAME), config.json, model folder or .safetensors (o)", self.action_open)
-        yield SystemCommand("Save as a user preset", "Write the current config to your presets folder (s)", self.action_save_preset)
-        yield SystemCommand("Help", "Every key (F1, ? outside inputs)", partial(self.app.run_action, "help"))
+        for action in palette():
+            if action.run.startswith("app."):
+                yield SystemCommand(action.title, action.summary, partial(self.app.run_action,
+                                                                           action.run.removeprefix("app.")))
+            else:
+                target = tree if action.target == "tree" else self
+                yield SystemCommand(action.title, action.summary, partial(target.run_action, action.run))

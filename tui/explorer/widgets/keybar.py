@@ -17,10 +17,12 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
 
+from ..actions import bar_order
+
 KEY = "bold $footer-key-foreground on $footer-key-background"
 # Where the bar is too narrow for every key: the focused widget's own keys first, then these, then the rest
 # (the pane keys: below 120 columns the tabs name the panes). What does not fit is left out whole, never cut.
-PRIORITY = ("quit", "help", "audit", "toggle_baseline", "export", "open", "save_preset")
+PRIORITY = bar_order()
 
 
 class KeyBar(Horizontal):
