@@ -15,6 +15,7 @@ from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
 from ..core.config import EXTRA_FIELDS, parse_int
 from ..core.count.frozen import Freeze
 from ..core.count.lora import ALL_LINEAR, BIASES, Ia3, Lora
+from ..core.fields import FIELDS
 from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
 from ..sources import (
@@ -33,22 +34,7 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3  # an optional extra is not installed
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of bert-tui's, not bad input
 
-OVERRIDE_HELP = {
-    "vocab_size": "V: rows of the word embedding (HF vocab_size)",
-    "hidden_size": "H: width of every token vector (HF hidden_size); a multiple of the heads",
-    "num_hidden_layers": "L: encoder layers (HF num_hidden_layers)",
-    "num_attention_heads": "A: heads per layer (HF num_attention_heads); they split H and add no parameters",
-    "intermediate_size": "I: feed-forward inner width (HF intermediate_size)",
-    "max_position_embeddings": "P: rows of the position embedding (HF max_position_embeddings)",
-    "type_vocab_size": "T: rows of the token-type embedding (HF type_vocab_size)",
-    "embedding_size": "E: embedding width of ALBERT, ELECTRA and DeBERTa (HF embedding_size; default: the family's)",
-    "num_hidden_groups": "G: ALBERT's layer groups stored (HF num_hidden_groups)",
-    "inner_group_num": "K: ALBERT's layers stored per group (HF inner_group_num)",
-    "relative_attention_num_buckets": "R: MPNet's relative attention buckets (HF relative_attention_num_buckets)",
-    "position_buckets": "DeBERTa's relative position buckets: D, the span (0: none, HF's -1)",
-    "max_relative_positions": "DeBERTa's relative span without buckets (0: P, HF's -1)",
-    "conv_kernel_size": "C: DeBERTa-v2's convolution kernel beside the first layer (0: none)",
-}
+OVERRIDE_HELP = {name: field.help for name, field in FIELDS.items()}
 HEAD_HELP = "; ".join(f"{name} = {spec.hf_class}" for name, spec in HEADS.items())
 
 
@@ -150,7 +136,7 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--head", choices=list(HEADS), metavar="HEAD",
                        help=f"the model class to count: {HEAD_HELP} (default: none)")
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
-                       help="N: outputs of the sequence-/token-classification and question-answering heads (default 2)")
+                       help=OVERRIDE_HELP["num_labels"])
     group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES), metavar="TYPE",
                        help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,

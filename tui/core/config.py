@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .fields import FIELDS, MAX_LAYERS, MAX_SIZE
+
 # Sizes, in HF's names and in the symbols the formulas use.
 SIZE_FIELDS: tuple[str, ...] = (
     "vocab_size",
@@ -22,20 +24,7 @@ SIZE_FIELDS: tuple[str, ...] = (
     "max_position_embeddings",
     "type_vocab_size",
 )
-SYMBOLS: dict[str, str] = {
-    "vocab_size": "V",
-    "hidden_size": "H",
-    "num_hidden_layers": "L",
-    "num_attention_heads": "A",
-    "intermediate_size": "I",
-    "max_position_embeddings": "P",
-    "type_vocab_size": "T",
-    "num_labels": "N",
-}
-# The largest size accepted. Tensor dimensions are int32-safe; layers are bounded so that a tree of every
-# parameter stays small enough to build at once (16 parameters a layer).
-MAX_SIZE = 2**31 - 1
-MAX_LAYERS = 10_000
+SYMBOLS: dict[str, str] = {name: FIELDS[name].symbol for name in (*SIZE_FIELDS, "num_labels")}
 
 
 class ConfigError(ValueError):
@@ -99,8 +88,7 @@ FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": MODERNBERT_FLAGS, "deb
                                             **{family: CROSS_FLAGS for family in CROSS_FAMILIES}}
 EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets",
                 "position_buckets", "max_relative_positions", "conv_kernel_size")
-EXTRA_SYMBOLS = {"embedding_size": "E", "num_hidden_groups": "G", "inner_group_num": "K",
-                 "relative_attention_num_buckets": "R", "conv_kernel_size": "C"}
+EXTRA_SYMBOLS = {name: FIELDS[name].symbol for name in EXTRA_FIELDS if FIELDS[name].symbol}
 # Sizes where 0 means "none" or "the default" rather than an error (as the config classes read -1 or 0).
 ZERO_MEANS: dict[str, str] = {
     "embedding_size": "H",
@@ -352,7 +340,7 @@ def _check_size(field: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         _bad(field, value, "must be a whole number")
     assert isinstance(value, int)
-    largest = MAX_LAYERS if field == "num_hidden_layers" else MAX_SIZE  # one rule, said one way
+    largest = FIELDS[field].largest if field in FIELDS else MAX_SIZE  # one rule, said one way
     if not 1 <= value <= largest:
         raise ConfigError(field, value, f"must be between 1 and {largest:,}")
 

@@ -22,42 +22,11 @@ from ...core.config import (
     FLAG_FIELDS,
     LABELLED_PRETRAINING,
 )
+from ...core.fields import FIELDS
 from ...core.units import short_count
 
-FIELD_LABELS = {
-    "vocab_size": "vocab",
-    "hidden_size": "hidden",
-    "num_hidden_layers": "layers",
-    "num_attention_heads": "heads",
-    "intermediate_size": "FFN",
-    "max_position_embeddings": "positions",
-    "type_vocab_size": "types",
-    "num_labels": "labels",
-    "embedding_size": "embedding",
-    "num_hidden_groups": "groups",
-    "inner_group_num": "per group",
-    "relative_attention_num_buckets": "buckets",
-    "position_buckets": "pos buckets",
-    "max_relative_positions": "rel span",
-    "conv_kernel_size": "conv kernel",
-}
-COST_UNITS = {
-    "vocab_size": "token",
-    "hidden_size": "H",
-    "num_hidden_layers": "layer",
-    "num_attention_heads": "",
-    "intermediate_size": "unit",
-    "max_position_embeddings": "position",
-    "type_vocab_size": "type",
-    "num_labels": "label",
-    "embedding_size": "E",
-    "num_hidden_groups": "group",
-    "inner_group_num": "K",
-    "relative_attention_num_buckets": "bucket",
-    "position_buckets": "bucket",
-    "max_relative_positions": "position",
-    "conv_kernel_size": "C",
-}
+FIELD_LABELS = {name: field.label for name, field in FIELDS.items()}
+COST_UNITS = {name: field.unit for name, field in FIELDS.items()}
 INPUT_FIELDS = (*SIZE_FIELDS, "num_labels")
 ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
 # fields with a message line of their own
