@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
-from ..config import MODEL_TYPES, BertConfig, ConfigError
+from ..config import BertConfig, ConfigError
 from .totals import ADAM_BYTES_PER_PARAM
 from .tree import Param, ParamTree
 
@@ -328,16 +328,12 @@ def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | N
     if lm:
         return {name for name, module in modules.items() if module.kind == "linear" and module.params[0].name
                 .endswith(".weight") and module.params[0].shape[0] == config.vocab_size and not name.startswith(
-                    _body(config))}
+                    f"{config.body}.")}
     if task == "SEQ_CLS":
         for name in SEQ_CLS_HEAD_NAMES:
             if name in modules:
                 return {name}
     return set()
-
-
-def _body(config: BertConfig) -> str:
-    return MODEL_TYPES[config.model_type][1] + "."
 
 
 def _rank(lora: Lora, name: str) -> int:
