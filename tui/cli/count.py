@@ -111,13 +111,11 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
         stored = adapter_report(selection.adapter_weights, adapted)
     if fmt == "json":
         text = to_json(tree, adapted, lora)
-        if frozen is not None:
+        if frozen is not None or ckpt is not None or stored is not None:  # one parse, one dump
             data = json.loads(text)
-            data["trainable"] = frozen.trainable
-            data["frozen"] = {"count": frozen.frozen, "parameters": list(frozen.names)}
-            text = json.dumps(data, indent=2) + "\n"
-        if ckpt is not None or stored is not None:
-            data = json.loads(text)
+            if frozen is not None:
+                data["trainable"] = frozen.trainable
+                data["frozen"] = {"count": frozen.frozen, "parameters": list(frozen.names)}
             if ckpt is not None:
                 data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
             if stored is not None:
