@@ -82,7 +82,10 @@ def _under_body(parts: list[str], body: str) -> list[str]:
 def component_of(module_name: str, body: str) -> str:
     """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head (the
     root it lies under; a module under no root is the head's)."""
-    parts = _under_body(module_name.split("."), body)
+    parts = module_name.split(".")
+    if parts[:2] == ["base_model", "model"]:  # a peft model: the class sits under base_model.model
+        parts = parts[2:]
+    parts = _under_body(parts, body)
     for end in range(len(parts), 0, -1):
         component = _root(parts[:end])
         if component is not None:
@@ -123,13 +126,36 @@ def prepare(model: Any, workload: Workload) -> Any:
     return model
 
 
-def build_model(config: BertConfig, workload: Workload, device: str) -> Any:
+def build_model(config: BertConfig, workload: Workload, device: str, method: dict[str, Any] | None = None) -> Any:
     import torch
 
     with torch.device(device):
         model = construct(config, workload)
     model.to(dtype_of(workload))
-    return prepare(model, workload)
+    return apply_method(prepare(model, workload), config, method)
+
+
+def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) -> Any:
+    """A fine-tuning method as people apply it: `{"lora": LoraConfig's keys}` wraps the model with peft's
+    `get_peft_model` (task type as the head's); `{"freeze": {"embeddings": bool, "layers": k, "body": bool}}`
+    calls `requires_grad_(False)` on those parts."""
+    if not method:
+        return model
+    if "lora" in method:
+        from peft import LoraConfig, get_peft_model
+
+        from ..core.count.lora import task_type
+
+        return get_peft_model(model, LoraConfig(task_type=task_type(config), **method["lora"]))
+    spec = method["freeze"]
+    body = model if config.head == "none" else getattr(model, config.body)
+    if spec.get("body"):
+        body.requires_grad_(False)
+    if spec.get("embeddings"):
+        body.embeddings.requires_grad_(False)
+    for layer in list(body.encoder.layer)[:spec.get("layers", 0)]:
+        layer.requires_grad_(False)
+    return model
 
 
 def inputs(config: BertConfig, workload: Workload, device: str) -> dict[str, Any]:
@@ -200,7 +226,8 @@ def _autocast(workload: Workload, device: str) -> contextlib.AbstractContextMana
     return torch.autocast("cpu" if device == "meta" else device, dtype=dtype)
 
 
-def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") -> tuple[int, int, dict[str, int]]:
+def measure_flops(config: BertConfig, workload: Workload, device: str = "meta",
+                  method: dict[str, Any] | None = None) -> tuple[int, int, dict[str, int]]:
     """FlopCounterMode's forward and backward: on the meta device (no weights, the math path), or on CUDA with the
     real kernels (sdpa's fused attention counts its backward as 2.5 × its forward)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -210,7 +237,7 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
                         "precision": "fp32"})
     if device not in ("meta", "cpu"):
         plain = workload
-    model = build_model(config, plain, device)
+    model = build_model(config, plain, device, method)
     batch = inputs(config, plain, device)
     prefix = type(model).__name__
     with FlopCounterMode(display=False) as forward_mode, _autocast(plain, device):
@@ -218,6 +245,8 @@ def measure_flops(config: BertConfig, workload: Workload, device: str = "meta") 
     by_component: dict[str, int] = {}
     for name, counts in forward_mode.get_flop_counts().items():
         parts = name.split(".")
+        if parts[1:3] == ["base_model", "model"]:  # a peft model: the class sits under base_model.model
+            parts = parts[:1] + parts[3:]
         if parts[0] != prefix or len(parts) < 2:
             continue
         component = _root(_under_body(parts[1:], config.body))
@@ -269,12 +298,12 @@ def _layer_runs(model: Any, body: str) -> Iterator[list[int]]:
             handle.remove()
 
 
-def measure_memory(config: BertConfig, workload: Workload,
-                   device: str = "cpu") -> tuple[dict[str, int], int, int, int, int]:
+def measure_memory(config: BertConfig, workload: Workload, device: str = "cpu",
+                   method: dict[str, Any] | None = None) -> tuple[dict[str, int], int, int, int, int]:
     """(activations by component, recompute peak, weights, gradients, optimizer states) in bytes, on CPU."""
     import torch
 
-    model = build_model(config, workload, device)
+    model = build_model(config, workload, device, method)
     batch = inputs(config, workload, device)
     fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     saved: dict[int, tuple[str, int]] = {}
@@ -363,7 +392,8 @@ def _optimizer_step(model: Any, workload: Workload) -> int:
     return total
 
 
-def measure(config: BertConfig, workload: Workload, device: str = "cpu") -> Measurement:
+def measure(config: BertConfig, workload: Workload, device: str = "cpu",
+            method: dict[str, Any] | None = None) -> Measurement:
     """The oracle on `device`: on the CPU, FLOPs on the meta device and bytes on the CPU (the fixtures); on
     "cuda", both with the real kernels (tests/gpu/measure_steps_cuda.py adds the peak, phase by phase)."""
     # DeBERTa and ModernBERT read tensor values while they run (log buckets, masks), which the meta device cannot:
@@ -372,6 +402,6 @@ def measure(config: BertConfig, workload: Workload, device: str = "cpu") -> Meas
     on_cpu = config.model_type in ("deberta-v2", "modernbert")
     flops_device = device if device != "cpu" else ("cpu" if on_cpu else "meta")
     flops_workload = Workload(**{**workload.as_dict(), "attention": "eager"}) if on_cpu and device == "cpu" else workload
-    forward, backward, flops_by_component = measure_flops(config, flops_workload, flops_device)
-    activations, recompute, weights, gradients, optimizer = measure_memory(config, workload, device)
+    forward, backward, flops_by_component = measure_flops(config, flops_workload, flops_device, method)
+    activations, recompute, weights, gradients, optimizer = measure_memory(config, workload, device, method)
     return Measurement(forward, backward, flops_by_component, activations, recompute, weights, gradients, optimizer)

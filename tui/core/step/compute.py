@@ -26,8 +26,9 @@ from math import prod
 from ..config import MEAN_POOLING, BertConfig, ConfigError
 from ..count.families import build_tree
 from ..count.tree import ParamTree
-from . import kinds
+from . import flow, kinds
 from .kinds import Flop, Module, Saved, Step
+from .method import Method
 from .peak import max_batch, phases, stranded
 from .result import Compute, Fit
 from .steps import STEPS, StepLayout
@@ -43,7 +44,7 @@ from .symbols import (
 from .workload import GIB, GPU_SIZES_GIB, MAX_BATCH, Conventions, Workload
 
 
-def check(config: BertConfig, workload: Workload) -> None:
+def check(config: BertConfig, workload: Workload, method: Method | None = None) -> None:
     if config.model_type not in STEPS:
         raise ConfigError("model_type", config.model_type, "compute and memory are modelled for "
                           f"{', '.join(STEPS)} so far (parameters are counted for every family)")
@@ -73,58 +74,83 @@ def check(config: BertConfig, workload: Workload) -> None:
         raise ConfigError("seq", workload.seq, rule)
     if config.head == "multiple-choice" and workload.choices < 1:
         raise ConfigError("choices", workload.choices, "must be at least 1")
+    if method is not None and workload.checkpointing:
+        raise ConfigError("checkpointing", True, f"with {method.label}: not modelled yet (peft makes the embeddings' "
+                          "output require a gradient for it); the step without checkpointing is")
 
 
 def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
-            tree: ParamTree | None = None) -> Compute:
+            tree: ParamTree | None = None, method: Method | None = None) -> Compute:
     """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. `tree`: the
-    config's counted tree if the caller has it (the explorer does), so it is not built again."""
-    check(config, workload)
+    config's counted tree if the caller has it (the explorer does), so it is not built again. `method`: a
+    fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything."""
+    check(config, workload, method)
     if tree is None or tree.config != config:
         tree = build_tree(config)
-    layer = tree.groups().get("encoder", 0) // max(1, config.num_hidden_layers)
-    result = measure(config, workload, tree.total, tree.root.tensors, layer)
+    if method is None:
+        layer = tree.groups().get("encoder", 0) // max(1, config.num_hidden_layers)
+        parameters, tensors = tree.total, tree.root.tensors
+    else:
+        layer, parameters, tensors = method.layer_trainable(config), method.parameters, method.tensors
+    result = measure(config, workload, parameters, tensors, layer, method)
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    table = _fits(config, replace(workload, batch=1), tree.total, tree.root.tensors, layer, tuple(sizes))
+    table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
     return _same_terms(result, replace(result, fits=table))
 
 
 @lru_cache(maxsize=32)
 def _fits(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer: int,
-          sizes: tuple[tuple[float, int, bool], ...]) -> tuple[Fit, ...]:
+          sizes: tuple[tuple[float, int, bool], ...], method: Method | None = None) -> tuple[Fit, ...]:
     """The fits table, which the batch does not change (`workload` at batch 1): kept for the next edit of the
     batch (the explorer asks at every keystroke)."""
-    return fits(measure(config, workload, parameters, tensors, layer), list(sizes))
+    return fits(measure(config, workload, parameters, tensors, layer, method), list(sizes))
 
 
-def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int) -> Compute:
+def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int,
+            method: Method | None = None) -> Compute:
     """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
     stream16 = workload.amp and projects(config) and workload.device == "cpu"
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
     mask16 = stream16 and STEPS[config.model_type].mask_after_projection
     # The terms hold symbols, not the batch (but the causal-LM labels' view at batch 1 only): one set for b ≥ 2.
     conventions, flops, saved, recompute, upcast = _terms(config, replace(workload, batch=min(workload.batch, 2)),
-                                                          stream16, mask16)
+                                                          stream16, mask16, method)
     return _with_phases(Compute(config, workload, symbol_values(config, workload), flops, saved, recompute,
                                 parameters, tensors, 16 * config.max_position_embeddings, conventions,
-                                layer_parameters, loss_upcast=upcast))
+                                layer_parameters, loss_upcast=upcast, method=method))
 
 
 @lru_cache(maxsize=64)
-def _terms(config: BertConfig, workload: Workload, stream16: bool,
-           mask16: bool) -> tuple[Conventions, tuple[Flop, ...], tuple[Saved, ...], tuple[Saved, ...], bool]:
+def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool, method: Method | None = None
+           ) -> tuple[Conventions, tuple[Flop, ...], tuple[Saved, ...], tuple[Saved, ...], bool]:
     """The step's terms (they hold symbols, not values): the same for the same config and workload, kept."""
     runs = attention_run(config, workload)
     conventions = Conventions.of(runs, additive_mask(config, runs) and not mask16)
     if stream16:
         conventions = replace(conventions, stream16=True)
-    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
-    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     upcast = any(isinstance(module, kinds.CrossEntropy) and module.upcast and module.classes == "V"
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
+    if method is not None:
+        walked = flow.walk(method_parts(config), _step(config, workload, conventions), method)
+        return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
+    saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
+    recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
+
+
+def method_parts(config: BertConfig) -> list[tuple[str, str, tuple[Module, ...]]]:
+    """The components a step under a method walks, each layer apart (they train differently), with the prefix
+    their modules' names have."""
+    layout = _layout(config)
+    body = f"{config.body}." if config.head != "none" else ""
+    parts = [("embeddings", f"{body}embeddings.", layout.embeddings)]
+    parts += [(f"layer.{i}", f"{body}encoder.layer.{i}.", layout.layer) for i in range(config.num_hidden_layers)]
+    if config.has_pooler:
+        parts.append(("pooler", body, layout.pooler))
+    parts.append(("head", "", layout.heads[config.head]))
+    return parts
 
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
@@ -143,7 +169,8 @@ def at_batch(result: Compute, batch: int) -> Compute:
     values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
     workload = replace(result.workload, batch=batch)
     if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
-        return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters)
+        return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters,
+                       result.method)
     return _with_phases(_same_terms(result, replace(result, workload=workload, fits=(),
                                                     values=symbol_values(result.config, workload))))
 

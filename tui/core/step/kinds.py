@@ -50,9 +50,16 @@ class Flop:
     attention: bool = False  # a product of the attention itself (scores or context), fused by sdpa on CUDA
     backward: bool = True  # False: no gradient reaches its result (it is computed and not used)
     recomputed: bool = True  # False: checkpointing's recomputation stops before it (nothing after it saves)
+    grads: int = 2  # the operands whose gradient the backward computes (one product each): both, but where a
+    # part of the model does not train (`tui.core.step.flow`)
 
     def flops(self, values: dict[str, int]) -> int:
         return 2 * self.coef * prod(map(values.__getitem__, self.factors))
+
+    @property
+    def backward_products(self) -> int:
+        """How many products of its size the backward runs for it."""
+        return self.grads if self.backward else 0
 
 
 def holds(facts: Mapping[str, bool], when: When) -> bool:
@@ -91,27 +98,64 @@ class SavesOnly:
 
 @dataclass(frozen=True, slots=True)
 class Keep(SavesOnly):
-    """One tensor saved as it is (an index, an activation's input or output)."""
+    """One tensor saved as it is (an index, an activation's input or output). Where only part of the model trains
+    (`tui.core.step.flow`) it is saved when the stream needs a gradient, unless it is named as kept for the weight
+    gradients of the Linears `for_weights` (once if any trains; `each`: one copy per Linear that trains) or as the
+    16-bit copies of the weights of `copies_of` (one for each whose input needs a gradient). `storage`: the name of
+    the tensor it is, where another module may save the same one (counted once)."""
 
     what: str
     factors: tuple[str, ...]
     size: Size = "compute"
     coef: int = 1
     when: When = ()
+    for_weights: tuple[str, ...] = ()
+    each: bool = False
+    copies_of: tuple[str, ...] = ()
+    storage: str = ""
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, self.size, self.coef)
 
 
 @dataclass(frozen=True, slots=True)
+class Branch(SavesOnly):
+    """The modules after it read another component's output (`source`: "encoder", the last layer's, or
+    "pooler"), not the module before: the pre-training heads' two branches. It saves nothing."""
+
+    source: str
+    when: When = ()
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup(SavesOnly):
+    """An embedding lookup in `module`: it keeps its indices (`what`, if they are a tensor of their own: a buffer's
+    slice is not) for its table's gradient."""
+
+    module: str
+    what: str = ""
+    factors: tuple[str, ...] = ()
+    size: Size = 8
+    when: When = ()
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        if self.what:
+            yield step.saved(self.what, self.factors, self.size)
+
+
+@dataclass(frozen=True, slots=True)
 class Norm(SavesOnly):
-    """LayerNorm: its input, and its mean and rstd per row."""
+    """LayerNorm (`module`): its input, and its mean and rstd per row."""
 
     name: str
     rows: str = "n"
     width: str = "H"
     size: Size = "stream"
     when: When = ()
+    module: str = ""
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
@@ -150,12 +194,16 @@ class Linear:
     weight: str | None = "16-bit copy of its weight"
     recomputed: bool = True  # False: the layer's last product, which checkpointing's early stop never reruns
     when: When = ()
+    names: tuple[str, ...] = ()  # its modules (`coef` of them; `a|b`: a or b, whichever the family has)
+    reads: str = ""  # the tensor its input is, where the module before saves it (`input` None)
+    x: Size | None = None  # its input's dtype, where it is not `size` (autocast casts a float32 input)
 
     def flops(self, component: str) -> Iterator[Flop]:
         yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef, recomputed=self.recomputed)
 
     def saves(self, step: Step) -> Iterator[Saved]:
-        held = self.held is not None and step.facts[self.held]
+        # `held` names a fact only where the Linear saves its input itself (the walk of a method reads it too).
+        held = self.input is not None and self.held is not None and step.facts[self.held]
         factors = (self.rows, self.din)
         if self.input is not None and step.workload.amp:
             if step.size(self.size) != step.c.compute:
@@ -309,7 +357,8 @@ class ShiftedLabels(SavesOnly):
             yield step.saved("padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
 
 
-Module = Union[Keep, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss, ShiftedLabels]
+Module = Union[Keep, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss,
+               ShiftedLabels]
 
 
 def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Flop]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..config import BertConfig
 from .kinds import Flop, Saved
+from .method import Method
 from .symbols import per_b, symbol_values, unused
 from .workload import Conventions, Workload
 
@@ -53,6 +54,7 @@ class Compute:
     stranded: int = 0  # reserved beyond the allocated peak: free space the caching allocator cannot give back
     loss_upcast: bool = False  # the head's loss casts its n·V logits to float32 first (a causal LM's, ModernBERT's)
     fits: tuple[Fit, ...] = field(default=())
+    method: Method | None = None  # a fine-tuning method: what trains (None: everything)
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
@@ -80,7 +82,13 @@ class Compute:
         what a fused attention's backward recomputes."""
         if not self.workload.train:
             return 0
-        return 2 * (self.flops_forward - self.flops_unused) + self.flops_recompute + self.flops_rescore
+        return self._flops_gradients + self.flops_recompute + self.flops_rescore
+
+    @cached_property
+    def _flops_gradients(self) -> int:
+        """One product the size of a forward product for each operand whose gradient the backward computes: two,
+        but for products no gradient reaches and, under a method, operands that do not train."""
+        return sum(_times(t, self.values) * t.backward_products * t.flops(self.values) for t in self.flop_terms)
 
     @property
     def flops_unused(self) -> int:
@@ -94,7 +102,8 @@ class Compute:
         forward products (Q·Kᵀ and P·V), half of them more than the math path's 2 ×."""
         if not (self.workload.train and self.conventions.fused):
             return 0
-        return self.values["L"] * sum(t.flops(self.values) for t in self.flop_terms if t.attention) // 2
+        return sum(_times(t, self.values) * t.flops(self.values) for t in self.flop_terms
+                   if t.attention and t.grads) // 2
 
     @property
     def flops_recompute(self) -> int:
@@ -161,17 +170,24 @@ class Compute:
 
     @cached_property
     def weights(self) -> int:
-        return self.parameters * self.conventions.weight
+        """The parameters' bytes (a method's adapters in float32: peft keeps them so)."""
+        adapters = self.method.adapters if self.method else 0
+        return (self.parameters - adapters) * self.conventions.weight + adapters * 4
 
     @cached_property
     def trained(self) -> tuple[int, int]:
         """(elements, tensors) of the parameters that get a gradient (and optimizer state)."""
+        if self.method is not None:
+            return self.method.trainable, self.method.trainable_tensors
         elements, tensors = unused(self.config)
         return self.parameters - elements, self.parameter_tensors - tensors
 
     @cached_property
     def gradients(self) -> int:
-        return self.trained[0] * self.conventions.weight if self.workload.train else 0
+        if not self.workload.train:
+            return 0
+        adapters = self.method.adapters if self.method else 0
+        return (self.trained[0] - adapters) * self.conventions.weight + adapters * 4
 
     @cached_property
     def optimizer(self) -> int:

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field, replace
 from ..config import MEAN_POOLING, BertConfig
 from .kinds import (
     Attention,
+    Branch,
     CrossEntropy,
     Drop,
     Keep,
     Linear,
+    Lookup,
     Module,
     Norm,
     Product,
@@ -37,12 +39,17 @@ from .workload import Workload
 Modules = tuple[Module, ...]
 
 # Embeddings -----------------------------------------------------------------------------------------------------
-INPUT_IDS = Keep("input ids (word embedding lookup)", ("n",), 8)
-EMBEDDINGS_NORM = (Norm("LayerNorm", size="residual"), Drop("dropout mask", ("n", "H"), "residual"))
-BERT_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8), *EMBEDDINGS_NORM)
+INPUT_IDS = Lookup("word_embeddings", "input ids (word embedding lookup)", ("n",))
+EMBEDDINGS_NORM = (Norm("LayerNorm", size="residual", module="LayerNorm"),
+                   Drop("dropout mask", ("n", "H"), "residual"))
+# BERT's positions are a slice of a buffer (nothing new to keep).
+BERT_EMBEDDINGS: Modules = (INPUT_IDS, Lookup("token_type_embeddings", "token type ids (one row, broadcast)", ("s",)),
+                            Lookup("position_embeddings"), *EMBEDDINGS_NORM)
 # RoBERTa counts positions from the padding index (a new tensor of ids) and gathers the token types by them.
-ROBERTA_EMBEDDINGS: Modules = (INPUT_IDS, Keep("token type ids (gathered by position)", ("n",), 8),
-                               Keep("position ids (counted from the padding index)", ("n",), 8), *EMBEDDINGS_NORM)
+ROBERTA_EMBEDDINGS: Modules = (INPUT_IDS, Lookup("token_type_embeddings", "token type ids (gathered by position)",
+                                                 ("n",)),
+                               Lookup("position_embeddings", "position ids (counted from the padding index)", ("n",)),
+                               *EMBEDDINGS_NORM)
 DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, *EMBEDDINGS_NORM)
 # MPNet: RoBERTa's positions without token types, and the encoder's relative position buckets (one s × s table
 # of ids, looked up in `relative_attention_bias` once for every layer).
@@ -57,25 +64,33 @@ ELECTRA_EMBEDDINGS: Modules = (
 )
 
 # One encoder layer ----------------------------------------------------------------------------------------------
+QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
+OUT, UP, DOWN = "attention.output.dense", "intermediate.dense", "output.dense"
 AMP_LAYER_COPIES: Modules = (
-    Keep("Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), coef=3, when=("cast_inputs",)),
-    Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",)),
-    Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",)),
+    Keep("Q/K/V inputs (a 16-bit copy for each)", ("n", "H"), coef=3, when=("cast_inputs",), for_weights=QKV,
+         each=True),
+    Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",), copies_of=(*QKV, OUT)),
+    Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",), copies_of=(UP, DOWN)),
 )
+LAYER_INPUT = "layer input (Q/K/V projections)"
+CONTEXT = "attention context (output projection input)"
 ATTENTION: Modules = (
-    Keep("layer input (Q/K/V projections)", ("n", "H"), "stream", when=("!cast_inputs", "layer_input")),
-    Linear("query, key, value projections", "n", "H", "H", 3, weight=None),
+    Keep(LAYER_INPUT, ("n", "H"), "stream", when=("!cast_inputs", "layer_input"), for_weights=QKV),
+    Linear("query, key, value projections", "n", "H", "H", 3, weight=None, names=QKV, reads=LAYER_INPUT,
+           x="stream"),
     Attention(),
-    Linear("attention output projection", "n", "H", "H", weight=None),
+    Linear("attention output projection", "n", "H", "H", weight=None, names=(OUT,), reads=CONTEXT),
 )
-ADD_AND_NORM = (Drop("attention output dropout mask", ("n", "H")), Norm("attention LayerNorm"))
+ADD_AND_NORM = (Drop("attention output dropout mask", ("n", "H")),
+                Norm("attention LayerNorm", module="attention.output.LayerNorm"))
 FFN: Modules = (
     Linear("feed-forward up (intermediate)", "n", "H", "I", input="FFN input (attention LayerNorm output)",
-           weight=None),
+           weight=None, names=(UP,), x="stream"),
     Keep("GELU input", ("n", "I")),
-    Linear("feed-forward down (output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None),
+    Linear("feed-forward down (output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None,
+           names=(DOWN,)),
     Drop("output dropout mask", ("n", "H")),
-    Norm("output LayerNorm"),
+    Norm("output LayerNorm", module="output.LayerNorm"),
 )
 BERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, *ADD_AND_NORM, *FFN)
 # DistilBERT adds the attention's output to its input with no dropout between.
@@ -112,41 +127,61 @@ ALBERT_EMBEDDINGS: Modules = (
 )
 
 # The pooler and the heads ---------------------------------------------------------------------------------------
-FIRST_TOKEN = (  # a Linear over the [CLS] token: its view keeps the whole last hidden state (a copy under autocast)
-    Keep("[CLS] hidden state (16-bit copy)", ("b'", "H"), when=("cast_inputs",)),
-    Keep("16-bit copy of the dense weight", ("H", "H"), when=("amp",)),
-    Keep("last hidden state (kept whole by the [CLS] view)", ("n", "H"), "stream", when=("!cast_inputs",)),
-)
-POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None), *FIRST_TOKEN, Keep("tanh output", ("b'", "H")))
+HELD = "pooler_holds"  # the last hidden state, kept whole by the pooler's [CLS] view
+POOLED = "pooled output (tanh)"  # the pooler's output: its tanh keeps it, and a Linear reading it
+
+
+def first_token(module: str = "") -> Modules:
+    """A Linear over the [CLS] token (`module`): its view keeps the whole last hidden state (a copy under
+    autocast)."""
+    names = (module,) if module else ()
+    return (Keep("[CLS] hidden state (16-bit copy)", ("b'", "H"), when=("cast_inputs",), for_weights=names),
+            Keep("16-bit copy of the dense weight", ("H", "H"), when=("amp",), copies_of=names),
+            Keep("last hidden state (kept whole by the [CLS] view)", ("n", "H"), "stream", when=("!cast_inputs",),
+                 for_weights=names, storage=HELD))
+
+
+FIRST_TOKEN = first_token()
+POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None, names=("pooler.dense",), held=HELD,
+                          x="stream"),
+                   *first_token("pooler.dense"), Keep("tanh output", ("b'", "H"), storage=POOLED))
 
 
 def lm_head(width: str = "H", causal: bool = False, gelu: Modules = ()) -> Modules:
     """BERT's LM head: dense H → `width`, GELU, LayerNorm, the decoder (CPU autocast runs that LayerNorm on the
     16-bit input with float32 statistics; CUDA autocast casts it up), the loss over V."""
     return (
+        Branch("encoder"),
         Linear("LM transform dense", "n", "H", width, input="LM transform input (last hidden state)",
-               size="stream", held="pooler_holds"),
+               size="stream", held=HELD, names=("cls.predictions.transform.dense|lm_head.dense",)),
         *(gelu or (Keep("LM transform GELU input", ("n", width)),)),
-        Norm("LM transform LayerNorm", width=width, size="cast_norm"),
-        Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream"),
+        Norm("LM transform LayerNorm", width=width, size="cast_norm",
+             module="cls.predictions.transform.LayerNorm|lm_head.layer_norm"),
+        Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream",
+               names=("cls.predictions.decoder|lm_head.decoder",)),
         # The causal-LM loss upcasts the logits to float32 before its cross-entropy.
         CrossEntropy(("n",), "V", upcast=causal),
         *((ShiftedLabels(),) if causal else ()),
     )
 
 
-NSP: Modules = (Linear("next-sentence classifier", "b'", "H", "2"), CrossEntropy(("b",), "2", "next-sentence "))
+NSP: Modules = (Branch("pooler"),
+                Linear("next-sentence classifier", "b'", "H", "2", names=("cls.seq_relationship",), reads=POOLED,
+                       held=POOLED),
+                CrossEntropy(("b",), "2", "next-sentence "))
 LABEL_LOSS: Modules = (Regression(when=("regression",)), CrossEntropy(("b",), "N", when=("!regression",)))
+CLASSIFIER = ("classifier",)
 BERT_CLASSIFIER: Modules = (Drop("dropout mask", ("b'", "H")),
-                            Linear("classifier", "b'", "H", "N", input="classifier input"), *LABEL_LOSS)
+                            Linear("classifier", "b'", "H", "N", input="classifier input", names=CLASSIFIER),
+                            *LABEL_LOSS)
 CHOICE: Modules = (Drop("dropout mask", ("b'", "H")),
-                   Linear("choice classifier", "b'", "H", "1", input="classifier input"),
+                   Linear("choice classifier", "b'", "H", "1", input="classifier input", names=CLASSIFIER),
                    CrossEntropy(("b",), "C"))
 TOKENS: Modules = (Drop("dropout mask", ("n", "H"), "stream"),
-                   Linear("classifier", "n", "H", "N", input="classifier input", size="stream"),
+                   Linear("classifier", "n", "H", "N", input="classifier input", size="stream", names=CLASSIFIER),
                    CrossEntropy(("n",), "N"))
 SPANS: Modules = (Linear("start/end classifier", "n", "H", "2", input="last hidden state", size="stream",
-                         held="pooler_holds"), SpanLoss())
+                         held=HELD, names=("qa_outputs",)), SpanLoss())
 
 
 def classification_head(activation: Keep) -> Modules:
@@ -154,10 +189,11 @@ def classification_head(activation: Keep) -> Modules:
     `out_proj`."""
     return (
         Drop("dropout mask ([CLS] token)", ("b'", "H"), "stream"),
-        Linear("classification dense", "b'", "H", "H", input="dense input", size="stream"),
+        Linear("classification dense", "b'", "H", "H", input="dense input", size="stream",
+               names=("classifier.dense",)),
         activation,
         Drop("dropout mask", ("b'", "H")),
-        Linear("classification out_proj", "b'", "H", "N", input="out_proj input"),
+        Linear("classification out_proj", "b'", "H", "N", input="out_proj input", names=("classifier.out_proj",)),
         *LABEL_LOSS,
     )
 

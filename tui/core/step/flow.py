@@ -1,0 +1,283 @@
+"""What a step saves and computes when only part of the model trains: frozen parts, and peft's LoRA adapters.
+
+Autograd records an operation only when one of its inputs requires a gradient, and keeps a tensor only for a
+gradient it will compute (tools/autograd/derivatives.yaml; `mm` keeps `self` for `mat2`'s gradient and `mat2` for
+`self`'s). So the modules of each component are walked in the order they run, with whether the hidden state
+requires a gradient yet (`Walk.flowing`), and:
+
+- a lookup keeps its indices when its table trains; the embeddings' output requires a gradient from then on;
+- a Linear keeps its input when its weight trains (once, where several read one tensor), and under autocast its
+  weight's 16-bit copy when its input requires a gradient; its output requires one when its input does, or its
+  weight or bias trains, or it carries an adapter. Its backward runs one product per gradient it computes;
+- a LoRA adapter (peft 0.21, `lora.Linear.forward`: `result + lora_B(lora_A(dropout(x))) * scaling`) keeps
+  what `lora_A` reads — the input itself, or a new tensor: the float32 copy peft makes of a 16-bit input (its
+  adapters are float32 whatever the model's dtype: `_cast_input_dtype`), the dropout's output (and the dropout
+  its mask, when the input requires a gradient), or autocast's 16-bit copy — and the `tokens × r` that `lora_B`
+  reads; under autocast the adapters' 16-bit weights;
+- a LayerNorm keeps its input, mean and rstd when its input requires a gradient or its own parameters train;
+  dropout its mask and an activation what it saves when their input requires one (so does a loss);
+- attention by the math path: Q·Kᵀ keeps Q for K's gradient and K for Q's, softmax its output when the scores
+  need a gradient, P·V keeps P for V's gradient and V for P's; a fused kernel is one operation: all or nothing.
+
+Full fine-tuning never comes here: every module's `saves` in `kinds` is that walk with everything trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..config import ConfigError
+from .steps import HELD
+from .kinds import (
+    Attention,
+    Branch,
+    CrossEntropy,
+    Drop,
+    Flop,
+    Keep,
+    Linear,
+    Lookup,
+    Module,
+    Norm,
+    Product,
+    Regression,
+    Saved,
+    ShiftedLabels,
+    SpanLoss,
+    Step,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Trains:
+    """What of one module trains: its weight, its bias, and a LoRA adapter of rank `rank` beside it (0: none)."""
+
+    weight: bool = False
+    bias: bool = False
+    rank: int = 0
+
+    @property
+    def output(self) -> bool:
+        """Whether the module's output requires a gradient whatever its input."""
+        return self.weight or self.bias or self.rank > 0
+
+
+class Training(Protocol):
+    """What the walk needs of a fine-tuning method (`tui.core.step.method.Method`)."""
+
+    @property
+    def dropout(self) -> bool: ...
+
+    def module(self, name: str) -> Trains | None: ...
+
+
+@dataclass
+class Walk:
+    """The walk over a step's components, in the order they run."""
+
+    training: Training
+    step: Step
+    flowing: bool = False  # the hidden state requires a gradient
+    inputs: dict[str, bool] = field(default_factory=dict)  # a Linear's input requires a gradient (first pass)
+    kept: set[tuple[str, str]] = field(default_factory=set)  # tensors kept so far: each counts once
+    ends: dict[str, bool] = field(default_factory=dict)  # whether a component's output requires a gradient
+    flops: list[Flop] = field(default_factory=list)
+    saves: list[Saved] = field(default_factory=list)
+    _qkv: tuple[bool, bool, bool] = (False, False, False)
+    _prefix: str = ""
+    _component: str = ""
+
+    def component(self, component: str, prefix: str, modules: tuple[Module, ...]) -> None:
+        """Walk `modules` as `component`, whose modules are named under `prefix`."""
+        self._component, self._prefix = component, prefix
+        here = Step(self.step.workload, self.step.c, self.step.facts, component)
+        for module in modules:
+            if here.holds(module.when):
+                self._module(module, here)
+        self.ends["encoder" if component.startswith("layer.") else component] = self.flowing
+
+    # -- what the walk asks ------------------------------------------------------------------------------------
+    def trains(self, name: str) -> Trains:
+        for alternative in name.split("|"):
+            found = self.training.module(self._prefix + alternative)
+            if found is not None:
+                return found
+        raise ConfigError("fine-tuning", f"{self._prefix}{name}", "is a module the step reads and the model does not "
+                          "have: compute under a fine-tuning method is not modelled for this class")
+
+    def _full(self, name: str) -> str:
+        return self._prefix + name.split("|")[0]
+
+    def _once(self, key: str, shared: bool = False) -> bool:
+        token = ("", key) if shared else (self._component, key)
+        if token in self.kept:
+            return False
+        self.kept.add(token)
+        return True
+
+    def _save(self, step: Step, what: str, factors: tuple[str, ...], size: int | str, coef: int = 1) -> None:
+        if coef:
+            self.saves.append(step.saved(what, factors, size, coef))
+
+    def _flop(self, step: Step, what: str, factors: tuple[str, ...], coef: int, grads: int, **kw: bool) -> None:
+        if coef:
+            self.flops.append(Flop(step.component, what, factors, coef, grads=grads, **kw))
+
+    # -- the modules -----------------------------------------------------------------------------------------
+    def _module(self, module: Module, step: Step) -> None:
+        if isinstance(module, Keep):
+            self._keep(module, step)
+        elif isinstance(module, Branch):
+            self.flowing = self.ends.get(module.source, self.ends.get("embeddings", False))
+        elif isinstance(module, Lookup):
+            trains = self.trains(module.module).weight
+            if trains and module.what:
+                self._save(step, module.what, module.factors, module.size)
+            self.flowing |= trains
+        elif isinstance(module, Norm):
+            norm = self.trains(module.module) if module.module else Trains()
+            if self.flowing or norm.output:
+                self.saves.extend(module.saves(step))
+            self.flowing |= norm.output
+        elif isinstance(module, Linear):
+            self._linear(module, step)
+        elif isinstance(module, Attention):
+            self._attention(module, step)
+        elif isinstance(module, Product):
+            for flop in module.flops(step.component):
+                self._flop(step, flop.what, flop.factors, flop.coef, 2 if self.flowing else 0, backward=flop.backward)
+        elif isinstance(module, (Drop, CrossEntropy, Regression, SpanLoss, ShiftedLabels)):
+            if self.flowing:
+                self.saves.extend(module.saves(step))
+        else:  # pragma: no cover - a new kind must say how it behaves here
+            raise TypeError(f"{type(module).__name__} has no rule for a partly trained step")
+
+    def _keep(self, keep: Keep, step: Step) -> None:
+        if keep.copies_of:  # one 16-bit weight copy for each Linear whose input requires a gradient
+            count = sum(self.inputs.get(self._full(name), False) for name in keep.copies_of)
+            self._save(step, keep.what, keep.factors, keep.size, keep.coef // len(keep.copies_of) * count)
+        elif keep.for_weights:
+            trained = sum(self.trains(name).weight for name in keep.for_weights)
+            if keep.each:
+                self._save(step, keep.what, keep.factors, keep.size, keep.coef // len(keep.for_weights) * trained)
+            elif trained and self._once(keep.storage or keep.what, shared=bool(keep.storage)):
+                self._save(step, keep.what, keep.factors, keep.size, keep.coef)
+        elif self.flowing and (not keep.storage or self._once(keep.storage, shared=True)):
+            self.saves.extend(keep.saves(step))
+
+    def _linear(self, linear: Linear, step: Step) -> None:
+        if not linear.names:
+            raise ConfigError("fine-tuning", linear.what, "is not named in the step's modules: compute under a "
+                              "fine-tuning method is not modelled for this class")
+        trains = [self.trains(name) for name in linear.names]
+        flowing, amp, c = self.flowing, step.workload.amp, step.c
+        for name in linear.names:
+            self.inputs[self._full(name)] = flowing
+        weights = sum(t.weight for t in trains)
+        x = step.size(linear.x if linear.x is not None else linear.size)
+        rows, din, dout = linear.rows, linear.din, linear.dout
+        if weights:  # the input, for the weight gradients
+            if linear.input is not None and amp and step.size(linear.size) != c.compute:
+                self._save(step, linear.copy or f"{linear.input} (16-bit copy)", (rows, din), "compute", weights)
+            elif linear.input is not None:
+                key, shared = (linear.held, True) if linear.held else (linear.input, False)
+                if self._once(key, shared):
+                    self._save(step, linear.input, (rows, din), linear.size)
+            elif linear.reads and not (amp and x != c.compute) and self._once(linear.reads, bool(linear.held)):
+                self._save(step, linear.reads, (rows, din), x)
+        if amp and linear.weight is not None and flowing:
+            self._save(step, linear.weight, (dout, din), "compute", len(linear.names))
+        by_grads: dict[int, int] = {}
+        for t in trains:
+            grads = flowing + t.weight
+            by_grads[grads] = by_grads.get(grads, 0) + 1
+        for grads, count in sorted(by_grads.items()):
+            self._flop(step, linear.what, (rows, din, dout), count, grads, recomputed=linear.recomputed)
+        for name, t in zip(linear.names, trains):
+            if t.rank:
+                self._adapter(linear, name.split("|")[0], t.rank, x, step)
+        if len(linear.names) == 3:  # Q, K and V: the attention reads each apart
+            self._qkv = (flowing or trains[0].output, flowing or trains[1].output, flowing or trains[2].output)
+        else:
+            self.flowing = flowing or any(t.output for t in trains)
+
+    def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
+        """LoRA beside `linear`'s module `name`: what `lora_A` and `lora_B` keep and compute."""
+        c, amp, flowing = step.c, step.workload.amp, self.flowing
+        rows, din, dout = linear.rows, linear.din, linear.dout
+        # peft keeps the adapters in float32 (a 16-bit model's too) and casts a 16-bit input to their dtype first
+        dtype, new = 4, x != 4
+        label = f"LoRA on {name}"
+        if self.training.dropout:
+            if flowing:
+                self._save(step, f"{label}: dropout mask", (rows, din), c.mask(dtype))
+            new = True
+        if amp and dtype != c.compute:
+            self._save(step, f"{label}: lora_A input (16-bit copy)", (rows, din), "compute")
+        elif new:
+            self._save(step, f"{label}: lora_A input", (rows, din), dtype)
+        elif linear.held == HELD:  # the last hidden state, whole (a [CLS] token's view keeps its storage)
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
+                           "stream")
+        elif linear.held:  # another component's output
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.reads or linear.held, (rows, din), x)
+        elif self._once(linear.input or linear.reads or linear.what):
+            self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
+        if amp and flowing:
+            self._save(step, f"{label}: 16-bit copy of lora_A", (din,), "compute", rank)
+        self._save(step, f"{label}: lora_B input (tokens × r)", (rows,), c.compute if amp else 4, rank)
+        if amp:
+            self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank)
+        self._flop(step, f"{label}: lora_A", (rows, din), rank, flowing + 1)
+        self._flop(step, f"{label}: lora_B", (rows, dout), rank, 2)
+
+    def _attention(self, attention: Attention, step: Step) -> None:
+        if attention.values_only or attention.fused_qkv or attention.softmax32:
+            raise ConfigError("fine-tuning", "attention", "this family's attention is not modelled under a "
+                              "fine-tuning method yet")
+        fq, fk, fv = self._qkv
+        scores = fq or fk
+        c, workload = step.c, step.workload
+        one_kernel = c.fused or (not attention.dropout and workload.attention == "sdpa" and workload.train)
+        flops = list(attention.flops(step.component))
+        if one_kernel:  # one operation: it keeps everything when any of q, k, v requires a gradient
+            if fq or fk or fv:
+                for saved in attention.saves(step):
+                    if saved.what == "attention context (output projection input)":
+                        self._once(saved.what)
+                    self.saves.append(saved)
+            for flop in flops:
+                self._flop(step, flop.what, flop.factors, flop.coef, 2 if fq or fk or fv else 0, attention=True)
+        else:
+            self._save(step, "queries, keys, values (split into heads)", ("n", "H"), "heads", fk + fq + scores)
+            softmax = c.softmax
+            if attention.dropout:
+                self._save(step, "attention probabilities (softmax output)", ("b'", "A", "s", "s"), softmax, scores)
+                self._save(step, "attention dropout mask", ("b'", "A", "s", "s"), c.mask(softmax), scores)
+                self._save(step, "attention probabilities after dropout", ("b'", "A", "s", "s"), "heads", fv)
+            else:
+                same = softmax == c.heads
+                self._save(step, "attention probabilities (softmax output)", ("b'", "A", "s", "s"), softmax,
+                           scores or (fv and same))
+                if fv and not same:
+                    self._save(step, "attention probabilities (a copy in the values' dtype)", ("b'", "A", "s", "s"),
+                               "heads")
+            self._flop(step, flops[0].what, flops[0].factors, 1, fq + fk, attention=True)
+            self._flop(step, flops[1].what, flops[1].factors, 1, scores + fv, attention=True)
+        self.flowing = fq or fk or fv
+
+
+def walk(parts: list[tuple[str, str, tuple[Module, ...]]], step: Step, training: Training) -> Walk:
+    """Walk the step's components (name, module prefix, modules) in order; twice, for the inputs the first pass
+    learns (a weight's 16-bit copy is kept when its Linear's input requires a gradient, which only the walk knows)."""
+    first = Walk(training, step)
+    for component, prefix, modules in parts:
+        first.component(component, prefix, modules)
+    second = Walk(training, step, inputs=first.inputs)
+    for component, prefix, modules in parts:
+        second.component(component, prefix, modules)
+    return second

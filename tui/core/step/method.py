@@ -1,0 +1,127 @@
+"""A fine-tuning method as the step sees it: which module's weight and bias train, and where LoRA adapters sit.
+
+Made from what counting already knows (`tui.core.count.lora.adapt`, `tui.core.count.frozen.freeze`): the step
+needs only, module by module, what trains (`flow.Trains`), and the totals for the bytes of weights, gradients and
+optimizer states. peft keeps a 16-bit model's adapters in float32 (`get_peft_model(autocast_adapter_dtype=True)`,
+its default), so their weights, gradients and states are 4 bytes an element whatever the precision; a module
+trained whole (`modules_to_save`) is a copy in the model's own dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import BertConfig, ConfigError
+from ..count.frozen import Freeze, freeze
+from ..count.lora import PREFIX, Lora, adapt
+from ..count.tree import ParamTree
+from .flow import Trains
+
+# The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
+METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert")
+
+
+@dataclass(frozen=True)
+class Method:
+    """What trains under a fine-tuning method, module by module (names as `named_parameters()` gives them
+    without peft's prefix), and the parameters' totals."""
+
+    label: str
+    modules: frozenset[str]  # every module with tensors of its own
+    trained: frozenset[str]  # the parameters that train
+    ranks: tuple[tuple[str, int], ...]  # LoRA's adapted modules and their r
+    dropout: bool  # lora_dropout > 0
+    parameters: int  # peft's "all params": the model, the adapters and the trained copies
+    tensors: int
+    trainable: int
+    trainable_tensors: int
+    adapters: int  # elements of the adapters (float32 whatever the precision)
+    adapter_tensors: int
+    sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False)  # each trained parameter's elements
+
+    def module(self, name: str) -> Trains | None:
+        if name not in self.modules:
+            return None
+        return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, dict(self.ranks).get(name, 0))
+
+    def layer_trainable(self, config: BertConfig) -> int:
+        """The most elements one encoder layer trains (its weight gradients: a backward transient)."""
+        return max((self._trainable_under(f"{prefix}{i}.") for prefix in layer_prefixes(config)
+                    for i in range(config.num_hidden_layers)), default=0)
+
+    def _trainable_under(self, prefix: str) -> int:
+        return sum(size for name, size in self.sizes if name.startswith(prefix))
+
+
+def layer_prefixes(config: BertConfig) -> tuple[str, ...]:
+    return (f"{config.body}.encoder.layer.",)
+
+
+def check_family(config: BertConfig) -> None:
+    if config.model_type not in METHOD_FAMILIES:
+        raise ConfigError("model_type", config.model_type, "compute and memory under LoRA or frozen parts are "
+                          f"modelled for {', '.join(METHOD_FAMILIES)} so far (the parameters are counted for every "
+                          "family: bert-tui count)")
+
+
+def _tied(tree: ParamTree) -> dict[str, str]:
+    return {p.name: p.tied_to for p in tree.root.params() if p.tied_to}
+
+
+def _modules(tree: ParamTree) -> frozenset[str]:
+    return frozenset(p.name.rsplit(".", 1)[0] for p in tree.root.params())
+
+
+def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
+    """LoRA as peft builds it on `tree`'s class."""
+    check_family(config)
+    if lora.use_dora:
+        raise ConfigError("use_dora", True, "compute and memory under DoRA are not modelled yet (its weight norms "
+                          "add tensors of their own); the parameters are counted")
+    adapted = adapt(tree, config, lora)
+    embedding = [name for name in adapted.targets if name.endswith("embeddings")]
+    if embedding:
+        raise ConfigError("target_modules", embedding[0], "LoRA on an embedding is counted but its step is not "
+                          "modelled yet")
+    trained: set[str] = set()
+    sizes: list[tuple[str, int]] = []
+    adapters = adapter_tensors = 0
+    for param in adapted.params:
+        name = param.name.removeprefix(PREFIX)
+        if param.role in ("lora_A", "lora_B", "magnitude"):
+            adapters += param.numel
+            adapter_tensors += 1
+        elif param.role == "copy":
+            name = name.replace(".modules_to_save.default.", ".")
+        elif param.role == "base":
+            name = name.replace(".base_layer.", ".")
+        if param.trainable:
+            trained.add(name)
+            sizes.append((name, param.numel))
+    for name, target in _tied(tree).items():
+        if target in trained:
+            trained.add(name)
+    targets = ", ".join(sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}))
+    label = f"LoRA r={lora.r} on {targets}" + (f", dropout {lora.lora_dropout:g}" if lora.lora_dropout else "")
+    return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), lora.lora_dropout > 0,
+                  adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
+                  adapters, adapter_tensors, tuple(sizes))
+
+
+def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
+    """Parts frozen, the rest trained whole."""
+    check_family(config)
+    frozen = freeze(tree, config, spec)
+    cold = set(frozen.names)
+    if frozen.trainable == 0:
+        raise ConfigError("freeze", "everything", "nothing would train")
+    params = tree.unique_params()
+    trained = {p.name for p in params if p.name not in cold}
+    for name, target in _tied(tree).items():
+        if target in trained:
+            trained.add(name)
+    parts = [part for part, on in (("embeddings", spec.embeddings), (f"the first {spec.layers} layers", spec.layers),
+                                   ("the body", spec.body)) if on]
+    return Method(f"{' and '.join(parts)} frozen", _modules(tree), frozenset(trained), (), False, tree.total,
+                  len(params), frozen.trainable, sum(p.name not in cold for p in params), 0, 0,
+                  tuple((p.name, p.numel) for p in params if p.name not in cold))
