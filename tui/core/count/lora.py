@@ -291,6 +291,11 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     if wanted == ALL_LINEAR:
         excluded = _output_layer(config, modules, task)
         wanted_names: set[str] | None = set(linear) - excluded
+        for key in linear:  # peft adapts it, then cannot save the LoRA layer whole (a TypeError)
+            if key in wanted_names and any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
+                raise ConfigError("target_modules", ALL_LINEAR, f"adapts {key}, which {task or 'modules_to_save'} "
+                                  f"also saves whole: peft refuses it (modules_to_save cannot wrap a LoRA layer); "
+                                  f"name the modules to adapt instead")
     else:
         wanted_names = None
     found: list[str] = []
@@ -323,16 +328,17 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
 
 def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | None) -> set[str]:
     """What `all-linear` leaves out: the output embeddings (an LM head's decoder over V), else for sequence
-    classification the model's own `score` or `classifier`."""
+    classification the Linear modules of the model's own `score` or `classifier`."""
     lm = config.head in ("mlm", "causal-lm") or (config.head == "pretraining" and config.model_type != "electra")
     if lm:
         return {name for name, module in modules.items() if module.kind == "linear" and module.params[0].name
                 .endswith(".weight") and module.params[0].shape[0] == config.vocab_size and not name.startswith(
                     f"{config.body}.")}
-    if task == "SEQ_CLS":
+    if task == "SEQ_CLS":  # the head's Linear modules: RoBERTa's `classifier` holds two
         for name in SEQ_CLS_HEAD_NAMES:
-            if name in modules:
-                return {name}
+            found = {key for key in modules if key == name or key.startswith(f"{name}.")}
+            if found:
+                return found
     return set()
 
 
