@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import BertConfig, ConfigError
-from .tree import ParamTree
+from .tree import Param, ParamTree
 
 _LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
 
@@ -38,13 +38,18 @@ def freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Frozen:
                           "times): the first k cannot be frozen apart")
     if spec.body and config.head == "none":
         raise ConfigError("freeze_body", True, f"{config.hf_class} has no head: nothing would train")
+    def part_frozen(param: Param) -> bool:
+        layer = _LAYER.search(param.name)
+        return (spec.body and param.group != "head") or (spec.embeddings and param.group == "embeddings") or (
+            param.group == "encoder" and layer is not None and int(layer.group(1)) < spec.layers)
+
+    # A tied tensor is one Parameter: freezing the part that holds either name freezes both (XLM-R's MLM head
+    # yields the decoder's name first, so freezing the embeddings freezes that decoder weight).
+    tied_cold = {p.tied_to for p in tree.tied_params() if part_frozen(p)}
     trainable = frozen = 0
     names = []
     for param in tree.unique_params():
-        layer = _LAYER.search(param.name)
-        cold = (spec.body and param.group != "head") or (spec.embeddings and param.group == "embeddings") or (
-            param.group == "encoder" and layer is not None and int(layer.group(1)) < spec.layers)
-        if cold:
+        if part_frozen(param) or param.name in tied_cold:
             frozen += param.count
             names.append(param.name)
         else:

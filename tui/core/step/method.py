@@ -111,6 +111,8 @@ def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
 def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
     """Parts frozen, the rest trained whole."""
     check_family(config)
+    if not (spec.embeddings or spec.layers or spec.body):
+        raise ConfigError("freeze", "nothing", "freezes no part: without a method the step is full fine-tuning")
     frozen = freeze(tree, config, spec)
     cold = set(frozen.names)
     if frozen.trainable == 0:
@@ -125,3 +127,8 @@ def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
     return Method(f"{' and '.join(parts)} frozen", _modules(tree), frozenset(trained), (), False, tree.total,
                   len(params), frozen.trainable, sum(p.name not in cold for p in params), 0, 0,
                   tuple((p.name, p.numel) for p in params if p.name not in cold))
+
+
+def method_of(tree: ParamTree, config: BertConfig, how: Lora | Freeze) -> Method:
+    """The step's view of LoRA or of frozen parts on `tree`'s class."""
+    return of_lora(tree, config, how) if isinstance(how, Lora) else of_freeze(tree, config, how)

@@ -1,0 +1,147 @@
+"""The step of a fine-tuning method (LoRA as peft runs it, parts frozen) against torch, to the FLOP and the byte.
+
+tests/fixtures/compute_methods.json is written by tests/fixtures/generate_methods.py (the `verify` extra and peft):
+FLOPs from FlopCounterMode on the meta device, the activations saved for backward from saved_tensors_hooks by
+component on CPU, and the bytes of weights, gradients and optimizer states after one real step, for each family's
+heads × precision × attention × padding mask under LoRA (with and without dropout, with biases, on the attention
+and the FFN Linear layers) and under frozen embeddings, layers and bodies, plus seeded random cases.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.core import BertConfig
+from tui.core.config import FAMILY_HEADS, HEADS, ConfigError
+from tui.core.count.families import build_tree
+from tui.core.count.frozen import Freeze
+from tui.core.count.lora import Lora, adapt
+from tui.core.step.compute import compute
+from tui.core.step.method import METHOD_FAMILIES, Method, method_of
+from tui.core.step.workload import PRECISIONS, Workload
+
+from .test_fixtures_regenerate import script
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GENERATOR = FIXTURES / "generate_methods.py"
+
+
+@cache
+def cases() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads((FIXTURES / "compute_methods.json").read_text(encoding="utf-8"))["cases"])
+
+
+def case_id(case: dict[str, Any]) -> str:
+    c, w = case["config"], case["workload"]
+    how = next(iter(case["method"]))
+    keys = ",".join(f"{k}={v}" for k, v in case["method"][how].items())
+    mask = "-mask" if w["padding_mask"] else ""
+    return (f"{c.get('model_type', 'bert')}-{c['head']}-H{c['hidden_size']}-b{w['batch']}s{w['seq']}-"
+            f"{w['precision']}-{w['attention']}{mask}-{how}({keys})")
+
+
+def method(config: BertConfig, spec: dict[str, Any]) -> Method:
+    return method_of(build_tree(config), config, script(GENERATOR).how_of(spec))
+
+
+def build(case: dict[str, Any]) -> tuple[Any, Method]:
+    config = BertConfig(**case["config"])
+    chosen = method(config, case["method"])
+    return compute(config, Workload(**case["workload"]), method=chosen), chosen
+
+
+@pytest.mark.parametrize("case", cases(), ids=case_id)
+def test_core_matches_torch_under_the_method(case: dict[str, Any]) -> None:
+    (result, _), measured = build(case), case["measured"]
+    assert (result.flops_forward, result.flops_backward) == (measured["flops"]["forward"],
+                                                             measured["flops"]["backward"])
+    ours = {k: v for k, v in result.flops_by_component().items() if v}
+    assert ours == measured["flops"]["forward_by_component"]
+    assert result.activations_by_component() == measured["activations"]["by_component"]
+    assert (result.weights, result.gradients, result.optimizer) == (measured["weights"], measured["gradients"],
+                                                                     measured["optimizer"])
+
+
+def test_the_generator_lists_exactly_the_fixtures_cases_in_order() -> None:
+    recorded = [{key: case[key] for key in ("config", "workload", "method")} for case in cases()]
+    assert script(GENERATOR).case_list() == recorded
+
+
+def test_the_fixture_covers_every_family_head_precision_and_method() -> None:
+    seen = {(c["config"].get("model_type", "bert"), c["config"]["head"], c["workload"]["precision"],
+             json.dumps(c["method"], sort_keys=True)) for c in cases()}
+    specs = {json.dumps(spec, sort_keys=True) for spec in script(GENERATOR).SPECS}
+    for family in METHOD_FAMILIES:
+        heads = HEADS if family == "bert" else FAMILY_HEADS[family]
+        assert {head for f, head, _, _ in seen if f == family} == set(heads), family
+    assert {precision for f, _, precision, _ in seen if f == "bert"} == set(PRECISIONS)
+    for head in HEADS:  # every method BERT's head can run, under fp32 and amp-bf16
+        for spec in specs:
+            if head != "none" or "body" not in spec:
+                assert {p for f, h, p, s in seen if (f, h, s) == ("bert", head, spec)} >= {"fp32", "amp-bf16"}
+
+
+def test_the_methods_trainable_parameters_are_peft_s() -> None:
+    config = BertConfig(head="sequence-classification")
+    lora = Lora(r=8, target_modules=("query", "value"))
+    chosen = method(config, {"lora": {"r": 8, "target_modules": ["query", "value"]}})
+    adapted = adapt(build_tree(config), config, lora)
+    assert (chosen.trainable, chosen.parameters) == (adapted.trainable, adapted.total)
+    assert chosen.adapters == 2 * 12 * 2 * 8 * 768  # A (r × H) and B (H × r) on query and value, 12 layers
+
+
+def test_lora_trains_fewer_bytes_than_the_full_step_and_keeps_the_weights() -> None:
+    config = BertConfig(head="sequence-classification")
+    workload = Workload(batch=8, seq=128, precision="amp-bf16")
+    full = compute(config, workload)
+    lora = compute(config, workload, method=method(config, {"lora": {"r": 8, "target_modules": ["query", "value"]}}))
+    assert lora.gradients < full.gradients / 100 and lora.optimizer < full.optimizer / 100
+    assert lora.weights > full.weights  # the model whole, and the adapters beside it
+    assert lora.flops_forward > full.flops_forward  # the adapters' products
+    assert lora.flops_backward < full.flops_backward  # no weight gradient for the frozen Linear layers
+
+
+@pytest.mark.parametrize(("family", "head", "workload", "spec", "field"), [
+    ("bert", "sequence-classification", {}, {"lora": {"use_dora": True, "target_modules": ["query"]}}, "use_dora"),
+    ("bert", "none", {}, {"lora": {"target_modules": ["word_embeddings", "query"]}}, "target_modules"),
+    ("bert", "sequence-classification", {"checkpointing": True}, {"lora": {"target_modules": ["query"]}},
+     "checkpointing"),
+    ("electra", "sequence-classification", {}, {"lora": {"target_modules": ["query"]}}, "model_type"),
+    ("bert", "mlm", {}, {"freeze": {}}, "freeze"),
+    ("bert", "none", {}, {"freeze": {"body": True}}, "freeze_body"),
+    ("bert", "token-classification", {}, {"lora": {"target_modules": "all-linear"}}, "target_modules"),
+])
+def test_what_the_step_does_not_model_is_refused_by_name(family: str, head: str, workload: dict[str, Any],
+                                                         spec: dict[str, Any], field: str) -> None:
+    config = BertConfig(model_type=family, head=head)
+    with pytest.raises(ConfigError) as refused:
+        compute(config, Workload(batch=2, seq=8, **workload), method=method(config, spec))
+    assert refused.value.field == field
+
+
+def test_a_frozen_body_keeps_no_layer_activations() -> None:
+    config = BertConfig(head="sequence-classification")
+    result = compute(config, Workload(batch=4, seq=64), method=method(config, {"freeze": {"body": True}}))
+    assert not any(k.startswith("layer.") and v for k, v in result.activations_by_component().items())
+    assert result.gradients == 4 * sum(size for _, size in result.method.sizes)  # the head alone, in float32
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_frozen_count_is_what_torch_computes_gradients_for(precision: str) -> None:
+    """`count --freeze-*`'s trainable elements against the gradients torch held after the step (4 or 2 bytes
+    each): tied tensors included (XLM-R's MLM head yields the decoder's name, which frozen embeddings freeze)."""
+    from tui.core.count.frozen import freeze
+
+    checked = set()
+    for case in cases():
+        if "freeze" in case["method"] and case["workload"]["precision"] == precision:
+            config = BertConfig(**case["config"])
+            trainable = freeze(build_tree(config), config, Freeze(**case["method"]["freeze"])).trainable
+            assert trainable * (4 if precision == "fp32" else 2) == case["measured"]["gradients"], case_id(case)
+            checked.add((config.model_type, config.head))
+    assert ("xlm-roberta", "mlm") in checked or precision == "bf16"
