@@ -291,7 +291,8 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     if wanted == ALL_LINEAR:
         excluded = _output_layer(config, modules, task)
         wanted_names: set[str] | None = set(linear) - excluded
-        for key in (k for k in linear if k not in excluded):  # peft adapts it, then cannot save the LoRA layer whole (a TypeError)
+        # peft adapts it, then cannot save the LoRA layer whole (a TypeError)
+        for key in (k for k in linear if k not in excluded):
             if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
                 raise ConfigError("target_modules", ALL_LINEAR, f"adapts {key}, which {task or 'modules_to_save'} "
                                   f"also saves whole: peft refuses it (modules_to_save cannot wrap a LoRA layer); "
