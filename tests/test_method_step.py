@@ -145,3 +145,70 @@ def test_the_frozen_count_is_what_torch_computes_gradients_for(precision: str) -
             assert trainable * (4 if precision == "fp32" else 2) == case["measured"]["gradients"], case_id(case)
             checked.add((config.model_type, config.head))
     assert ("xlm-roberta", "mlm") in checked or precision == "bf16"
+
+
+# The CLI ---------------------------------------------------------------------------------------------------------
+def run_json(*argv: str) -> dict[str, Any]:
+    from .clirun import run
+
+    code, out, err = run(*argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_compute_takes_the_method_and_says_what_trains_as_count_does() -> None:
+    argv = ("roberta-base", "--head", "sequence-classification", "--lora-r", "8", "--lora-targets", "query,value")
+    data = run_json("compute", *argv, "--batch", "8", "--seq", "256", "--precision", "amp-bf16")
+    counted = run_json("count", *argv)
+    assert (data["parameters"], data["trainable"]) == (counted["total"], counted["trainable"]) == (125_534_212,
+                                                                                                  887_042)
+    config = BertConfig(model_type="roberta", head="sequence-classification", vocab_size=50265,
+                        max_position_embeddings=514, type_vocab_size=1)
+    core = compute(config, Workload(batch=8, seq=256, precision="amp-bf16", device="cuda"),
+                   method=method(config, {"lora": {"r": 8, "target_modules": ["query", "value"]}}))
+    assert data["method"] == "LoRA r=8 on query, value"
+    assert data["flops"]["forward"] == core.flops_forward and data["memory_bytes"]["peak"] == core.peak
+    assert list(data["activations_by_component"]) == [*(f"layer.{i}" for i in range(12)), "head"]
+    assert "trainable" not in run_json("compute", "roberta-base", "--batch", "8", "--seq", "256")
+
+
+def test_a_frozen_step_is_cheaper_than_the_full_one_on_the_command_line() -> None:
+    full = run_json("compute", "bert-base-uncased", "--head", "mlm", "--batch", "8", "--seq", "128")
+    cold = run_json("compute", "bert-base-uncased", "--head", "mlm", "--batch", "8", "--seq", "128",
+                    "--freeze-embeddings", "--freeze-layers", "6")
+    assert cold["flops"]["backward"] < full["flops"]["backward"]
+    assert cold["memory_bytes"]["activations"] < full["memory_bytes"]["activations"]
+    assert cold["fits"][0]["max_batch"] >= full["fits"][0]["max_batch"]
+    assert all(cold["activations_by_component"].get(f"layer.{i}", 0) == 0 for i in range(5))
+
+
+def test_an_adapter_folder_computes_with_its_own_lora() -> None:
+    data = run_json("compute", str(FIXTURES / "adapters" / "roberta-token"), "--batch", "4", "--seq", "16")
+    assert data["method"] == "LoRA r=2 on query, value" and data["model"] == "RobertaForTokenClassification"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
+    (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
+    (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
+    (["electra-base-discriminator", "--lora-r", "4"], "--model-type electra"),
+    ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "use_dora True (adapter_config.json)"),
+    ([str(FIXTURES / "adapters" / "bert-seqcls-ia3")], "the adapter folder holds IA3"),
+    ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
+])
+def test_compute_refuses_what_it_does_not_model_in_one_line(argv: list[str], words: str) -> None:
+    from .clirun import run
+
+    code, out, err = run("compute", *argv, "--batch", "2", "--seq", "8")
+    assert code == 2 and not out and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("spec", script(GENERATOR).SPECS, ids=lambda spec: json.dumps(spec))
+def test_the_method_s_text_fits_80_columns(spec: dict[str, Any]) -> None:
+    from tui.formats.compute import compute_text
+
+    config = BertConfig(head="sequence-classification")
+    for workload in (Workload(batch=8, seq=128, precision="amp-bf16", device="cuda"), Workload(batch=2, seq=16)):
+        text = compute_text(compute(config, workload, method=method(config, spec)), "bert-base-uncased")
+        assert max(len(line) for line in text.splitlines()) <= 80
+        assert method(config, spec).label in text

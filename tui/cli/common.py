@@ -93,8 +93,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, say(f"{self.prog}: error: {printable(message)} (see {self.prog} --help)") + "\n")
 
 
+FLAG_OF = {"use_dora": "--dora", "target_modules": "--lora-targets"}  # fields whose flag is not their name
+
+
 def flag(field: str) -> str:
-    return "--" + field.replace("_", "-")
+    return FLAG_OF.get(field, "--" + field.replace("_", "-"))
 
 
 def as_typed(field: str, value: object) -> str:

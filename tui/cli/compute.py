@@ -11,15 +11,20 @@ from ..plain import printable, say
 from .common import (
     Parser,
     UsageError,
+    add_lora,
     add_model,
     add_overrides,
     add_source,
     as_typed,
+    freeze_of,
+    ia3_of,
+    lora_of,
     resolve,
 )
 
 
 def build_parser() -> Parser:
+    from ..core.step.method import METHOD_FAMILIES
     from ..core.step.steps import STEPS
     from ..core.step.workload import (
         ATTENTIONS,
@@ -46,11 +51,19 @@ def build_parser() -> Parser:
         "--batch 32 --seq 128 --format json\n  bert-tui compute google-bert/bert-base-uncased --batch 8 --seq 512 "
         "--checkpointing"
         "\n  bert-tui compute deberta-v3-base --head sequence-classification --batch 8 --seq 512 "
-        "--precision amp-bf16",
+        "--precision amp-bf16"
+        "\n  bert-tui compute roberta-base --head sequence-classification --lora-r 8 --lora-targets query,value "
+        "--precision amp-bf16\n  bert-tui compute bert-base-uncased --head mlm --freeze-embeddings "
+        "--freeze-layers 6\n\n"
+        "With a fine-tuning method (--lora-*, --freeze-*, or a PEFT adapter folder as MODEL) the step is the "
+        f"method's, measured against peft and torch for {', '.join(METHOD_FAMILIES)}: what trains, what each "
+        "frozen or adapted module keeps, the adapters' FLOPs. IA3, DoRA, LoRA on embeddings and checkpointing "
+        "with a method are refused by name (bert-tui count counts their parameters).",
     )
     add_model(parser)
     add_source(parser, checkpoint=False)
     add_overrides(parser)
+    add_lora(parser)
     group = parser.add_argument_group("workload")
     group.add_argument("--batch", metavar="B", help="b: sequences per step (examples, for multiple choice); default 32")
     group.add_argument("--seq", metavar="S", help="s: tokens per sequence (at most max_position_embeddings); default 128")
@@ -86,7 +99,10 @@ DEFAULT_WORKLOAD = {"batch": 32, "seq": 128, "choices": 4}  # as the explorer's 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     from ..core.config import parse_int
+    from ..core.count.families import build_tree
+    from ..core.count.lora import Ia3
     from ..core.step.compute import compute
+    from ..core.step.method import method_of
     from ..core.step.workload import Workload
     from ..core.units import parse_size
     from ..formats.compute import (
@@ -96,7 +112,18 @@ def run(argv: Sequence[str]) -> int:
         compute_text,
     )
 
+    lora, cold = lora_of(args), freeze_of(args)
+    if ia3_of(args) is not None:
+        raise UsageError("--ia3: compute and memory under IA3 are not modelled yet; its parameters are counted "
+                         "(bert-tui count --ia3)")
     selection = resolve(args)
+    if (lora is not None or cold is not None) and selection.lora is not None:
+        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-* and "
+                         "--freeze-* flags")
+    how = lora or cold or selection.lora
+    if isinstance(how, Ia3):
+        raise UsageError("the adapter folder holds IA3: its compute and memory are not modelled yet; its "
+                         "parameters are counted (bert-tui count)")
     gpu_memory = None
     if args.gpu_memory is not None:
         try:
@@ -109,10 +136,13 @@ def run(argv: Sequence[str]) -> int:
         workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
                             checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
-        result = compute(selection.config, workload, gpu_memory)
+        method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
+        result = compute(selection.config, workload, gpu_memory, method=method)
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
         if error.field in dict(selection.config.step_keys):
             raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
+        if selection.lora is not None and error.field in ("use_dora", "target_modules"):
+            raise UsageError(f"{error.field} {error.value} (adapter_config.json): {error.rule}") from None
         raise UsageError(f"{as_typed(error.field, error.value)}: {error.rule}") from None
     notes = list(selection.notes)
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]

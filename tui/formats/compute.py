@@ -39,6 +39,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "workload": workload_data(result, gpu_memory),
         "tokens": result.values["n"],
         "parameters": result.parameters,
+        **({"trainable": result.method.trainable, "method": result.method.label} if result.method else {}),
         "flops": {"forward": result.flops_forward, "backward": result.flops_backward, "step": result.flops_step,
                   "recompute": result.flops_recompute, "forward_by_component": _ordered(result.flops_by_component()),
                   "forward_one_layer": result.layer_flops(),
@@ -62,7 +63,30 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
 def convention_lines(result: Compute) -> list[str]:
     """Every convention that changes bytes in the step shown (and only those), and where the family's figures rest
     on BERT's measurements."""
-    return _workload_lines(result) + _family_lines(result.config, result.workload)
+    return _workload_lines(result) + _method_lines(result) + _family_lines(result.config, result.workload)
+
+
+def _method_lines(result: Compute) -> list[str]:
+    """What a fine-tuning method changes in the step, as peft and torch run it (measured on CPU: the FLOPs and
+    the saved tensors; the peak's rules are the full step's)."""
+    method = result.method
+    if method is None:
+        return []
+    lines = [f"{method.label}: a frozen Linear keeps nothing for its weight's gradient, and no gradient flows "
+             "into the parts before the first that trains (they keep nothing and run no backward); measured "
+             "against peft and torch (CPU)"]
+    if method.adapters:
+        if result.conventions.weight != 4 or result.workload.amp:
+            lines.append("peft keeps the adapters in float32 (autocast_adapter_dtype): 4 bytes an element for "
+                         "their weights, gradients and optimizer moments; lora_A reads a float32 copy of a "
+                         "16-bit input")
+        if method.dropout:
+            lines.append("lora_dropout > 0: each adapted module keeps a dropout mask and the dropped copy of "
+                         "its input for lora_A")
+    if result.workload.train:
+        lines.append("the peak and what fits follow the full step's rules over the method's terms (a frozen "
+                     "body's backward runs no layer); not yet checked on a GPU")
+    return lines
 
 
 def _dropout_masks(result: Compute) -> bool:
@@ -125,7 +149,39 @@ def _family_lines(config: BertConfig, workload: Workload) -> list[str]:
 
 
 def _ordered(values: dict[str, int]) -> dict[str, int]:
-    return {key: values[key] for key in sorted(values, key=lambda k: COMPONENT_ORDER.index(k))}
+    """Components in model order (under a method each layer is one: `layer.0`, `layer.1`, … where `layer` is)."""
+    def place(key: str) -> tuple[int, int]:
+        if key.startswith("layer."):
+            return COMPONENT_ORDER.index("layer"), int(key.split(".")[1])
+        return COMPONENT_ORDER.index(key), 0
+
+    return {key: values[key] for key in sorted(values, key=place)}
+
+
+def component_rows(result: Compute, values: dict[str, int]) -> list[tuple[str, int]]:
+    """Components as the tables name them, in model order: the encoder's layers with how many run, and under a
+    method consecutive layers with the same figure as one row (`layers 1–11 (11 ×)`, their sum)."""
+    rows: list[tuple[str, int]] = []
+    run: list[tuple[int, int]] = []  # (layer, figure) of consecutive layers with one figure
+
+    def close() -> None:
+        if run:
+            first, last = run[0][0], run[-1][0]
+            label = f"layer {first}" if first == last else f"layers {first}–{last} ({len(run)} ×)"
+            rows.append((label, sum(n for _, n in run)))
+            run.clear()
+
+    for component, n in _ordered(values).items():
+        if component.startswith("layer."):
+            index = int(component.split(".")[1])
+            if run and run[-1][1] != n:
+                close()
+            run.append((index, n))
+            continue
+        close()
+        rows.append((_component_label(result, component), n))
+    close()
+    return rows
 
 
 def _pct(part: int, whole: int) -> str:
@@ -150,9 +206,16 @@ def headline(result: Compute, title: str) -> str:
     if result.config.head == "multiple-choice":
         extras.append(f"{w.choices} choices")
     extras.append(f"{w.device} conventions")
-    return (f"{result.config.hf_class} · {printable(title)}\n"
-            f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens)\n"
-            + "\n".join(textwrap.wrap(", ".join(extras), WIDTH)))
+    lines = [f"{result.config.hf_class} · {printable(title)}",
+             f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens)",
+             *textwrap.wrap(", ".join(extras), WIDTH)]
+    if result.method is not None:
+        method = result.method
+        share = 100 * method.trainable / method.parameters if method.parameters else 0.0
+        said = f"{share:.2f}" if share >= 0.01 else f"{share:.2g}"
+        lines += textwrap.wrap(f"{method.label}: trains {method.trainable:,} of {method.parameters:,} parameters "
+                               f"({said} %)", WIDTH)
+    return "\n".join(lines)
 
 
 def compute_text(result: Compute, title: str) -> str:
@@ -180,10 +243,10 @@ def flops_lines(result: Compute) -> list[str]:
     by_component = _ordered(result.flops_by_component())
     forward = result.flops_forward
     lines.append("  forward by component:")
-    for component, n in by_component.items():
-        lines.append(f"    {_component_label(result, component):<20}{n:>26,}  {_pct(n, forward)}")
+    for label, n in component_rows(result, by_component):
+        lines.append(f"    {label:<20}{n:>26,}  {_pct(n, forward)}")
     layer = result.layer_flops()
-    lines.append(f"  one layer ({sum(layer.values()):,}):")
+    lines.append(f"  {_one_layer(result)} ({sum(layer.values()):,}):")
     for what, n in layer.items():
         lines.append(f"    {what:<44}{n:>22,}")
     rule = result.rule_of_thumb
@@ -192,6 +255,11 @@ def flops_lines(result: Compute) -> list[str]:
     lines.append(f"  {f'{factor} × params × tokens':<22}{rule:>26,}  {short_flops(rule):>12}")
     lines.append(f"    the rule of thumb {versus(diff, step)}")
     return lines
+
+
+def _one_layer(result: Compute) -> str:
+    """How the tables name the layer they break down: any one, or under a method the last."""
+    return "one layer" if result.method is None else f"the last layer, layer {result.values['L'] - 1}"
 
 
 def _component_label(result: Compute, component: str) -> str:
@@ -224,10 +292,10 @@ def memory_lines(result: Compute) -> list[str]:
     lines += phase_lines(result)
     if result.workload.train:
         lines.append("  activations by component (saved for backward):")
-        for component, n in _ordered(result.activations_by_component()).items():
-            lines.append(f"    {_component_label(result, component):<18}{n:>20,}  {short_bytes(n):>10}")
+        for label, n in component_rows(result, result.activations_by_component()):
+            lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
         layer = result.layer_activations()
-        lines.append(f"  one layer saves ({short_bytes(sum(layer.values()))}):")
+        lines.append(f"  {_one_layer(result)} saves ({short_bytes(sum(layer.values()))}):")
         for what, n in layer.items():
             lines += labelled(4, what, 48, f"{n:>16,}  {short_bytes(n):>10}")
     return lines

@@ -18,6 +18,8 @@ has no loss: its step's loss is the sum of its outputs, which saves nothing and 
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
@@ -326,7 +328,11 @@ def closed_forms(result: Compute) -> dict[str, str]:
     forms: dict[str, str] = {}
     for component in dict.fromkeys(t.component for t in result.flop_terms):
         forms[f"flops.forward.{component}"] = render(flops_form(result, component))
-    if result.workload.train:
+    if result.workload.train and result.method is not None:
+        forms["flops.backward"] = ("Σ forward product × the gradients it passes on (2: its input's and its "
+                                   "weight's; 1: one of them; 0: neither, a frozen part before the first that trains)"
+                                   + (" + ½ × attention products (fused backward)" if result.flops_rescore else ""))
+    elif result.workload.train:
         forms["flops.backward"] = "".join((
             "2 × forward", " − 2 × unused products" if result.flops_unused else "",
             " + L × layer forward (recompute)" if result.workload.checkpointing else "",
@@ -335,4 +341,30 @@ def closed_forms(result: Compute) -> dict[str, str]:
         forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
     if result.recompute_terms:
         forms["recompute"] = render(bytes_form(result.recompute_terms))
-    return forms
+    return _layer_runs(forms) if result.method is not None else forms
+
+
+def _layer_runs(forms: dict[str, str]) -> dict[str, str]:
+    """Under a method each layer is a component: consecutive layers with the same form as one key
+    (`activations.layer.1-11`: each of layers 1 to 11)."""
+    merged: dict[str, str] = {}
+    run: list[str] = []  # keys of consecutive layers with one form
+
+    def close() -> None:
+        if run:
+            first, last = run[0], run[-1].rsplit(".", 1)[1]
+            merged[first if len(run) == 1 else f"{first}-{last}"] = forms[first]
+            run.clear()
+
+    for key, form in forms.items():
+        layer = re.fullmatch(r"(.*)\.layer\.(\d+)", key)
+        if layer and run and run[0].rsplit(".layer.", 1)[0] == layer.group(1) and forms[run[0]] == form:
+            run.append(key)
+            continue
+        close()
+        if layer:
+            run.append(key)
+        else:
+            merged[key] = form
+    close()
+    return merged

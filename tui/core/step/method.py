@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..config import BertConfig, ConfigError
 from ..count.frozen import Freeze, freeze
 from ..count.lora import PREFIX, Lora, adapt
-from ..count.tree import ParamTree
+from ..count.tree import ParamTree, group_of
 from .flow import Trains
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
@@ -38,6 +38,12 @@ class Method:
     adapters: int  # elements of the adapters (float32 whatever the precision)
     adapter_tensors: int
     sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False)  # each trained parameter's elements
+
+    @property
+    def layers_backward(self) -> bool:
+        """Whether the backward runs through the encoder layers: something in the embeddings or the layers
+        trains (a frozen body's step runs the head's backward alone)."""
+        return any(group_of(name) in ("embeddings", "encoder") for name in self.trained)
 
     def module(self, name: str) -> Trains | None:
         if name not in self.modules:

@@ -18,6 +18,9 @@ phase here is the bytes held at its start plus its largest working set, as named
   steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
   the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch, plus the larger of one layer's live tensors and the LM head's logits.
+- a fine-tuning method (LoRA, frozen parts): the same rules over the method's terms (what its step saves, the
+  gradients and states of what trains, one layer's trained parameters); a frozen body's backward runs through no
+  layer (none of the layers' transients). These rules were measured on full steps only.
 
 Measured against real training steps on an NVIDIA H200 (torch 2.11, transformers 5.17; tests/fixtures/gpu): every
 peak within 3 % (tests/test_gpu.py). The transients were read off those measurements, phase by phase, where the
@@ -163,12 +166,14 @@ def _backward(result: Compute) -> Phase:
         held.append(("one layer recomputed", result.recompute_peak))
     held += _kept(result)
     grads = c.weight + (c.compute if amp else 0)  # under autocast a 16-bit gradient comes first, then the float32
-    transient = [("one layer's weight gradients", result.layer_parameters * grads),
-                 ("gradients of the FFN's intermediate activations", 2 * n * i * c.compute)]
-    if c.fused:
-        transient.append(("gradients of q, k, v (fused kernel)", 3 * n * h * c.compute))
-    elif amp:
-        transient.append(("gradient of the 16-bit scores", scores * c.compute))
+    transient = []
+    if result.method is None or result.method.layers_backward:  # (a frozen body: the head's backward alone)
+        transient += [("one layer's weight gradients", result.layer_parameters * grads),
+                      ("gradients of the FFN's intermediate activations", 2 * n * i * c.compute)]
+        if c.fused:
+            transient.append(("gradients of q, k, v (fused kernel)", 3 * n * h * c.compute))
+        elif amp:
+            transient.append(("gradient of the 16-bit scores", scores * c.compute))
     if _lm(result):
         # The loss's backward: a float32 log-softmax (float32 logits, or a loss that casts them up first) holds
         # the gradients of its output and of its input at once; autocast's cross-entropy over 16-bit log-softmax

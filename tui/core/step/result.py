@@ -64,13 +64,20 @@ class Compute:
     def _flops(self) -> dict[str, int]:
         return _by_component(self.flop_terms, self.values, _flops)
 
+    @property
+    def layer_component(self) -> str:
+        """The component "one layer" shows: `layer` (every layer alike), or under a method, whose layers are
+        components of their own, the last (it trains whatever the first ones freeze)."""
+        return "layer" if self.method is None else f"layer.{self.values['L'] - 1}"
+
     def layer_flops(self) -> dict[str, int]:
         """One encoder layer's forward FLOPs, product by product (Q/K/V, scores, context, output, FFN)."""
-        return {t.what: t.flops(self.values) for t in self.flop_terms if t.component == "layer"}
+        return _summed((t.what, t.flops(self.values)) for t in self.flop_terms if t.component == self.layer_component)
 
     def layer_activations(self) -> dict[str, int]:
         """What one encoder layer saves for backward, tensor by tensor (bytes)."""
-        return {t.what: t.nbytes(self.values) for t in self.saved_terms if t.component == "layer"}
+        return _summed((t.what, t.nbytes(self.values)) for t in self.saved_terms
+                       if t.component == self.layer_component)
 
     @cached_property
     def flops_forward(self) -> int:
@@ -225,6 +232,14 @@ class Compute:
                 "optimizer": self.optimizer, "activations": self.activations,
                 "recompute": self.recompute_peak, "total": self.total, "peak": self.peak,
                 "reserved_peak": self.reserved_peak}
+
+
+def _summed(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Rows by name, the same name's summed (a method's walk names a product once for each module it runs)."""
+    totals: dict[str, int] = {}
+    for what, n in rows:
+        totals[what] = totals.get(what, 0) + n
+    return totals
 
 
 def _times(term: Flop | Saved, values: dict[str, int]) -> int:
