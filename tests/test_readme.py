@@ -76,3 +76,44 @@ def test_the_cuda_peak_error_the_readme_states_is_the_recorded_one() -> None:
     assert f"{len(cases)} steps" in said
     assert (f"within {min(plain) * 100:+.1f} % to {max(plain) * 100:+.1f} % ({max(checkpointed) * 100:+.1f} % with "
             "checkpointing)").replace("-", "−") in said
+
+
+def finetune_rows() -> list[str]:
+    """The README's full-versus-LoRA table, from the core."""
+    from dataclasses import replace
+
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import Lora
+    from tui.core.step.compute import compute
+    from tui.core.step.method import method_of
+    from tui.core.step.workload import Workload
+    from tui.core.units import short_bytes, short_flops
+    from tui.presets import find_preset
+
+    rows = []
+    for name in ("bert-base-uncased", "roberta-base"):
+        config = replace(find_preset(name).config, head="sequence-classification")
+        for lora in (None, Lora(r=8, target_modules=("query", "value"))):
+            method = None if lora is None else method_of(build_tree(config), config, lora)
+            result = compute(config, Workload(batch=32, seq=256, precision="amp-bf16", device="cuda"), 24 * 2**30,
+                             method=method)
+            fits = next(fit.max_batch for fit in result.fits if fit.asked)
+            label = "full fine-tuning" if method is None else method.label
+            rows.append(f"| {name}, {label} | {result.trained[0]:,} | {short_flops(result.flops_step)} | "
+                        f"{short_bytes(result.peak)} | {fits:,} |")
+    return rows
+
+
+def test_the_fine_tuning_table_is_what_compute_says() -> None:
+    table = "\n".join(finetune_rows())
+    assert f"|---|---:|---:|---:|---:|\n{table}\n" in README
+
+
+def test_the_fine_tuning_prose_holds() -> None:
+    """'the largest batch grows by less than half' and the count of measured steps."""
+    import json
+
+    batches = [int(row.rsplit("|", 2)[1].replace(",", "")) for row in finetune_rows()]
+    assert all(1 < lora / full < 1.5 for full, lora in zip(batches[::2], batches[1::2]))
+    cases = json.loads((Path(__file__).parent / "fixtures" / "compute_methods.json").read_text(encoding="utf-8"))
+    assert f"on {len(cases['cases'])} measured steps" in " ".join(README.split())
