@@ -107,3 +107,16 @@ def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) ->
     cases = script(FIXTURES / "generate_allocation.py").CASES[part]
     recorded = fixture("allocation.json")[part]
     assert [(name, argv) for name, argv in cases] == [(case["case"], case["argv"]) for case in recorded]
+
+
+@live_marks
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
+def test_the_methods_fixture_regenerates_a_sample() -> None:
+    """Every 63rd step of compute_methods.json measured again (the whole takes a minute or more)."""
+    from tui.reference.measure import measure
+
+    recorded = fixture("compute_methods.json")["cases"]
+    grid = script(FIXTURES / "generate_methods.py").grid()
+    assert len(grid) == len(recorded)
+    for case, (config, workload, spec) in list(zip(recorded, grid))[::63]:
+        assert measure(config, workload, method=spec).as_dict() == case["measured"]
