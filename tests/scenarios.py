@@ -20,6 +20,8 @@ AUDIT_KEYS = ("a",)
 PINNED_KEYS = ("b", "tab", "tab", *"1024", "tab", *"24", "tab", *"16", "f3", "down", "down", "enter")
 # F5, then batch 8, sequence 512, precision amp-bf16 (the fourth choice), on bert-large.
 COMPUTE_KEYS = ("f5", "ctrl+u", *"8", "tab", "ctrl+u", *"512", "tab", "tab", "enter", "down", "down", "down", "enter")
+# then fine-tuning: LoRA (r 8 on query, value), seven fields further
+LORA_KEYS = (*COMPUTE_KEYS, *["tab"] * 7, "enter", "down", "enter")
 QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
 
 
@@ -82,4 +84,6 @@ SCREENSHOTS = [
              "F5: a bert-large training step at batch 8 × 512 in amp-bf16: FLOPs, memory, what fits"),
     Scenario("compute-wide", "bert-large-uncased", WIDE, COMPUTE_KEYS,
              "120×40: the Compute pane stands where the tree and totals do (F3 brings them back)"),
+    Scenario("compute-lora-wide", "roberta-base", WIDE, LORA_KEYS,
+             "the same step of roberta-base under LoRA r 8 on query and value: what trains, what it costs"),
 ]

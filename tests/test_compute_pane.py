@@ -197,3 +197,51 @@ async def test_the_loop_is_chosen_in_the_pane_and_changes_what_fits() -> None:
             assert f"{loop} loop" in result_text(app)
             shown[loop] = result_text(app)
         assert shown["hand-written"] != shown["trainer"]
+
+
+async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
+    """LoRA and frozen parts from the pane's own fields: the core's figures for that method, a refusal inline
+    with the last valid figures kept, the method's fields shown only with it."""
+    from textual.widgets import Select, Switch
+
+    from tui.core.count.families import build_tree
+    from tui.core.count.frozen import Freeze
+    from tui.core.count.lora import Lora
+    from tui.core.step.method import method_of
+
+    catalog = load_catalog()
+    config = catalog.get("roberta-base").config
+    app = make_app(catalog, config, title="roberta-base", preset="roberta-base")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        assert not app.query_one("#lora-row").display and not app.query_one("#freeze-row").display
+        app.query_one("#method", Select).value = "lora"
+        await pilot.pause()
+        assert app.query_one("#lora-row").display
+        workload = Workload(batch=32, seq=128, device="cuda")
+        lora = compute(config, workload, method=method_of(build_tree(config), config, Lora(r=8, target_modules=(
+            "query", "value"))))
+        assert "LoRA r=8 on query, value: trains 294,912 of" in result_text(app)
+        assert short_bytes(lora.total) in result_text(app)
+        app.query_one("#lora_r", Input).value = "0"
+        await pilot.pause()
+        assert "lora_r 0: must be a whole number between 1" in error_text(app)
+        assert "stale" in result_text(app) and short_bytes(lora.total) in result_text(app)
+        app.query_one("#lora_r", Input).value = "8"
+        app.query_one("#lora_targets", Input).value = "nope"
+        await pilot.pause()
+        assert "target_modules nope: matches no module of RobertaModel" in error_text(app)
+        app.query_one("#method", Select).value = "freeze"
+        await pilot.pause()
+        assert app.query_one("#freeze-row").display and not app.query_one("#lora-row").display
+        frozen = compute(config, workload, method=method_of(build_tree(config), config, Freeze(embeddings=True)))
+        assert not error_text(app) and short_bytes(frozen.total) in result_text(app)
+        assert "embeddings frozen: trains" in result_text(app)
+        app.query_one("#freeze_body", Switch).value = True
+        await pilot.pause()
+        assert "freeze_body True: RobertaModel has no head" in error_text(app)
+        app.query_one("#method", Select).value = "full"
+        await pilot.pause()
+        assert not error_text(app) and "trains" not in result_text(app)
+        assert short_bytes(compute(config, workload).total) in result_text(app)

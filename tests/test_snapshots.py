@@ -15,6 +15,7 @@ from .scenarios import (
     ALBERT_KEYS,
     AUDIT_KEYS,
     COMPUTE_KEYS,
+    LORA_KEYS,
     MODERNBERT_KEYS,
     NARROW,
     PINNED_KEYS,
@@ -107,6 +108,10 @@ class TestCompute:
     def test_compute_wide(self, snap_compare: Snap) -> None:
         """At 120×40 the Compute pane stands beside the form, where the tree and the totals do (F3 brings them back)."""
         assert snap(snap_compare, Scenario("compute", "bert-large-uncased", WIDE, COMPUTE_KEYS))
+
+    def test_compute_lora(self, snap_compare: Snap) -> None:
+        """Fine-tuning LoRA (r 8 on query, value) on roberta-base: its fields, what trains, the step's figures."""
+        assert snap(snap_compare, Scenario("compute-lora", "roberta-base", NARROW, LORA_KEYS))
 
     def test_compute_refused_sequence_is_stale(self, snap_compare: Snap) -> None:
         """A sequence longer than the positions: the message names both, the last result stays, marked stale."""

@@ -41,6 +41,8 @@ from .widgets.tabs_preview import TabsPreview
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
+    from ..core.count.frozen import Freeze
+    from ..core.count.lora import Lora
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
     from .dialogs import Opened
@@ -85,6 +87,7 @@ class MainScreen(Screen[None]):
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
+        self._how: Lora | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
         self._compute_pane: ComputePane | None = None  # mounted on the first F5
 
@@ -207,7 +210,7 @@ class MainScreen(Screen[None]):
 
     def on_compute_pane_changed(self, event: ComputePane.Changed) -> None:
         self.workload, self._workload_error = event.workload, None
-        self._gpu_memory = event.gpu_memory
+        self._gpu_memory, self._how = event.gpu_memory, event.how
         self._show_compute()
 
     def on_compute_pane_invalid(self, event: ComputePane.Invalid) -> None:
@@ -222,13 +225,16 @@ class MainScreen(Screen[None]):
         if pane is None or self.model is None or self.workload is None:
             return
         from ..core.step.compute import compute
+        from ..core.step.method import method_of
 
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
             return
         error = self._workload_error
         if error is None:
             try:
-                self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model)
+                method = None if self._how is None else method_of(self.model, self.model.config, self._how)
+                self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
+                                               method=method)
             except ConfigError as refused:
                 error = refused
         pane.show_error(error)

@@ -210,12 +210,18 @@ def headline(result: Compute, title: str) -> str:
              f"{what} at batch {w.batch:,} × sequence {w.seq:,} ({result.values['n']:,} tokens)",
              *textwrap.wrap(", ".join(extras), WIDTH)]
     if result.method is not None:
-        method = result.method
-        share = 100 * method.trainable / method.parameters if method.parameters else 0.0
-        said = f"{share:.2f}" if share >= 0.01 else f"{share:.2g}"
-        lines += textwrap.wrap(f"{method.label}: trains {method.trainable:,} of {method.parameters:,} parameters "
-                               f"({said} %)", WIDTH)
+        lines += textwrap.wrap(method_line(result), WIDTH)
     return "\n".join(lines)
+
+
+def method_line(result: Compute) -> str:
+    """What a fine-tuning method trains, in one sentence ("" without one)."""
+    method = result.method
+    if method is None:
+        return ""
+    share = 100 * method.trainable / method.parameters if method.parameters else 0.0
+    said = f"{share:.2f}" if share >= 0.01 else f"{share:.2g}"
+    return f"{method.label}: trains {method.trainable:,} of {method.parameters:,} parameters ({said} %)"
 
 
 def compute_text(result: Compute, title: str) -> str:
@@ -246,7 +252,7 @@ def flops_lines(result: Compute) -> list[str]:
     for label, n in component_rows(result, by_component):
         lines.append(f"    {label:<20}{n:>26,}  {_pct(n, forward)}")
     layer = result.layer_flops()
-    lines.append(f"  {_one_layer(result)} ({sum(layer.values()):,}):")
+    lines.append(f"  {one_layer(result)} ({sum(layer.values()):,}):")
     for what, n in layer.items():
         lines.append(f"    {what:<44}{n:>22,}")
     rule = result.rule_of_thumb
@@ -257,7 +263,7 @@ def flops_lines(result: Compute) -> list[str]:
     return lines
 
 
-def _one_layer(result: Compute) -> str:
+def one_layer(result: Compute) -> str:
     """How the tables name the layer they break down: any one, or under a method the last."""
     return "one layer" if result.method is None else f"the last layer, layer {result.values['L'] - 1}"
 
@@ -295,7 +301,7 @@ def memory_lines(result: Compute) -> list[str]:
         for label, n in component_rows(result, result.activations_by_component()):
             lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
         layer = result.layer_activations()
-        lines.append(f"  {_one_layer(result)} saves ({short_bytes(sum(layer.values()))}):")
+        lines.append(f"  {one_layer(result)} saves ({short_bytes(sum(layer.values()))}):")
         for what, n in layer.items():
             lines += labelled(4, what, 48, f"{n:>16,}  {short_bytes(n):>10}")
     return lines

@@ -1,5 +1,6 @@
-"""The Compute pane: a workload's fields (batch, sequence, precision, optimizer, checkpointing, loop) and what the
-core says a training step costs: FLOPs, memory by kind with bars, and the largest batch that fits common GPUs.
+"""The Compute pane: a workload's fields (batch, sequence, precision, optimizer, checkpointing, loop, and the
+fine-tuning method: full, LoRA or parts frozen) and what the core says a training step costs: FLOPs, memory by
+kind with bars, and the largest batch that fits common GPUs.
 
 Like the config form, the pane only reads its fields into a `Workload` (the core validates it) and posts
 `ComputePane.Changed` or `ComputePane.Invalid`; the app asks the core and hands the result back to `show`.
@@ -16,6 +17,8 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import ConfigError
 from ...core.config import parse_int
+from ...core.count.frozen import Freeze
+from ...core.count.lora import ALL_LINEAR, Lora
 from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
 from ...core.step.workload import (
@@ -28,22 +31,25 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import labelled, versus
+from ...formats.compute import labelled, method_line, one_layer, versus
 from ...plain import plain
 from .field_input import FieldInput
 
 KINDS = ("weights", "gradients", "optimizer", "activations")
 BAR = 20
+METHODS = (("full", "full"), ("LoRA", "lora"), ("parts frozen", "freeze"))
 
 
 class ComputePane(VerticalScroll):
     """Workload fields above, the step's cost below. Focus order: batch, sequence, checkpointing, precision,
-    optimizer, mode, attention, padding mask, GPU memory."""
+    optimizer, mode, attention, padding mask, GPU memory, loop, fine-tuning (and its own fields)."""
 
     class Changed(Message):
-        def __init__(self, workload: Workload, gpu_memory: int | None = None) -> None:
+        def __init__(self, workload: Workload, gpu_memory: int | None = None,
+                     how: Lora | Freeze | None = None) -> None:
             self.workload = workload
             self.gpu_memory = gpu_memory  # one more size for the fits table (bytes), if typed
+            self.how = how  # the fine-tuning method (None: full fine-tuning)
             super().__init__()
 
     class Invalid(Message):
@@ -87,11 +93,52 @@ class ComputePane(VerticalScroll):
         with Horizontal(classes="compute-row"):
             yield Label("loop", classes="compute-label")  # what the loop keeps through the backward: what fits
             yield Select([(loop, loop) for loop in LOOPS], allow_blank=False, value=w.loop, id="loop", compact=True)
+            yield Label("fine-tuning", classes="compute-label")
+            yield Select(METHODS, allow_blank=False, value="full", id="method", compact=True)
+        with Horizontal(classes="compute-row", id="lora-row"):  # LoRA as peft's LoraConfig takes it
+            yield Label("LoRA r", classes="compute-label")
+            yield FieldInput("8", restrict=r"[0-9]*", max_length=4, id="lora_r", compact=True)
+            yield Label("targets", classes="compute-label")
+            yield FieldInput("query,value", max_length=200, id="lora_targets", compact=True)
+        with Horizontal(classes="compute-row", id="freeze-row"):  # requires_grad_(False) on these parts
+            yield Label("freeze embeddings", classes="compute-label")
+            yield Switch(value=True, id="freeze_embeddings")
+            yield Static("on", id="freeze_embeddings-state", classes="switch-state")
+            yield Label("first layers", classes="compute-label")
+            yield FieldInput("0", restrict=r"[0-9]*", max_length=4, id="freeze_layers", compact=True)
+        with Horizontal(classes="compute-row", id="freeze-body-row"):
+            yield Label("freeze the body (only the head trains)", classes="compute-label")
+            yield Switch(value=False, id="freeze_body")
+            yield Static("off", id="freeze_body-state", classes="switch-state")
         yield Static("", id="compute-error")
         yield Static("", id="compute-result")
 
     def on_mount(self) -> None:
         self.query_one("#compute-error").display = False
+        self._show_method_rows()
+
+    def _show_method_rows(self) -> None:
+        chosen = self.query_one("#method", Select).value
+        self.query_one("#lora-row").display = chosen == "lora"
+        self.query_one("#freeze-row").display = self.query_one("#freeze-body-row").display = chosen == "freeze"
+
+    def method(self) -> Lora | Freeze | None:
+        """The fine-tuning method the fields say (None: full fine-tuning); the core checks it against the model."""
+        chosen = self.query_one("#method", Select).value
+        if chosen == "lora":
+            text = self.query_one("#lora_r", Input).value.strip()
+            if not text:
+                raise ConfigError("lora_r", text, "is empty: type the adapters' rank (8)")
+            targets = tuple(part.strip() for part in self.query_one("#lora_targets", Input).value.split(",")
+                            if part.strip())
+            if not targets:
+                raise ConfigError("targets", "", "is empty: name the modules to adapt (query,value) or all-linear")
+            return Lora(r=parse_int("lora_r", text), target_modules=ALL_LINEAR if targets == (ALL_LINEAR,) else targets)
+        if chosen == "freeze":
+            text = self.query_one("#freeze_layers", Input).value.strip() or "0"
+            return Freeze(self.query_one("#freeze_embeddings", Switch).value, parse_int("freeze_layers", text),
+                          self.query_one("#freeze_body", Switch).value)
+        return None
 
     def read(self) -> Workload:
         """The fields as a workload (CUDA conventions); the core validates."""
@@ -128,15 +175,17 @@ class ComputePane(VerticalScroll):
         event.stop()
         if isinstance(event, Switch.Changed):  # said in words too: a switch is only colour without them
             self.query_one(f"#{event.switch.id}-state", Static).update("on" if event.value else "off")
+        if isinstance(event, Select.Changed) and event.select.id == "method":
+            self._show_method_rows()
         self.refresh_state()
 
     def refresh_state(self) -> None:
         try:
-            workload, size = self.read(), self.gpu_memory()
+            workload, size, how = self.read(), self.gpu_memory(), self.method()
         except ConfigError as error:
             self.post_message(self.Invalid(error))
         else:
-            self.post_message(self.Changed(workload, size))
+            self.post_message(self.Changed(workload, size, how))
 
     def show_error(self, error: ConfigError | None) -> None:
         """The message under the fields (None clears it); the result below stays, marked stale by the app."""
@@ -166,6 +215,8 @@ def render_result(result: Compute, stale: str | None = None) -> Text:
     if runs != result.workload.attention:  # a family transformers builds without sdpa: the math path runs
         text.append(f"attention runs {runs}: {result.config.model_type} has no {result.workload.attention} "
                     "in transformers\n", style="dim")
+    if result.method is not None:
+        text.append(method_line(result) + "\n", style="bold")
     step, rule = result.flops_step, result.rule_of_thumb
     text.append("FLOPs per step  ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
@@ -212,12 +263,12 @@ def layer_breakdown(result: Compute) -> Text:
     """One encoder layer, as `bert-tui compute` prints it: FLOPs product by product, bytes tensor by tensor."""
     text = Text()
     flops = result.layer_flops()
-    text.append(f"\none layer: {short_flops(sum(flops.values()))} forward\n", style="bold")
+    text.append(f"\n{one_layer(result)}: {short_flops(sum(flops.values()))} forward\n", style="bold")
     for what, n in flops.items():
         text.append("\n".join(labelled(2, what, 44, f"{short_flops(n):>14}")) + "\n")
     saved = result.layer_activations()
     if saved:
-        text.append(f"one layer saves {short_bytes(sum(saved.values()))} for backward\n", style="bold")
+        text.append(f"{one_layer(result)} saves {short_bytes(sum(saved.values()))} for backward\n", style="bold")
         for what, n in saved.items():
             text.append("\n".join(labelled(2, what, 44, f"{short_bytes(n):>14}")) + "\n")
     return text
