@@ -206,7 +206,7 @@ def test_ia3_on_the_command_line_gives_peft_s_figures_and_refuses_mixing() -> No
 
 FREEZES = [("bert", "sequence-classification"), ("distilbert", "token-classification"),
            ("modernbert", "sequence-classification"), ("deberta-v2", "question-answering"),
-           ("mpnet", "mlm"), ("electra", "sequence-classification")]
+           ("mpnet", "mlm"), ("electra", "sequence-classification"), ("electra-projected", "pretraining")]
 
 
 @pytest.mark.live
@@ -221,8 +221,11 @@ def test_parts_frozen_train_what_torch_trains(family: str, head: str) -> None:
     from tui.core.config import MODEL_TYPES
     from tui.core.count.frozen import Freeze, freeze
 
+    projected = family == "electra-projected"  # E ≠ H: its projection sits beside the embeddings, and trains
+    family = family.removesuffix("-projected")
     config = BertConfig(**{**SMALL_CONFIG, "model_type": family, "head": head,
-                           **({"type_vocab_size": 0} if family == "deberta-v2" else {})})
+                           **({"type_vocab_size": 0} if family == "deberta-v2" else {}),
+                           **({"embedding_size": 8} if projected else {})})
     for spec in (Freeze(embeddings=True), Freeze(layers=2), Freeze(body=True), Freeze(True, 1)):
         with torch.device("meta"):
             model = build_family_model(config)

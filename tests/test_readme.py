@@ -117,3 +117,13 @@ def test_the_fine_tuning_prose_holds() -> None:
     assert all(1 < lora / full < 1.5 for full, lora in zip(batches[::2], batches[1::2]))
     cases = json.loads((Path(__file__).parent / "fixtures" / "compute_methods.json").read_text(encoding="utf-8"))
     assert f"on {len(cases['cases'])} measured steps" in " ".join(README.split())
+
+
+def test_the_peft_case_count_the_readme_states_is_the_fixtures() -> None:
+    import json
+
+    cases = json.loads((Path(__file__).parent / "fixtures" / "peft_params.json").read_text(encoding="utf-8"))["cases"]
+    lora = sum(1 for case in cases if case.get("method") != "ia3")
+    ia3 = len(cases) - lora
+    said = " ".join(README.split())
+    assert f"on {lora} configurations over every family, and {ia3} IA3 ones" in said

@@ -153,7 +153,8 @@ def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) 
         body.requires_grad_(False)
     if spec.get("embeddings"):
         body.embeddings.requires_grad_(False)
-    for layer in list(body.encoder.layer)[:spec.get("layers", 0)]:
+    stack = body.transformer.layer if config.model_type == "distilbert" else body.encoder.layer
+    for layer in list(stack)[:spec.get("layers", 0)]:
         layer.requires_grad_(False)
     return model
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import BertConfig, ConfigError
-from .tree import Param, ParamTree
+from .tree import Param, ParamTree, strip_body
 
 _LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
 
@@ -40,7 +40,10 @@ def freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Frozen:
         raise ConfigError("freeze_body", True, f"{config.hf_class} has no head: nothing would train")
     def part_frozen(param: Param) -> bool:
         layer = _LAYER.search(param.name)
-        return (spec.body and param.group != "head") or (spec.embeddings and param.group == "embeddings") or (
+        # the embeddings as people freeze them: `body.embeddings.requires_grad_(False)` (not ELECTRA's projection,
+        # which counts with the embeddings but sits beside them)
+        embeddings = strip_body(param.name).startswith("embeddings.")
+        return (spec.body and param.group != "head") or (spec.embeddings and embeddings) or (
             param.group == "encoder" and layer is not None and int(layer.group(1)) < spec.layers)
 
     # A tied tensor is one Parameter: freezing the part that holds either name freezes both (XLM-R's MLM head

@@ -318,7 +318,13 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
         said = wanted if isinstance(wanted, str) else ", ".join(wanted)
         raise ConfigError("target_modules", said, f"matches no module of {config.hf_class} (peft refuses it); its "
                           f"Linear modules end in: {', '.join(sorted({n.rsplit('.', 1)[-1] for n in linear}))}")
-    for key in found:
+    for key in found:  # peft's `_set_trainable` then wraps it, by its text rule, and cannot (a TypeError)
+        clash = next((name for name in saved_names if key.endswith(name)), None)
+        if clash is not None:
+            said = wanted if isinstance(wanted, str) else ",".join(wanted)
+            raise ConfigError("target_modules", said, f"adapts {key}, whose name ends in {clash!r}, which "
+                              f"modules_to_save also names: peft refuses it (modules_to_save cannot wrap a LoRA "
+                              f"layer)")
         module = modules.get(key)
         if module is None or module.kind == "other":
             raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")

@@ -135,7 +135,8 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     upcast = any(isinstance(module, kinds.CrossEntropy) and module.upcast and module.classes == "V"
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
     if method is not None:
-        walked = flow.walk(method_parts(config), _step(config, workload, conventions), method)
+        walked = flow.walk(method_parts(config), _step(config, workload, conventions), method,
+                           _layout(config).names)
         return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
@@ -148,7 +149,8 @@ def method_parts(config: BertConfig) -> list[tuple[str, str, tuple[Module, ...]]
     layout = _layout(config)
     body = f"{config.body}." if config.head != "none" else ""
     parts = [("embeddings", f"{body}embeddings.", layout.embeddings)]
-    parts += [(f"layer.{i}", f"{body}encoder.layer.{i}.", layout.layer) for i in range(config.num_hidden_layers)]
+    parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer)
+              for i in range(config.num_hidden_layers)]
     if config.has_pooler:
         parts.append(("pooler", body, layout.pooler))
     parts.append(("head", "", layout.heads[config.head]))

@@ -24,12 +24,11 @@ Full fine-tuning never comes here: every module's `saves` in `kinds` is that wal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import ConfigError
-from .steps import HELD
 from .kinds import (
     Attention,
     Branch,
@@ -48,6 +47,7 @@ from .kinds import (
     SpanLoss,
     Step,
 )
+from .steps import HELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,7 @@ class Walk:
 
     training: Training
     step: Step
+    names: Mapping[str, str] = field(default_factory=dict)  # BERT's module names → the family's
     flowing: bool = False  # the hidden state requires a gradient
     inputs: dict[str, bool] = field(default_factory=dict)  # a Linear's input requires a gradient (first pass)
     kept: set[tuple[str, str]] = field(default_factory=set)  # tensors kept so far: each counts once
@@ -101,14 +102,23 @@ class Walk:
     # -- what the walk asks ------------------------------------------------------------------------------------
     def trains(self, name: str) -> Trains:
         for alternative in name.split("|"):
-            found = self.training.module(self._prefix + alternative)
+            found = self.training.module(self._resolve(alternative))
             if found is not None:
                 return found
-        raise ConfigError("fine-tuning", f"{self._prefix}{name}", "is a module the step reads and the model does not "
+        raise ConfigError("fine-tuning", self._resolve(name), "is a module the step reads and the model does not "
                           "have: compute under a fine-tuning method is not modelled for this class")
 
+    def _resolve(self, name: str) -> str:
+        """A module's full name: under the component's prefix, `../` one level up (ELECTRA's projection sits
+        beside its embeddings), in the family's own words."""
+        name = self.names.get(name, name)
+        prefix = self._prefix
+        while name.startswith("../"):
+            name, prefix = name[3:], prefix.rstrip(".").rpartition(".")[0] + "."
+        return (prefix if prefix != "." else "") + name
+
     def _full(self, name: str) -> str:
-        return self._prefix + name.split("|")[0]
+        return self._resolve(name.split("|")[0])
 
     def _once(self, key: str, shared: bool = False) -> bool:
         token = ("", key) if shared else (self._component, key)
@@ -271,13 +281,15 @@ class Walk:
         self.flowing = fq or fk or fv
 
 
-def walk(parts: list[tuple[str, str, tuple[Module, ...]]], step: Step, training: Training) -> Walk:
+def walk(parts: list[tuple[str, str, tuple[Module, ...]]], step: Step, training: Training,
+         names: Mapping[str, str] | None = None) -> Walk:
     """Walk the step's components (name, module prefix, modules) in order; twice, for the inputs the first pass
-    learns (a weight's 16-bit copy is kept when its Linear's input requires a gradient, which only the walk knows)."""
-    first = Walk(training, step)
+    learns (a weight's 16-bit copy is kept when its Linear's input requires a gradient, which only the walk knows).
+    `names`: the family's names for the modules the shared constants name as BERT does."""
+    first = Walk(training, step, dict(names or {}))
     for component, prefix, modules in parts:
         first.component(component, prefix, modules)
-    second = Walk(training, step, inputs=first.inputs)
+    second = Walk(training, step, dict(names or {}), inputs=first.inputs)
     for component, prefix, modules in parts:
         second.component(component, prefix, modules)
     return second

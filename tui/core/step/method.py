@@ -9,6 +9,7 @@ trained whole (`modules_to_save`) is a copy in the model's own dtype.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..config import BertConfig, ConfigError
@@ -18,7 +19,8 @@ from ..count.tree import ParamTree, group_of
 from .flow import Trains
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
-METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert")
+METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
+_LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")  # an encoder layer's parameter, and its index
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,12 @@ class Method:
 
     def layer_trainable(self, config: BertConfig) -> int:
         """The most elements one encoder layer trains (its weight gradients: a backward transient)."""
-        return max((self._trainable_under(f"{prefix}{i}.") for prefix in layer_prefixes(config)
-                    for i in range(config.num_hidden_layers)), default=0)
-
-    def _trainable_under(self, prefix: str) -> int:
-        return sum(size for name, size in self.sizes if name.startswith(prefix))
-
-
-def layer_prefixes(config: BertConfig) -> tuple[str, ...]:
-    return (f"{config.body}.encoder.layer.",)
+        per_layer: dict[str, int] = {}
+        for name, size in self.sizes:
+            layer = _LAYER.search(name)
+            if layer is not None:
+                per_layer[layer.group(1)] = per_layer.get(layer.group(1), 0) + size
+        return max(per_layer.values(), default=0)
 
 
 def check_family(config: BertConfig) -> None:

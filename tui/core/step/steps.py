@@ -50,17 +50,18 @@ ROBERTA_EMBEDDINGS: Modules = (INPUT_IDS, Lookup("token_type_embeddings", "token
                                                  ("n",)),
                                Lookup("position_embeddings", "position ids (counted from the padding index)", ("n",)),
                                *EMBEDDINGS_NORM)
-DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, *EMBEDDINGS_NORM)
+DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, Lookup("position_embeddings"), *EMBEDDINGS_NORM)
 # MPNet: RoBERTa's positions without token types, and the encoder's relative position buckets (one s × s table
 # of ids, looked up in `relative_attention_bias` once for every layer).
 MPNET_EMBEDDINGS: Modules = (INPUT_IDS, ROBERTA_EMBEDDINGS[2], *EMBEDDINGS_NORM,
                              Keep("relative position buckets (s × s ids)", ("s", "s"), 8))
 # ELECTRA: BERT's embeddings E wide, projected to H when E ≠ H.
 ELECTRA_EMBEDDINGS: Modules = (
-    INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8),
-    Norm("LayerNorm", width="E", size="residual"), Drop("dropout mask", ("n", "E"), "residual"),
+    INPUT_IDS, Lookup("token_type_embeddings", "token type ids (one row, broadcast)", ("s",)),
+    Lookup("position_embeddings"),
+    Norm("LayerNorm", width="E", size="residual", module="LayerNorm"), Drop("dropout mask", ("n", "E"), "residual"),
     Linear("embedding projection E → H", "n", "E", "H", input="projection input (the embeddings)", size="residual",
-           weight="16-bit copy of the projection weight", when=("project",)),
+           weight="16-bit copy of the projection weight", when=("project",), names=("../embeddings_project",)),
 )
 
 # One encoder layer ----------------------------------------------------------------------------------------------
@@ -94,7 +95,13 @@ FFN: Modules = (
 )
 BERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, *ADD_AND_NORM, *FFN)
 # DistilBERT adds the attention's output to its input with no dropout between.
-DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION, Norm("attention LayerNorm"), *FFN)
+DISTILBERT_LAYER: Modules = (*AMP_LAYER_COPIES, *ATTENTION,
+                              Norm("attention LayerNorm", module="attention.output.LayerNorm"), *FFN)
+DISTILBERT_NAMES = {  # its modules, where the layer's constants name BERT's; its LM head's
+    QKV[0]: "attention.q_lin", QKV[1]: "attention.k_lin", QKV[2]: "attention.v_lin", OUT: "attention.out_lin",
+    "attention.output.LayerNorm": "sa_layer_norm", UP: "ffn.lin1", DOWN: "ffn.lin2",
+    "output.LayerNorm": "output_layer_norm", "cls.predictions.transform.dense": "vocab_transform",
+    "cls.predictions.transform.LayerNorm": "vocab_layer_norm", "cls.predictions.decoder": "vocab_projector"}
 
 # ALBERT: no dropout in its embeddings and encoder (p = 0), the E → H mapping always runs, its FFN's activation is
 # `gelu_new` (the tanh form, built of elementwise ops that keep four tensors the size of its input).
@@ -249,6 +256,10 @@ class StepLayout:
     # mean pooling); elsewhere the setting changes nothing and is no reason to refuse
     modelled_keys: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     unused: tuple[Unused, ...] = ()  # parameters it builds and its step leaves without a gradient
+    # Where its modules are, for a fine-tuning method's walk (`flow`): the encoder layers' container, and the
+    # family's name for each module the shared constants name as BERT does (DistilBERT's `attention.q_lin`).
+    layer_prefix: str = "encoder.layer"
+    names: Mapping[str, str] = field(default_factory=dict)
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -269,34 +280,40 @@ ROBERTA_HEADS: dict[str, Modules] = {
 }
 # DistilBERT's classifiers: `pre_classifier` on the first token, ReLU, dropout, the classifier.
 DISTILBERT_CLASSIFIER: Modules = (
-    *FIRST_TOKEN[:2], Keep("last hidden state (kept whole by the first token's view)", ("n", "H"), "stream",
-                           when=("!cast_inputs",)),
-    Linear("pre_classifier", "b'", "H", "H", weight=None),
+    *first_token("pre_classifier")[:2],
+    Keep("last hidden state (kept whole by the first token's view)", ("n", "H"), "stream", when=("!cast_inputs",),
+         for_weights=("pre_classifier",), storage=HELD),
+    Linear("pre_classifier", "b'", "H", "H", weight=None, names=("pre_classifier",), x="stream", held=HELD),
     Keep("ReLU output", ("b'", "H")),
     Drop("dropout mask", ("b'", "H")),
 )
 DISTILBERT_HEADS: dict[str, Modules] = {
     "none": (),
     "mlm": lm_head(),
-    "sequence-classification": (*DISTILBERT_CLASSIFIER, Linear("classifier", "b'", "H", "N", input="classifier input"),
-                                *LABEL_LOSS),
-    "multiple-choice": (*DISTILBERT_CLASSIFIER, Linear("choice classifier", "b'", "H", "1", input="classifier input"),
-                        CrossEntropy(("b",), "C")),
+    "sequence-classification": (*DISTILBERT_CLASSIFIER, Linear("classifier", "b'", "H", "N", input="classifier input",
+                                                               names=CLASSIFIER), *LABEL_LOSS),
+    "multiple-choice": (*DISTILBERT_CLASSIFIER, Linear("choice classifier", "b'", "H", "1", input="classifier input",
+                                                       names=CLASSIFIER), CrossEntropy(("b",), "C")),
     "token-classification": TOKENS,
     "question-answering": (Drop("dropout mask", ("n", "H"), "stream"),
-                           Linear("start/end classifier", "n", "H", "2", input="classifier input", size="stream"),
-                           SpanLoss()),
+                           Linear("start/end classifier", "n", "H", "2", input="classifier input", size="stream",
+                                  names=("qa_outputs",)), SpanLoss()),
 }
 # ELECTRA: the generator's LM head is E wide; the discriminator scores every token (binary cross-entropy).
+SUMMARY = "sequence_summary.summary"
+ELECTRA_NAMES = {"cls.predictions.transform.dense": "generator_predictions.dense",
+                 "cls.predictions.transform.LayerNorm": "generator_predictions.LayerNorm",
+                 "cls.predictions.decoder": "generator_lm_head"}
 ELECTRA_HEADS: dict[str, Modules] = {
     "none": (),
     "mlm": lm_head("E"),
     "causal-lm": lm_head("E", causal=True),
     "pretraining": (
         Linear("discriminator dense", "n", "H", "H", input="discriminator input (last hidden state)",
-               size="stream"),
+               size="stream", names=("discriminator_predictions.dense",)),
         Keep("discriminator GELU input", ("n", "H")),
-        Linear("discriminator prediction", "n", "H", "1", input="prediction input (GELU output)"),
+        Linear("discriminator prediction", "n", "H", "1", input="prediction input (GELU output)",
+               names=("discriminator_predictions.dense_prediction",)),
         Keep("logits (binary cross-entropy input)", ("n",), "loss"),
         Keep("labels as float32", ("n",), 4),
     ),
@@ -304,10 +321,11 @@ ELECTRA_HEADS: dict[str, Modules] = {
     "token-classification": TOKENS,
     "question-answering": SPANS,
     "multiple-choice": (
-        Linear("sequence summary", "b'", "H", "H", weight=None), *FIRST_TOKEN,
+        Linear("sequence summary", "b'", "H", "H", weight=None, names=(SUMMARY,), x="stream", held=HELD),
+        *first_token(SUMMARY),
         Keep("summary GELU input", ("b'", "H")),
         Drop("dropout mask", ("b'", "H")),
-        Linear("choice classifier", "b'", "H", "1", input="classifier input"),
+        Linear("choice classifier", "b'", "H", "1", input="classifier input", names=CLASSIFIER),
         CrossEntropy(("b",), "C"),
     ),
 }
@@ -489,8 +507,10 @@ STEPS: dict[str, StepLayout] = {
     "roberta": ROBERTA,
     "xlm-roberta": ROBERTA,
     "camembert": ROBERTA,
-    "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS),
+    "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS, layer_prefix="transformer.layer",
+                             names=DISTILBERT_NAMES),
     "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, projection="E≠H", mask_after_projection=True,
+                          names=ELECTRA_NAMES,
                           refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded "
                                             "tokens (a count the config cannot tell): not modelled; run it without "
                                             "a padding mask",
