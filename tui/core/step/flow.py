@@ -87,6 +87,7 @@ class Walk:
     flops: list[Flop] = field(default_factory=list)
     saves: list[Saved] = field(default_factory=list)
     _qkv: tuple[bool, bool, bool] = (False, False, False)
+    scores_bias: bool = False  # a trained bias joins every layer's scores
     _prefix: str = ""
     _component: str = ""
 
@@ -145,7 +146,10 @@ class Walk:
             trains = self.trains(module.module).weight
             if trains and module.what:
                 self._save(step, module.what, module.factors, module.size)
-            self.flowing |= trains
+            if module.feeds == "scores":  # a position bias every layer adds to its scores (MPNet's)
+                self.scores_bias = trains
+            else:
+                self.flowing |= trains
         elif isinstance(module, Norm):
             norm = self.trains(module.module) if module.module else Trains()
             if self.flowing or norm.output:
@@ -250,7 +254,7 @@ class Walk:
             raise ConfigError("fine-tuning", "attention", "this family's attention is not modelled under a "
                               "fine-tuning method yet")
         fq, fk, fv = self._qkv
-        scores = fq or fk
+        scores = fq or fk or self.scores_bias
         c, workload = step.c, step.workload
         one_kernel = c.fused or (not attention.dropout and workload.attention == "sdpa" and workload.train)
         flops = list(attention.flops(step.component))
@@ -278,7 +282,7 @@ class Walk:
                                "heads")
             self._flop(step, flops[0].what, flops[0].factors, 1, fq + fk, attention=True)
             self._flop(step, flops[1].what, flops[1].factors, 1, scores + fv, attention=True)
-        self.flowing = fq or fk or fv
+        self.flowing = scores or fv
 
 
 def walk(parts: list[tuple[str, str, tuple[Module, ...]]], step: Step, training: Training,

@@ -140,6 +140,7 @@ class Lookup(SavesOnly):
     factors: tuple[str, ...] = ()
     size: Size = 8
     when: When = ()
+    feeds: str = "stream"  # what its output joins: the hidden state, or every layer's attention "scores" (MPNet's)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         if self.what:

@@ -19,7 +19,7 @@ from ..count.tree import ParamTree, group_of
 from .flow import Trains
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
-METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
+METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet")
 _LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")  # an encoder layer's parameter, and its index
 
 

@@ -54,7 +54,8 @@ DISTILBERT_EMBEDDINGS: Modules = (INPUT_IDS, Lookup("position_embeddings"), *EMB
 # MPNet: RoBERTa's positions without token types, and the encoder's relative position buckets (one s × s table
 # of ids, looked up in `relative_attention_bias` once for every layer).
 MPNET_EMBEDDINGS: Modules = (INPUT_IDS, ROBERTA_EMBEDDINGS[2], *EMBEDDINGS_NORM,
-                             Keep("relative position buckets (s × s ids)", ("s", "s"), 8))
+                             Lookup("../encoder.relative_attention_bias", "relative position buckets (s × s ids)",
+                                    ("s", "s"), feeds="scores"))
 # ELECTRA: BERT's embeddings E wide, projected to H when E ≠ H.
 ELECTRA_EMBEDDINGS: Modules = (
     INPUT_IDS, Lookup("token_type_embeddings", "token type ids (one row, broadcast)", ("s",)),
@@ -498,6 +499,8 @@ MODERNBERT_HEADS: dict[str, Modules] = {
     "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "C"),), "index"),
 }
 
+MPNET_NAMES = {QKV[0]: "attention.attn.q", QKV[1]: "attention.attn.k", QKV[2]: "attention.attn.v",
+               OUT: "attention.attn.o", "attention.output.LayerNorm": "attention.LayerNorm"}
 MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
     "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
 
@@ -522,6 +525,7 @@ STEPS: dict[str, StepLayout] = {
                                            lambda c, w: c.num_labels if c.head == "pretraining" and c.num_labels != 2
                                            and w.train else None),)),
     "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
+                        names=MPNET_NAMES,
                         no_checkpointing="MPNet's layers are not checkpointable"),
     "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
                              first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
