@@ -192,6 +192,8 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
     (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
     (["albert-base-v2", "--lora-r", "4"], "--model-type albert"),
+    (["electra-small-discriminator", "--lora-r", "4", "--precision", "amp-bf16"],
+     "--device cuda: with LoRA r=4 on query, value: electra's embedding projection under CUDA autocast"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "use_dora True (adapter_config.json)"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-ia3")], "the adapter folder holds IA3"),
     ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
