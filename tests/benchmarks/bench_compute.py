@@ -20,7 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tui.core import BertConfig, build_tree  # noqa: E402
+from tui.core.count.lora import Lora  # noqa: E402
 from tui.core.step.compute import compute  # noqa: E402
+from tui.core.step.method import method_of  # noqa: E402
 from tui.core.step.workload import Workload  # noqa: E402
 
 Row = tuple[str, float, float, str]
@@ -60,6 +62,15 @@ def measure(runs: int) -> list[Row]:
     deberta_tree = build_tree(DEBERTA)
     deberta_count = median_seconds(lambda: build_tree(DEBERTA).total, runs)
     deberta = median_seconds(lambda: compute(DEBERTA, WORKLOAD, tree=deberta_tree).memory(), runs)
+    lora_rows = []
+    for config, label in ((BertConfig(head="sequence-classification"), "bert-base"), (CONFIG, "1,000 layers")):
+        edits = iter(range(10**9))  # a config not seen before each call, as a size field's edit gives
+        new_count = median_seconds(lambda: build_tree(config.replace(vocab_size=30522 + next(edits))).total, runs)
+        with_lora = median_seconds(lambda: _lora_step(config.replace(vocab_size=30522 + next(edits))), runs,
+                                   calls=50 if label == "bert-base" else 2)
+        lora_rows += [(f"core: count {label}, a new config each call (baseline)", new_count, 1.0, ""),
+                      (f"core: {label} under LoRA r=8 on query, value: the method and its step, a new config each "
+                       "call", with_lora, with_lora / new_count, "a walk over every layer")]
     deep_count = median_seconds(lambda: build_tree(DEEP_LM).total, runs)
     deep_fits = median_seconds(lambda: compute(DEEP_LM, WORKLOAD, 24 << 30).fits, runs, calls=5)
     return [
@@ -77,7 +88,14 @@ def measure(runs: int) -> list[Row]:
         ("core: DeBERTa-v3, count 1,000 layers (baseline)", deberta_count, 1.0, ""),
         ("core: DeBERTa-v3, compute a step at 1,000 layers, tree counted", deberta, deberta / deberta_count,
          "goal ≤ 1.5× its count"),
+        *lora_rows,
     ]
+
+
+def _lora_step(config: BertConfig) -> int:
+    tree = build_tree(config)
+    method = method_of(tree, config, Lora(r=8, target_modules=("query", "value")))
+    return compute(config, replace(WORKLOAD, checkpointing=False), tree=tree, method=method).peak
 
 
 def main() -> int:

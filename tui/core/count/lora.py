@@ -330,7 +330,8 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
             raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")
         if any(p.tied_to for p in module.params):
             raise ConfigError("target_modules", key, "holds a tied tensor: LoRA on it is not modelled")
-    return sorted(found, key=list(modules).index)
+    position = {name: index for index, name in enumerate(modules)}
+    return sorted(found, key=position.__getitem__)
 
 
 def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | None) -> set[str]:

@@ -24,7 +24,7 @@ Full fine-tuning never comes here: every module's `saves` in `kinds` is that wal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -72,6 +72,22 @@ class Training(Protocol):
 
     def module(self, name: str) -> Trains | None: ...
 
+    def layer_key(self, prefix: str) -> Hashable:
+        """What of the modules under `prefix` (an encoder layer) trains, comparable between layers."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """What walking one encoder layer gave: its terms, the flow it recorded for its Linears' inputs (names under
+    `prefix`), and the flow it left."""
+
+    prefix: str
+    saves: tuple[Saved, ...]
+    flops: tuple[Flop, ...]
+    inputs: tuple[tuple[str, bool], ...]
+    flowing: bool
+
 
 @dataclass
 class Walk:
@@ -90,15 +106,36 @@ class Walk:
     scores_bias: bool = False  # a trained bias joins every layer's scores
     _prefix: str = ""
     _component: str = ""
+    _layers: dict[tuple[object, ...], _Walked] = field(default_factory=dict)  # an encoder layer's walk, by entry
 
     def component(self, component: str, prefix: str, modules: tuple[Module, ...]) -> None:
-        """Walk `modules` as `component`, whose modules are named under `prefix`."""
+        """Walk `modules` as `component`, whose modules are named under `prefix`. An encoder layer that enters as
+        one walked before did (the hidden state's flow, and what of it trains, alike) does what that one did:
+        its terms are copied, not walked again (a deep model's layers are mostly alike)."""
         self._component, self._prefix = component, prefix
-        here = Step(self.step.workload, self.step.c, self.step.facts, component)
-        for module in modules:
-            if here.holds(module.when):
-                self._module(module, here)
-        self.ends["encoder" if component.startswith("layer.") else component] = self.flowing
+        layer = component.startswith("layer.")
+        key = (self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer else None
+        if key is not None and key in self._layers:
+            self._replay(self._layers[key], component, prefix)
+        else:
+            saves, flops, inputs = len(self.saves), len(self.flops), set(self.inputs)
+            here = Step(self.step.workload, self.step.c, self.step.facts, component)
+            for module in modules:
+                if here.holds(module.when):
+                    self._module(module, here)
+            if key is not None:
+                self._layers[key] = _Walked(prefix, tuple(self.saves[saves:]), tuple(self.flops[flops:]),
+                                            tuple((k, self.inputs[k]) for k in self.inputs if k not in inputs),
+                                            self.flowing)
+        self.ends["encoder" if layer else component] = self.flowing
+
+    def _replay(self, walked: _Walked, component: str, prefix: str) -> None:
+        self.saves += [Saved(component, t.what, t.factors, t.size, t.coef, t.batch_one) for t in walked.saves]
+        self.flops += [Flop(component, t.what, t.factors, t.coef, t.attention, t.backward, t.recomputed, t.grads)
+                       for t in walked.flops]
+        for name, flowing in walked.inputs:
+            self.inputs[prefix + name.removeprefix(walked.prefix)] = flowing
+        self.flowing = walked.flowing
 
     # -- what the walk asks ------------------------------------------------------------------------------------
     def trains(self, name: str) -> Trains:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..config import BertConfig, ConfigError
 from ..count.frozen import Freeze, freeze
@@ -50,7 +51,32 @@ class Method:
     def module(self, name: str) -> Trains | None:
         if name not in self.modules:
             return None
-        return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, dict(self.ranks).get(name, 0))
+        return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, self._rank.get(name, 0))
+
+    @cached_property
+    def _rank(self) -> dict[str, int]:
+        return dict(self.ranks)
+
+    def layer_key(self, prefix: str) -> tuple[frozenset[str], frozenset[tuple[str, int]]]:
+        """What trains under `prefix` (an encoder layer's), named from there: alike for layers that train alike."""
+        return self._by_layer.get(prefix, (frozenset(), frozenset()))
+
+    @cached_property
+    def _by_layer(self) -> dict[str, tuple[frozenset[str], frozenset[tuple[str, int]]]]:
+        trained: dict[str, set[str]] = {}
+        ranks: dict[str, set[tuple[str, int]]] = {}
+        for name in self.trained:
+            layer = _LAYER.search(name)
+            if layer is not None:
+                cut = layer.end()
+                trained.setdefault(name[:cut], set()).add(name[cut:])
+        for name, rank in self.ranks:
+            layer = _LAYER.search(name + ".")
+            if layer is not None:
+                cut = layer.end()
+                ranks.setdefault(name[:cut], set()).add((name[cut:], rank))
+        return {prefix: (frozenset(trained.get(prefix, ())), frozenset(ranks.get(prefix, ())))
+                for prefix in {*trained, *ranks}}
 
     def layer_trainable(self, config: BertConfig) -> int:
         """The most elements one encoder layer trains (its weight gradients: a backward transient)."""
