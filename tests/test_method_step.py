@@ -61,10 +61,18 @@ def test_core_matches_torch_under_the_method(case: dict[str, Any]) -> None:
     assert (result.flops_forward, result.flops_backward) == (measured["flops"]["forward"],
                                                              measured["flops"]["backward"])
     ours = {k: v for k, v in result.flops_by_component().items() if v}
-    assert ours == measured["flops"]["forward_by_component"]
+    theirs = measured["flops"]["forward_by_component"]
+    if case["config"].get("model_type") == "albert":  # torch names its stored layers, the core each run
+        ours, theirs = (_layers_summed(flops) for flops in (ours, theirs))
+    assert ours == theirs
     assert result.activations_by_component() == measured["activations"]["by_component"]
     assert (result.weights, result.gradients, result.optimizer) == (measured["weights"], measured["gradients"],
                                                                      measured["optimizer"])
+
+
+def _layers_summed(by_component: dict[str, int]) -> dict[str, int]:
+    layers = sum(n for k, n in by_component.items() if k.startswith("layer."))
+    return {**{k: n for k, n in by_component.items() if not k.startswith("layer.")}, "layers": layers}
 
 
 def test_the_generator_lists_exactly_the_fixtures_cases_in_order() -> None:
@@ -111,7 +119,7 @@ def test_lora_trains_fewer_bytes_than_the_full_step_and_keeps_the_weights() -> N
     ("bert", "none", {}, {"lora": {"target_modules": ["word_embeddings", "query"]}}, "target_modules"),
     ("bert", "sequence-classification", {"checkpointing": True}, {"lora": {"target_modules": ["query"]}},
      "checkpointing"),
-    ("albert", "sequence-classification", {}, {"lora": {"target_modules": ["query"]}}, "model_type"),
+    ("deberta-v2", "sequence-classification", {}, {"lora": {"target_modules": ["query_proj"]}}, "model_type"),
     ("bert", "mlm", {}, {"freeze": {}}, "freeze"),
     ("bert", "none", {}, {"freeze": {"body": True}}, "freeze_body"),
     ("bert", "token-classification", {}, {"lora": {"target_modules": "all-linear"}}, "target_modules"),
@@ -191,7 +199,7 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
     (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
     (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
-    (["albert-base-v2", "--lora-r", "4"], "--model-type albert"),
+    (["deberta-v3-base", "--lora-r", "4"], "--model-type deberta-v2"),
     (["electra-small-discriminator", "--lora-r", "4", "--precision", "amp-bf16"],
      "--device cuda: with LoRA r=4 on query, value: electra's embedding projection under CUDA autocast"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "use_dora True (adapter_config.json)"),

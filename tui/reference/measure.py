@@ -79,13 +79,18 @@ def _under_body(parts: list[str], body: str) -> list[str]:
     return parts[1:] if parts[:1] == [body] else parts
 
 
+def _module_path(module_name: str, body: str) -> list[str]:
+    """A module's name as parts under the body (a peft model's class sits under `base_model.model`)."""
+    parts = module_name.split(".")
+    if parts[:2] == ["base_model", "model"]:
+        parts = parts[2:]
+    return _under_body(parts, body)
+
+
 def component_of(module_name: str, body: str) -> str:
     """Which component of the core's breakdown a module belongs to: embeddings, layer.N, pooler or head (the
     root it lies under; a module under no root is the head's)."""
-    parts = module_name.split(".")
-    if parts[:2] == ["base_model", "model"]:  # a peft model: the class sits under base_model.model
-        parts = parts[2:]
-    parts = _under_body(parts, body)
+    parts = _module_path(module_name, body)
     for end in range(len(parts), 0, -1):
         component = _root(parts[:end])
         if component is not None:
@@ -153,7 +158,8 @@ def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) 
         body.requires_grad_(False)
     if spec.get("embeddings"):
         body.embeddings.requires_grad_(False)
-    stack = body.transformer.layer if config.model_type == "distilbert" else body.encoder.layer
+    stack = () if not spec.get("layers") else (
+        body.transformer.layer if config.model_type == "distilbert" else body.encoder.layer)
     for layer in list(stack)[:spec.get("layers", 0)]:
         layer.requires_grad_(False)
     return model
@@ -289,7 +295,7 @@ def _module_stack(model: Any) -> Iterator[list[str]]:
 def _layer_runs(model: Any, body: str) -> Iterator[list[int]]:
     """How many times a stored layer has run so far, less one (ALBERT runs its G·K stored layers L times)."""
     runs = [-1]
-    roots = {name: _root(_under_body(name.split("."), body)) for name, _ in model.named_modules()}
+    roots = {name: _root(_module_path(name, body)) for name, _ in model.named_modules()}
     handles = [module.register_forward_pre_hook(lambda _module, _args: runs.__setitem__(0, runs[0] + 1))
                for name, module in model.named_modules() if (roots[name] or "").count(".") == 2]
     try:

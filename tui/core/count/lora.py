@@ -77,6 +77,10 @@ class Lora:
                 except re.error as problem:
                     raise ConfigError("target_modules", self.target_modules, f"is not a regular expression: "
                                       f"{problem}") from None
+            if self.layers_to_transform is not None:
+                raise ConfigError("target_modules", self.target_modules, "is a string (all-linear or a regular "
+                                  "expression), which peft refuses with layers_to_transform (--lora-layers): name "
+                                  "the modules instead")
         elif self.target_modules is not None and not self.target_modules:
             raise ConfigError("target_modules", "", "is empty: name the modules to adapt (e.g. query,value)")
         for key, _ in self.rank_pattern:

@@ -147,17 +147,23 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
 
 
-def method_parts(config: BertConfig) -> list[tuple[str, str, tuple[Module, ...]]]:
+def method_parts(config: BertConfig) -> list[flow.Part]:
     """The components a step under a method walks, each layer apart (they train differently), with the prefix
     their modules' names have."""
     layout = _layout(config)
     body = f"{config.body}." if config.head != "none" else ""
-    parts = [("embeddings", f"{body}embeddings.", layout.embeddings)]
-    parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer)
-              for i in range(config.num_hidden_layers)]
+    parts: list[flow.Part] = [("embeddings", f"{body}embeddings.", layout.embeddings, "")]
+    if layout.shared_layers:  # ALBERT: run i of L takes group i·G/L, whose K stored layers run in turn
+        groups, inner = config.num_hidden_groups, config.inner_group_num
+        parts += [(f"layer.{i * inner + k}", f"{body}encoder.albert_layer_groups.{g}.albert_layers.{k}.",
+                   layout.run, f"layer.{i * inner + k}") for i in range(config.num_hidden_layers)
+                  for g in (i * groups // config.num_hidden_layers,) for k in range(inner)]
+    else:
+        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer, "")
+                  for i in range(config.num_hidden_layers)]
     if config.has_pooler:
-        parts.append(("pooler", body, layout.pooler))
-    parts.append(("head", "", layout.heads[config.head]))
+        parts.append(("pooler", body, layout.pooler, ""))
+    parts.append(("head", "", layout.heads[config.head], ""))
     return parts
 
 

@@ -106,15 +106,18 @@ class Walk:
     scores_bias: bool = False  # a trained bias joins every layer's scores
     _prefix: str = ""
     _component: str = ""
+    _scope: str = ""  # the component, or the run of a stored layer: what `_once` counts within
     _layers: dict[tuple[object, ...], _Walked] = field(default_factory=dict)  # an encoder layer's walk, by entry
 
-    def component(self, component: str, prefix: str, modules: tuple[Module, ...]) -> None:
-        """Walk `modules` as `component`, whose modules are named under `prefix`. An encoder layer that enters as
-        one walked before did (the hidden state's flow, and what of it trains, alike) does what that one did:
-        its terms are copied, not walked again (a deep model's layers are mostly alike)."""
-        self._component, self._prefix = component, prefix
+    def component(self, component: str, prefix: str, modules: tuple[Module, ...], run: str = "") -> None:
+        """Walk `modules` as `component`, whose modules are named under `prefix`; `run` (its name): one run of a
+        stored layer that runs several times (ALBERT's), whose weights' copies are cast once. An encoder layer that
+        enters as one walked
+        before did (the hidden state's flow, and what of it trains, alike) does what that one did: its terms are
+        copied, not walked again (a deep model's layers are mostly alike)."""
+        self._component, self._prefix, self._scope = component, prefix, run or component
         layer = component.startswith("layer.")
-        key = (self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer else None
+        key = (self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer and not run else None
         if key is not None and key in self._layers:
             self._replay(self._layers[key], component, prefix)
         else:
@@ -125,8 +128,8 @@ class Walk:
                     self._module(module, here)
             if key is not None:
                 self._layers[key] = _Walked(prefix, tuple(self.saves[saves:]), tuple(self.flops[flops:]),
-                                            tuple((k, self.inputs[k]) for k in self.inputs if k not in inputs),
-                                            self.flowing)
+                                            tuple((k.split("|", 1)[1], self.inputs[k]) for k in self.inputs
+                                                  if k not in inputs), self.flowing)
         self.ends["encoder" if layer else component] = self.flowing
 
     def _replay(self, walked: _Walked, component: str, prefix: str) -> None:
@@ -134,8 +137,12 @@ class Walk:
         self.flops += [Flop(component, t.what, t.factors, t.coef, t.attention, t.backward, t.recomputed, t.grads)
                        for t in walked.flops]
         for name, flowing in walked.inputs:
-            self.inputs[prefix + name.removeprefix(walked.prefix)] = flowing
+            self.inputs[f"{component}|{prefix}{name.removeprefix(walked.prefix)}"] = flowing
         self.flowing = walked.flowing
+
+    def _input_key(self, name: str) -> str:
+        """Where the walk records whether a Linear's input requires a gradient: by module and run."""
+        return f"{self._scope}|{self._full(name)}"
 
     # -- what the walk asks ------------------------------------------------------------------------------------
     def trains(self, name: str) -> Trains:
@@ -159,7 +166,7 @@ class Walk:
         return self._resolve(name.split("|")[0])
 
     def _once(self, key: str, shared: bool = False) -> bool:
-        token = ("", key) if shared else (self._component, key)
+        token = ("", key) if shared else (self._scope, key)
         if token in self.kept:
             return False
         self.kept.add(token)
@@ -206,8 +213,11 @@ class Walk:
             raise TypeError(f"{type(module).__name__} has no rule for a partly trained step")
 
     def _keep(self, keep: Keep, step: Step) -> None:
-        if keep.copies_of:  # one 16-bit weight copy for each Linear whose input requires a gradient
-            count = sum(self.inputs.get(self._full(name), False) for name in keep.copies_of)
+        if keep.copies_of:  # one 16-bit weight copy for each Linear whose input requires a gradient: autocast
+            # casts a weight that trains once a forward (its cache), a frozen one each time it runs
+            count = sum(self.inputs.get(self._input_key(name), False) and (
+                not self.trains(name).weight or self._once(f"{self._full(name)}: 16-bit copy", shared=True))
+                for name in keep.copies_of)
             self._save(step, keep.what, keep.factors, keep.size, keep.coef // len(keep.copies_of) * count)
         elif keep.for_weights:
             trained = sum(self.trains(name).weight for name in keep.for_weights)
@@ -225,7 +235,7 @@ class Walk:
         trains = [self.trains(name) for name in linear.names]
         flowing, amp, c = self.flowing, step.workload.amp, step.c
         for name in linear.names:
-            self.inputs[self._full(name)] = flowing
+            self.inputs[self._input_key(name)] = flowing
         weights = sum(t.weight for t in trains)
         x = step.size(linear.x if linear.x is not None else linear.size)
         rows, din, dout = linear.rows, linear.din, linear.dout
@@ -278,10 +288,11 @@ class Walk:
                 self._save(step, linear.reads or linear.held, (rows, din), x)
         elif self._once(linear.input or linear.reads or linear.what):
             self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
-        if amp and flowing:
+        # the adapters train: autocast casts them once a forward (a stored layer run again reuses the copies)
+        if amp and flowing and self._once(f"{self._full(name)}: lora_A copy", shared=True):
             self._save(step, f"{label}: 16-bit copy of lora_A", (din,), "compute", rank)
         self._save(step, f"{label}: lora_B input (tokens × r)", (rows,), c.compute if amp else 4, rank)
-        if amp:
+        if amp and self._once(f"{self._full(name)}: lora_B copy", shared=True):
             self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank)
         self._flop(step, f"{label}: lora_A", (rows, din), rank, flowing + 1)
         self._flop(step, f"{label}: lora_B", (rows, dout), rank, 2)
@@ -301,8 +312,12 @@ class Walk:
                     if saved.what == "attention context (output projection input)":
                         self._once(saved.what)
                     self.saves.append(saved)
-            for flop in flops:
-                self._flop(step, flop.what, flop.factors, flop.coef, 2 if fq or fk or fv else 0, attention=True)
+            if c.fused:  # CUDA's kernels: their backward counts every gradient (and recomputes the scores)
+                for flop in flops:
+                    self._flop(step, flop.what, flop.factors, flop.coef, 2 if fq or fk or fv else 0, attention=True)
+            else:  # the CPU's flash kernel: FlopCounterMode counts the products of the gradients asked for
+                self._flop(step, flops[0].what, flops[0].factors, 1, fq + fk, attention=True)
+                self._flop(step, flops[1].what, flops[1].factors, 1, scores + fv, attention=True)
         else:
             self._save(step, "queries, keys, values (split into heads)", ("n", "H"), "heads", fk + fq + scores)
             softmax = c.softmax
@@ -322,15 +337,17 @@ class Walk:
         self.flowing = scores or fv
 
 
-def walk(parts: list[tuple[str, str, tuple[Module, ...]]], step: Step, training: Training,
-         names: Mapping[str, str] | None = None) -> Walk:
+Part = tuple[str, str, tuple[Module, ...], str]  # a component, its modules' prefix, its modules, its run ("": none)
+
+
+def walk(parts: list[Part], step: Step, training: Training, names: Mapping[str, str] | None = None) -> Walk:
     """Walk the step's components (name, module prefix, modules) in order; twice, for the inputs the first pass
     learns (a weight's 16-bit copy is kept when its Linear's input requires a gradient, which only the walk knows).
     `names`: the family's names for the modules the shared constants name as BERT does."""
     first = Walk(training, step, dict(names or {}))
-    for component, prefix, modules in parts:
-        first.component(component, prefix, modules)
+    for component, prefix, modules, run in parts:
+        first.component(component, prefix, modules, run)
     second = Walk(training, step, dict(names or {}), inputs=first.inputs)
-    for component, prefix, modules in parts:
-        second.component(component, prefix, modules)
+    for component, prefix, modules, run in parts:
+        second.component(component, prefix, modules, run)
     return second

@@ -20,8 +20,9 @@ from ..count.tree import ParamTree, group_of
 from .flow import Trains
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
-METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet")
-_LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")  # an encoder layer's parameter, and its index
+METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "albert")
+# an encoder layer's parameter, and its index (ALBERT's stored layers: their group and index)
+_LAYER = re.compile(r"(?:^|\.)(?:layers?|albert_layer_groups\.\d+\.albert_layers)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Method:
         for name, size in self.sizes:
             layer = _LAYER.search(name)
             if layer is not None:
-                per_layer[layer.group(1)] = per_layer.get(layer.group(1), 0) + size
+                per_layer[name[:layer.end()]] = per_layer.get(name[:layer.end()], 0) + size
         return max(per_layer.values(), default=0)
 
 

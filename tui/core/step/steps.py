@@ -122,16 +122,29 @@ ALBERT_STORED: Modules = (
     Keep("16-bit copies of the FFN weights (one set per stored layer)", ("S", "H", "I"), coef=2, when=("amp",)),
 )
 ALBERT_LAYER: Modules = (
-    AMP_LAYER_COPIES[0], *ATTENTION[:2], Attention(dropout=False), ATTENTION[3], Norm("attention LayerNorm"),
-    Linear("feed-forward up (ffn)", "n", "H", "I", input="FFN input (attention LayerNorm output)", weight=None),
+    AMP_LAYER_COPIES[0], *ATTENTION[:2], Attention(dropout=False), ATTENTION[3],
+    Norm("attention LayerNorm", module="attention.output.LayerNorm"),
+    Linear("feed-forward up (ffn)", "n", "H", "I", input="FFN input (attention LayerNorm output)", weight=None,
+           names=(UP,), x="stream"),
     *gelu_new("", "I"),
-    Linear("feed-forward down (ffn_output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None),
-    Norm("full-layer LayerNorm"),
+    Linear("feed-forward down (ffn_output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None,
+           names=(DOWN,)),
+    Norm("full-layer LayerNorm", module="output.LayerNorm"),
 )
+# Under a method, each run of a stored layer: autocast casts a weight that trains once a forward (its cache keeps
+# leaves that require a gradient), a frozen one at every run.
+ALBERT_RUN: Modules = (*AMP_LAYER_COPIES[1:], *ALBERT_LAYER)
+ALBERT_NAMES = {QKV[0]: "attention.query", QKV[1]: "attention.key", QKV[2]: "attention.value", OUT: "attention.dense",
+                "attention.output.LayerNorm": "attention.LayerNorm", UP: "ffn", DOWN: "ffn_output",
+                "output.LayerNorm": "full_layer_layer_norm", "pooler.dense": "pooler",
+                "cls.predictions.transform.dense": "predictions.dense",
+                "cls.predictions.transform.LayerNorm": "predictions.LayerNorm",
+                "cls.predictions.decoder": "predictions.decoder"}
 ALBERT_EMBEDDINGS: Modules = (
-    INPUT_IDS, Keep("token type ids (one row, broadcast)", ("s",), 8), Norm("LayerNorm", width="E", size="residual"),
+    INPUT_IDS, Lookup("token_type_embeddings", "token type ids (one row, broadcast)", ("s",)),
+    Lookup("position_embeddings"), Norm("LayerNorm", width="E", size="residual", module="LayerNorm"),
     Linear("embedding mapping E → H", "n", "E", "H", input="mapping input (the embeddings)", size="residual",
-           weight="16-bit copy of the mapping weight"),
+           weight="16-bit copy of the mapping weight", names=("../encoder.embedding_hidden_mapping_in",)),
 )
 
 # The pooler and the heads ---------------------------------------------------------------------------------------
@@ -261,6 +274,7 @@ class StepLayout:
     # family's name for each module the shared constants name as BERT does (DistilBERT's `attention.q_lin`).
     layer_prefix: str = "encoder.layer"
     names: Mapping[str, str] = field(default_factory=dict)
+    run: Modules = ()  # a run of a stored layer under a method, where `stored` keeps what it keeps once (ALBERT's)
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -335,8 +349,9 @@ ALBERT_HEADS: dict[str, Modules] = {
     "none": (),
     "mlm": lm_head("E", gelu=gelu_new("LM transform ", "E")),
     "pretraining": (*lm_head("E", gelu=gelu_new("LM transform ", "E")),
-                    Drop("sentence-order dropout mask", ("b'", "H")),
-                    Linear("sentence-order classifier", "b'", "H", "N", input="classifier input"),
+                    Branch("pooler"), Drop("sentence-order dropout mask", ("b'", "H")),
+                    Linear("sentence-order classifier", "b'", "H", "N", input="classifier input",
+                           names=("sop_classifier.classifier",)),
                     CrossEntropy(("b",), "N", "sentence-order ")),
     **{head: BERT_HEADS[head] for head in ("sequence-classification", "token-classification", "question-answering",
                                            "multiple-choice")},
@@ -519,6 +534,7 @@ STEPS: dict[str, StepLayout] = {
                                             "a padding mask",
                                             lambda c, w: w.padded and w.train and c.head == "pretraining" or None),)),
     "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED, projection="always",
+                         names=ALBERT_NAMES, run=ALBERT_RUN,
                          shared_layers=True, no_checkpointing="its layers are shared, run L times",
                          refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores"
                                            " two at a time (view(-1, 2)): a step runs with 2 only",
