@@ -19,7 +19,6 @@ has no loss: its step's loss is the sum of its outputs, which saves nothing and 
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
@@ -33,7 +32,7 @@ from .kinds import Flop, Module, Saved, Step
 from .method import Method
 from .peak import max_batch, phases, stranded
 from .result import Compute, Fit
-from .steps import STEPS, StepLayout
+from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, STEPS, StepLayout
 from .symbols import (
     HALF_WINDOW,
     additive_mask,
@@ -76,10 +75,6 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
         raise ConfigError("seq", workload.seq, rule)
     if config.head == "multiple-choice" and workload.choices < 1:
         raise ConfigError("choices", workload.choices, "must be at least 1")
-    if method is not None and cuda_projection(config, workload):
-        raise ConfigError("device", workload.device, f"with {method.label}: {config.model_type}'s embedding "
-                          "projection under CUDA autocast hands layer 0 16-bit states, not modelled under a method "
-                          "yet; the CPU's conventions (--device cpu) and other precisions are")
     if method is not None and workload.checkpointing:
         raise ConfigError("checkpointing", True, f"with {method.label}: not modelled yet (peft makes the embeddings' "
                           "output require a gradient for it); the step without checkpointing is")
@@ -139,7 +134,7 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     upcast = any(isinstance(module, kinds.CrossEntropy) and module.upcast and module.classes == "V"
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
     if method is not None:
-        walked = flow.walk(method_parts(config), _step(config, workload, conventions), method,
+        walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
                            _layout(config).names)
         return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
@@ -147,9 +142,9 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
 
 
-def method_parts(config: BertConfig) -> list[flow.Part]:
+def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
     """The components a step under a method walks, each layer apart (they train differently), with the prefix
-    their modules' names have."""
+    their modules' names have; layer 0 reads an embedding projection's 16-bit output under CUDA autocast."""
     layout = _layout(config)
     body = f"{config.body}." if config.head != "none" else ""
     parts: list[flow.Part] = [("embeddings", f"{body}embeddings.", layout.embeddings, "")]
@@ -161,6 +156,10 @@ def method_parts(config: BertConfig) -> list[flow.Part]:
     else:
         parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer, "")
                   for i in range(config.num_hidden_layers)]
+    if cuda_projection(config, workload):
+        component, prefix, modules, run = parts[1]
+        parts[1] = (component, prefix, tuple(PROJECTED_INPUT if m == AMP_LAYER_COPIES[0] else m for m in modules),
+                    run or component)  # (not copied to the layers after it)
     if config.has_pooler:
         parts.append(("pooler", body, layout.pooler, ""))
     parts.append(("head", "", layout.heads[config.head], ""))

@@ -74,6 +74,10 @@ AMP_LAYER_COPIES: Modules = (
     Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",), copies_of=(*QKV, OUT)),
     Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",), copies_of=(UP, DOWN)),
 )
+# Under CUDA autocast an embedding projection hands layer 0 16-bit states: its Q/K/V keep that one tensor as it
+# is, not a 16-bit copy each (a method's walk; the full step subtracts the difference: `compute.saved_terms`).
+PROJECTED_INPUT = Keep("layer 0 reads the projection's 16-bit output (one tensor for Q/K/V)", ("n", "H"),
+                       when=("cast_inputs",), for_weights=QKV)
 LAYER_INPUT = "layer input (Q/K/V projections)"
 CONTEXT = "attention context (output projection input)"
 ATTENTION: Modules = (
@@ -525,8 +529,8 @@ STEPS: dict[str, StepLayout] = {
     "roberta": ROBERTA,
     "xlm-roberta": ROBERTA,
     "camembert": ROBERTA,
-    "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS, layer_prefix="transformer.layer",
-                             names=DISTILBERT_NAMES),
+    "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS,
+                             layer_prefix="transformer.layer", names=DISTILBERT_NAMES),
     "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, projection="E≠H", mask_after_projection=True,
                           names=ELECTRA_NAMES,
                           refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded "
