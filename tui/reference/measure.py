@@ -158,8 +158,8 @@ def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) 
         body.requires_grad_(False)
     if spec.get("embeddings"):
         body.embeddings.requires_grad_(False)
-    stack = () if not spec.get("layers") else (
-        body.transformer.layer if config.model_type == "distilbert" else body.encoder.layer)
+    stacks = {"distilbert": lambda: body.transformer.layer, "modernbert": lambda: body.layers}
+    stack = () if not spec.get("layers") else stacks.get(config.model_type, lambda: body.encoder.layer)()
     for layer in list(stack)[:spec.get("layers", 0)]:
         layer.requires_grad_(False)
     return model

@@ -34,6 +34,7 @@ from .peak import max_batch, phases, stranded
 from .result import Compute, Fit
 from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, STEPS, StepLayout
 from .symbols import (
+    GLOBAL_EVERY,
     HALF_WINDOW,
     additive_mask,
     attention_run,
@@ -135,7 +136,7 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
     if method is not None:
         walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
-                           _layout(config).names)
+                           _layout(config).names, f"{config.body}." if config.head != "none" else "")
         return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
@@ -153,6 +154,11 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
         parts += [(f"layer.{i * inner + k}", f"{body}encoder.albert_layer_groups.{g}.albert_layers.{k}.",
                    layout.run, f"layer.{i * inner + k}") for i in range(config.num_hidden_layers)
                   for g in (i * groups // config.num_hidden_layers,) for k in range(inner)]
+    elif layout.walks:  # ModernBERT: layer 0 without its attention norm; global every third layer, local between
+        first, glob, local = layout.walks
+        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.",
+                   first if i == 0 else glob if i % GLOBAL_EVERY == 0 else local, "" if i else "layer.0")
+                  for i in range(config.num_hidden_layers)]
     else:
         parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer, "")
                   for i in range(config.num_hidden_layers)]

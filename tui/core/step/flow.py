@@ -47,7 +47,7 @@ from .kinds import (
     SpanLoss,
     Step,
 )
-from .steps import HELD
+from .steps import CONTEXT, HELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,7 @@ class Walk:
     training: Training
     step: Step
     names: Mapping[str, str] = field(default_factory=dict)  # BERT's module names → the family's
+    body: str = ""  # the head classes' body prefix (`model.`): a module named `@name` is under it
     flowing: bool = False  # the hidden state requires a gradient
     inputs: dict[str, bool] = field(default_factory=dict)  # a Linear's input requires a gradient (first pass)
     kept: set[tuple[str, str]] = field(default_factory=set)  # tensors kept so far: each counts once
@@ -117,16 +118,19 @@ class Walk:
         copied, not walked again (a deep model's layers are mostly alike)."""
         self._component, self._prefix, self._scope = component, prefix, run or component
         layer = component.startswith("layer.")
-        key = (self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer and not run else None
+        key = (id(modules), self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer and not run \
+            else None
         if key is not None and key in self._layers:
             self._replay(self._layers[key], component, prefix)
         else:
-            saves, flops, inputs = len(self.saves), len(self.flops), set(self.inputs)
+            saves, flops, inputs, kept = len(self.saves), len(self.flops), set(self.inputs), set(self.kept)
             here = Step(self.step.workload, self.step.c, self.step.facts, component)
             for module in modules:
                 if here.holds(module.when):
                     self._module(module, here)
-            if key is not None:
+            # a layer that kept a tensor it shares with others (a rotary table) is walked again, not copied
+            shares = any(token[0] == "" and not token[1].startswith(prefix) for token in self.kept - kept)
+            if key is not None and not shares:
                 self._layers[key] = _Walked(prefix, tuple(self.saves[saves:]), tuple(self.flops[flops:]),
                                             tuple((k.split("|", 1)[1], self.inputs[k]) for k in self.inputs
                                                   if k not in inputs), self.flowing)
@@ -157,6 +161,8 @@ class Walk:
         """A module's full name: under the component's prefix, `../` one level up (ELECTRA's projection sits
         beside its embeddings), in the family's own words."""
         name = self.names.get(name, name)
+        if name.startswith("@"):  # under the body, from a component that is not (ModernBERT's final norm)
+            return self.body + name[1:]
         prefix = self._prefix
         while name.startswith("../"):
             name, prefix = name[3:], prefix.rstrip(".").rpartition(".")[0] + "."
@@ -254,8 +260,9 @@ class Walk:
         for t in trains:
             grads = flowing + t.weight
             by_grads[grads] = by_grads.get(grads, 0) + 1
+        each = linear.coef // len(linear.names)  # products a module runs (ModernBERT's Wqkv: 3)
         for grads, count in sorted(by_grads.items()):
-            self._flop(step, linear.what, (rows, din, dout), count, grads, recomputed=linear.recomputed)
+            self._flop(step, linear.what, (rows, din, dout), count * each, grads, recomputed=linear.recomputed)
         for name, t in zip(linear.names, trains):
             if t.rank:
                 self._adapter(linear, name.split("|")[0], t.rank, x, step)
@@ -268,6 +275,7 @@ class Walk:
         """LoRA beside `linear`'s module `name`: what `lora_A` and `lora_B` keep and compute."""
         c, amp, flowing = step.c, step.workload.amp, self.flowing
         rows, din, dout = linear.rows, linear.din, linear.dout
+        wide = linear.coef // len(linear.names)  # lora_B's output is the module's: 3·H for ModernBERT's Wqkv
         # peft keeps the adapters in float32 (a 16-bit model's too) and casts a 16-bit input to their dtype first
         dtype, new = 4, x != 4
         label = f"LoRA on {name}"
@@ -293,23 +301,28 @@ class Walk:
             self._save(step, f"{label}: 16-bit copy of lora_A", (din,), "compute", rank)
         self._save(step, f"{label}: lora_B input (tokens × r)", (rows,), c.compute if amp else 4, rank)
         if amp and self._once(f"{self._full(name)}: lora_B copy", shared=True):
-            self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank)
+            self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank * wide)
         self._flop(step, f"{label}: lora_A", (rows, din), rank, flowing + 1)
-        self._flop(step, f"{label}: lora_B", (rows, dout), rank, 2)
+        self._flop(step, f"{label}: lora_B", (rows, dout), rank * wide, 2)
 
     def _attention(self, attention: Attention, step: Step) -> None:
-        if attention.values_only or attention.fused_qkv or attention.softmax32:
+        if attention.values_only:
             raise ConfigError("fine-tuning", "attention", "this family's attention is not modelled under a "
                               "fine-tuning method yet")
+        if attention.fused_qkv:  # one projection: q, k and v require a gradient together, or none does
+            self._qkv = (self.flowing,) * 3
         fq, fk, fv = self._qkv
         scores = fq or fk or self.scores_bias
         c, workload = step.c, step.workload
-        one_kernel = c.fused or (not attention.dropout and workload.attention == "sdpa" and workload.train)
+        kernel = c.fused or (not attention.dropout and workload.attention == "sdpa" and workload.train)
+        one_kernel = kernel or attention.fused_qkv  # one operation, or q, k, v one tensor: all or nothing
         flops = list(attention.flops(step.component))
-        if one_kernel:  # one operation: it keeps everything when any of q, k, v requires a gradient
+        if one_kernel:  # it keeps everything when any of q, k, v requires a gradient
             if fq or fk or fv:
                 for saved in attention.saves(step):
-                    if saved.what == "attention context (output projection input)":
+                    if saved.what == CONTEXT:  # a kernel's backward reads its output; the math path's does not
+                        if not kernel:
+                            continue  # (the output projection keeps it, for its weight: `reads`)
                         self._once(saved.what)
                     self.saves.append(saved)
             if c.fused:  # CUDA's kernels: their backward counts every gradient (and recomputes the scores)
@@ -340,14 +353,15 @@ class Walk:
 Part = tuple[str, str, tuple[Module, ...], str]  # a component, its modules' prefix, its modules, its run ("": none)
 
 
-def walk(parts: list[Part], step: Step, training: Training, names: Mapping[str, str] | None = None) -> Walk:
+def walk(parts: list[Part], step: Step, training: Training, names: Mapping[str, str] | None = None,
+         body: str = "") -> Walk:
     """Walk the step's components (name, module prefix, modules) in order; twice, for the inputs the first pass
     learns (a weight's 16-bit copy is kept when its Linear's input requires a gradient, which only the walk knows).
     `names`: the family's names for the modules the shared constants name as BERT does."""
-    first = Walk(training, step, dict(names or {}))
+    first = Walk(training, step, dict(names or {}), body)
     for component, prefix, modules, run in parts:
         first.component(component, prefix, modules, run)
-    second = Walk(training, step, dict(names or {}), inputs=first.inputs)
+    second = Walk(training, step, dict(names or {}), body, inputs=first.inputs)
     for component, prefix, modules, run in parts:
         second.component(component, prefix, modules, run)
     return second

@@ -20,7 +20,8 @@ from ..count.tree import ParamTree, group_of
 from .flow import Trains
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
-METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "albert")
+METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "albert",
+                   "modernbert")
 # an encoder layer's parameter, and its index (ALBERT's stored layers: their group and index)
 _LAYER = re.compile(r"(?:^|\.)(?:layers?|albert_layer_groups\.\d+\.albert_layers)\.(\d+)\.")
 

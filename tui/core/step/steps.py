@@ -279,6 +279,7 @@ class StepLayout:
     layer_prefix: str = "encoder.layer"
     names: Mapping[str, str] = field(default_factory=dict)
     run: Modules = ()  # a run of a stored layer under a method, where `stored` keeps what it keeps once (ALBERT's)
+    walks: tuple[Modules, ...] = ()  # under a method: layer 0, a global layer, a local layer (ModernBERT's)
 
 
 BERT_HEADS: dict[str, Modules] = {
@@ -440,7 +441,7 @@ DEBERTA_HEADS: dict[str, Modules] = {
 # type (`rotary tables`, Y types: global every 3rd layer, local between) and kept by every layer using them; the
 # local layers' sliding-window mask reaches sdpa as a float bias per layer once s reaches the half window (64);
 # a gated MLP (Wi's whole output kept by the GELU's view of its first half); eager softmax in float32.
-MODERNBERT_EMBEDDINGS: Modules = (INPUT_IDS, Norm("embedding norm", size="residual"))
+MODERNBERT_EMBEDDINGS: Modules = (INPUT_IDS, Norm("embedding norm", size="residual", module="norm"))
 MODERNBERT_ROTARY: Modules = (Keep("rotary cos and sin (once per layer type)", ("Y", "s", "d"), "residual", 2),)
 MODERNBERT_FIRST: Modules = (  # layer 0: its input straight to Q/K/V (an Identity where the others normalise)
     Keep("layer 0 has no attention norm: its input", ("n", "H"), "stream", -1),
@@ -452,7 +453,7 @@ MODERNBERT_LOCAL: Modules = (  # the sliding-window mask of a local layer, where
     Keep("sliding-window mask as a float bias (each local layer)", ("Ll", "b'", "s", "s₁₆"),
          when=("window_mask", "!padded", "rows16")),
 )
-MODERNBERT_LAYER: Modules = (
+MODERNBERT_LAYER: Modules = (  # (its last five modules are a method's walk's too: `modernbert_walk`)
     Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",)),
     Keep("16-bit copies of the attention weights", ("H", "H"), coef=4, when=("amp",)),
     Keep("16-bit copies of the MLP weights", ("H", "I"), coef=3, when=("amp",)),
@@ -463,12 +464,13 @@ MODERNBERT_LAYER: Modules = (
     Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None),
     Attention(dropout=False, fused_qkv=True, softmax32=True),
     Linear("attention output projection (Wo)", "n", "H", "H", weight=None),
-    Norm("MLP norm"),
+    Norm("MLP norm", module="mlp_norm"),
     Linear("MLP up, gated (Wi)", "n", "H", "I", 2, input="MLP input (MLP norm output)", size="stream", weight=None,
-           copy="MLP input (a 16-bit copy)"),
+           copy="MLP input (a 16-bit copy)", names=("mlp.Wi",)),
     Keep("GELU input: a view of Wi's whole output", ("2", "n", "I")),
     Keep("GELU output (the gate's factor)", ("n", "I")),
-    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None, recomputed=False),
+    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None, recomputed=False,
+           names=("mlp.Wo",)),
 )
 # While checkpointing recomputes one layer (its input held): its type's rotary table, a local layer's mask, and
 # for a one-layer model layer 0's missing norm, where the input itself goes to Q/K/V (held).
@@ -482,7 +484,30 @@ MODERNBERT_FIRST_RECOMPUTE: Modules = (
          when=("!cast_inputs",)),
     Keep("layer 0 has no attention norm: its mean and rstd", ("n",), "stats", -2),
 )
-MODERNBERT_FINAL = Norm("final norm")
+MODERNBERT_FINAL = Norm("final norm", module="@final_norm")  # (@: under the body, where the heads are not)
+
+
+def modernbert_walk(first: bool, local: bool) -> Modules:
+    """One ModernBERT layer as a method's walk takes it, a module a step: layer 0 has no attention norm (Q/K/V read
+    its input), a global layer's rotary table or a local layer's, and a local layer's sliding-window mask. The
+    full step keeps these as sums over the layers instead (`MODERNBERT_LAYER`, `_ROTARY`, `_FIRST`, `_LOCAL`)."""
+    qkv_input = "layer 0's input (Q/K/V)" if first else "Q/K/V input (attention norm output)"
+    kind = "local" if local else "global"
+    return (
+        Keep("16-bit copies of Wqkv", ("H", "H"), coef=3, when=("amp",), copies_of=("attn.Wqkv",)),
+        Keep("16-bit copy of the attention Wo", ("H", "H"), when=("amp",), copies_of=("attn.Wo",)),
+        Keep("16-bit copies of Wi", ("H", "I"), coef=2, when=("amp",), copies_of=("mlp.Wi",)),
+        Keep("16-bit copy of the MLP Wo", ("H", "I"), when=("amp",), copies_of=("mlp.Wo",)),
+        *(() if first else (Norm("attention norm", module="attn_norm"),)),
+        Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",), for_weights=("attn.Wqkv",)),
+        Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None, names=("attn.Wqkv",),
+               reads=qkv_input, x="stream"),
+        Keep(f"rotary cos and sin ({kind} layers)", ("s", "d"), "residual", 2, storage=f"rotary {kind}"),
+        *(MODERNBERT_LOCAL_ONE if local else ()),
+        Attention(dropout=False, fused_qkv=True, softmax32=True),
+        Linear("attention output projection (Wo)", "n", "H", "H", weight=None, names=("attn.Wo",), reads=CONTEXT),
+        *MODERNBERT_LAYER[-5:],
+    )
 
 
 def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Modules:
@@ -492,26 +517,36 @@ def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Mod
         Keep("the mean's weights: the padding mask (int64 as given)", ("n",), 8, when=("mean_pooling", "mask_given")),
         Keep("the mean's weights: a mask of ones (bool)", ("n",), 1, when=("mean_pooling", "!mask_given")),
         Keep("tokens per sequence (the mean's divisor)", ("b'",), 8, when=("mean_pooling",)),
-        Linear("head dense", "b'", "H", "H", input="mean of the tokens", size="stream", when=("mean_pooling",)),
+        Linear("head dense", "b'", "H", "H", input="mean of the tokens", size="stream", when=("mean_pooling",),
+               names=HEAD_DENSE),
     )
     dense: Modules = {
-        "view": (Linear("head dense", "b'", "H", "H", weight=None, when=("!mean_pooling",)),
-                 *(replace(keep, when=(*keep.when, "!mean_pooling")) for keep in FIRST_TOKEN), *mean),
+        "view": (Linear("head dense", "b'", "H", "H", weight=None, when=("!mean_pooling",), names=HEAD_DENSE,
+                        x="stream", held=HELD),
+                 *(replace(keep, when=(*keep.when, "!mean_pooling")) for keep in first_token(HEAD_DENSE[0])), *mean),
         "index": (Keep("sequence indices", ("b'",), 8, when=("!mean_pooling",)),
                   Keep("[CLS] positions (the padding mask's argmax)", ("b'",), 8, when=("mask_given", "!mean_pooling")),
                   Linear("head dense", "b'", "H", "H", input="[CLS] tokens (gathered by index)", size="stream",
-                         when=("!mean_pooling",)), *mean),
-        "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream"),),
+                         when=("!mean_pooling",), names=HEAD_DENSE), *mean),
+        "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream",
+                          names=HEAD_DENSE),),
     }[pooling]
     return (MODERNBERT_FINAL, *dense, Keep("head GELU input", (rows, "H")),
-            Norm("head norm", rows=rows, size="cast_norm"),
-            Linear("classifier", rows, "H", classes, input="classifier input (head norm output)", size="cast_norm"),
+            Norm("head norm", rows=rows, size="cast_norm", module="head.norm"),
+            Linear("classifier", rows, "H", classes, input="classifier input (head norm output)", size="cast_norm",
+                   names=CLASSIFIER),
             *loss)
+
+
+HEAD_DENSE = ("head.dense",)
+MODERNBERT_NAMES = {"word_embeddings": "tok_embeddings", "cls.predictions.transform.dense": "head.dense",
+                    "cls.predictions.transform.LayerNorm": "head.norm", "cls.predictions.decoder": "decoder"}
 
 
 MODERNBERT_HEADS: dict[str, Modules] = {
     "none": (MODERNBERT_FINAL,),
-    "mlm": (MODERNBERT_FINAL, *lm_head(causal=False)[:-1], CrossEntropy(("n",), "V", upcast=True)),
+    # (the LM head reads the final norm's output: no Branch back to the encoder's)
+    "mlm": (MODERNBERT_FINAL, *lm_head(causal=False)[1:-1], CrossEntropy(("n",), "V", upcast=True)),
     "sequence-classification": modernbert_head("b'", "N", LABEL_LOSS, "view"),
     "token-classification": modernbert_head("n", "N", (CrossEntropy(("n",), "N"),), "tokens"),
     "question-answering": modernbert_head("n", "2", (SpanLoss(),), "tokens"),
@@ -547,7 +582,9 @@ STEPS: dict[str, StepLayout] = {
     "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
                         names=MPNET_NAMES,
                         no_checkpointing="MPNet's layers are not checkpointable"),
-    "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
+    "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS, layer_prefix="layers",
+                             names=MODERNBERT_NAMES, walks=(modernbert_walk(True, False), modernbert_walk(False, False),
+                                                            modernbert_walk(False, True)),
                              first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
                              layer_types=True, rotary_one=MODERNBERT_ROTARY_ONE, local_one=MODERNBERT_LOCAL_ONE,
                              first_recompute=MODERNBERT_FIRST_RECOMPUTE, checkpoint_mask=False,
