@@ -343,3 +343,26 @@ def test_a_header_sent_a_byte_at_a_time_is_given_up_within_its_budget(hub: FakeH
     with pytest.raises(SourceError, match=r"in 1 s: too slow, given up"):
         open_repo(REPO)
     assert time.monotonic() - started < 10
+
+
+def test_a_peft_adapter_on_the_hub_opens_with_its_base(fake_hub: FakeHub, tmp_path: Path) -> None:
+    """A repository with adapter_config.json and no config.json (an adapter shared on the Hub): its base by the
+    Hub id it names, its head from the task type, counted and computed as the same folder on disk is."""
+    adapters = FIXTURES / "adapters"
+    config = json.loads((adapters / "roberta-token" / "adapter_config.json").read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = "tiny-org/base-roberta"
+    fake_hub.add("tiny-org/base-roberta", files={"config.json": (adapters / "base-roberta" / "config.json")
+                                                 .read_bytes()})
+    fake_hub.add("tiny-org/roberta-lora", files={"adapter_config.json": json.dumps(config).encode()})
+    by_id = cli("count", "tiny-org/roberta-lora", "--format", "json")
+    local = cli("count", str(adapters / "roberta-token"), "--format", "json")
+    assert by_id.returncode == 0, by_id.stderr
+    assert (json.loads(by_id.stdout)["trainable"], json.loads(by_id.stdout)["total"]) == (
+        json.loads(local.stdout)["trainable"], json.loads(local.stdout)["total"])
+    assert "a PEFT adapter: its adapter_config.json is read" in by_id.stderr
+    step = cli("compute", "tiny-org/roberta-lora", "--batch", "2", "--seq", "8", "--format", "json")
+    assert step.returncode == 0 and json.loads(step.stdout)["method"] == "LoRA r=2 on query, value"
+    offline = cli("count", "tiny-org/roberta-lora", "--offline", "--format", "json")  # what was fetched is kept
+    assert offline.returncode == 0 and json.loads(offline.stdout)["total"] == json.loads(by_id.stdout)["total"]
+    fake_hub.add("tiny-org/empty", files={"README.md": b"nothing"})
+    one_line_error(cli("count", "tiny-org/empty"), "has no config.json (nor a PEFT adapter's adapter_config.json)")

@@ -7,7 +7,7 @@ Shared by the CLI and the explorer; every failure is one of `LOAD_ERRORS`, whose
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,9 +120,10 @@ def open_model(text: str, *, revision: str | None = None, offline: bool = False,
 
 
 def open_adapter(path: Path, *, revision: str | None = None, offline: bool = False,
-                 progress: Progress | None = None) -> Source:
+                 progress: Progress | None = None, title: str | None = None) -> Source:
     """A PEFT adapter folder: the model `base_model_name_or_path` names (a path beside the folder or as given,
-    a Hub id or a preset), its head the one the task type names, with the adapter's LoRA."""
+    a Hub id or a preset), its head the one the task type names, with the adapter's LoRA. `title`: what to call
+    the adapter (its path, or its Hub id)."""
     from .io.peft_config import TASK_HEADS, load_adapter
 
     adapter = load_adapter(path)
@@ -139,7 +140,7 @@ def open_adapter(path: Path, *, revision: str | None = None, offline: bool = Fal
         except ConfigError as error:
             raise SourceError(path, "task_type", f"{adapter.task_type}: {error.rule}") from None
     notes = (*base.notes, f"the adapter's base model: {base.name}")
-    return Source(f"{path} (LoRA on {base.name})", config, notes, adapter.lora, adapter.weights)
+    return Source(f"{title or path} (LoRA on {base.name})", config, notes, adapter.lora, adapter.weights)
 
 
 def names_hub_model(text: str) -> bool:
@@ -154,7 +155,12 @@ def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False
     """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers."""
     from .io.hub import open_repo
 
+    from .io.hub import ADAPTER_CONFIG
+
     model = open_repo(repo_id, revision, offline, progress)
+    if model.config_path.name == ADAPTER_CONFIG:  # a PEFT adapter shared on the Hub: its base opens by its name
+        adapter = open_adapter(model.config_path, offline=offline, progress=progress, title=model.title)
+        return replace(adapter, notes=(*adapter.notes, *model.notes)), None
     hf = load_hf_config(model.config_path)
     fetched = (f"read {model.fetched_bytes:,} header bytes from the Hub, no weights",) if model.fetched_bytes else ()
     return Source(model.title, hf.config, (*hf.notes, *model.notes, *fetched)), model.checkpoint

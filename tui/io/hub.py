@@ -55,6 +55,9 @@ Progress = Callable[[str], None]
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit as the Hub names it (X-Repo-Commit, snapshot folders)
 
 
+ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter repository holds this, not config.json
+
+
 def is_model_id(text: str) -> bool:
     """`ORG/NAME` as the Hub spells repository ids (checked before any network: `..` and the like are not)."""
     return bool(_ID.fullmatch(text)) and ".." not in text and not text.endswith((".", "-"))
@@ -84,10 +87,14 @@ def open_repo(repo_id: str, revision: str | None = None, offline: bool = False,
     offline = offline or bool(hub.constants.HF_HUB_OFFLINE)
     say = progress or (lambda message: None)
     with _HubErrors(repo_id, revision, offline):
-        config_path, commit, fresh = _config(hub, repo_id, revision, offline, say)
-        checkpoint, notes, fetched = _checkpoint(hub, repo_id, commit, config_path.parent, offline, say)
+        config_path, commit, fresh = _model_config(hub, repo_id, revision, offline, say)
+        notes: tuple[str, ...]
+        if config_path.name == ADAPTER_CONFIG:  # its base model's checkpoint is the one to compare, not fetched here
+            checkpoint, notes, fetched = None, ("a PEFT adapter: its adapter_config.json is read, not its weights",), 0
+        else:
+            checkpoint, notes, fetched = _checkpoint(hub, repo_id, commit, config_path.parent, offline, say)
         if fresh is not None:  # kept only once the whole answer held: a commit the Hub then denies keeps nothing
-            config_path = _keep_config(repo_id, revision, commit, fresh)
+            config_path = _keep_config(repo_id, revision, commit, fresh, config_path.name)
     return HubModel(repo_id, revision, commit, config_path, checkpoint, notes, fetched)
 
 
@@ -102,28 +109,43 @@ def _hub() -> Any:
     return huggingface_hub
 
 
+def _model_config(hub: Any, repo_id: str, revision: str | None, offline: bool,
+                  say: Progress) -> tuple[Path, str, bytes | None]:
+    """`_config` of the model's config.json, or of a PEFT adapter's adapter_config.json where the repository holds
+    that instead (an adapter shared on the Hub: its base model is named inside)."""
+    try:
+        return _config(hub, repo_id, revision, offline, say)
+    except (hub.utils.EntryNotFoundError, SourceError) as missing:
+        if isinstance(missing, SourceError) and not offline:
+            raise
+        try:
+            return _config(hub, repo_id, revision, offline, say, ADAPTER_CONFIG)
+        except (hub.utils.EntryNotFoundError, SourceError):
+            raise missing from None
+
+
 def _config(hub: Any, repo_id: str, revision: str | None, offline: bool,
-            say: Progress) -> tuple[Path, str, bytes | None]:
-    """(config.json, the commit it belongs to, its bytes when fetched now): from the Hugging Face cache (filled by
+            say: Progress, name: str = "config.json") -> tuple[Path, str, bytes | None]:
+    """(`name`, the commit it belongs to, its bytes when fetched now): from the Hugging Face cache (filled by
     transformers, say), from what bert-tui kept of an earlier fetch, else fetched by one bounded request (its path
     is where it will be kept, `_keep_config`, once the rest of the answer holds)."""
-    cached = hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    cached = hub.try_to_load_from_cache(repo_id, name, revision=revision)
     if isinstance(cached, str):
         return Path(cached), Path(cached).parent.name, None  # snapshots/<commit>/config.json
-    kept = _kept_config(repo_id, revision)
+    kept = _kept_config(repo_id, revision, name)
     if kept is not None:
         return (*kept, None)
     if offline:
         raise SourceError(repo_id, None, f"is not in the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) and the "
                           "network is off (--offline or HF_HUB_OFFLINE=1): open it once online, or give a local path")
-    say(f"fetching {repo_id} config.json from {hub.constants.ENDPOINT}…")
-    raw, commit = _download(hub, hub.hf_hub_url(repo_id, "config.json", revision=revision),
-                            f"{repo_id}/config.json", MAX_CONFIG_BYTES, "a config")
+    say(f"fetching {repo_id} {name} from {hub.constants.ENDPOINT}…")
+    raw, commit = _download(hub, hub.hf_hub_url(repo_id, name, revision=revision),
+                            f"{repo_id}/{name}", MAX_CONFIG_BYTES, "a config")
     try:
         parse_json(raw)  # kept only once it reads as JSON (what it configures is checked as a local file's is)
     except ReadError as problem:
-        raise SourceError(f"{repo_id}/config.json", None, f"{problem}: not kept") from None
-    return _kept_folder(repo_id) / commit / "config.json", commit, raw
+        raise SourceError(f"{repo_id}/{name}", None, f"{problem}: not kept") from None
+    return _kept_folder(repo_id) / commit / name, commit, raw
 
 
 def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[bytes, str]:
@@ -458,11 +480,11 @@ def _kept_ref(repo_id: str, revision: str | None) -> Path:
     return _kept_folder(repo_id) / "refs" / quote(revision or "main", safe="")
 
 
-def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes) -> Path:
+def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes, name: str = "config.json") -> Path:
     """Keep a fetched config.json (`<commit>/config.json`, and `refs/<revision>` naming the commit, as the
     Hugging Face cache lays them out) so that the same revision opens offline; its path. A cache that cannot be
     written leaves the file in a temporary folder for this run."""
-    path = _kept_folder(repo_id) / commit / "config.json"
+    path = _kept_folder(repo_id) / commit / name
     ref = _kept_ref(repo_id, revision)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -472,18 +494,18 @@ def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes) ->
     except OSError:
         import tempfile
 
-        path = Path(tempfile.mkdtemp(prefix="bert-tui-")) / "config.json"
+        path = Path(tempfile.mkdtemp(prefix="bert-tui-")) / name
         path.write_bytes(raw)
     return path
 
 
-def _kept_config(repo_id: str, revision: str | None) -> tuple[Path, str] | None:
-    """(config.json, commit) kept from an earlier fetch of `revision`, or None."""
+def _kept_config(repo_id: str, revision: str | None, name: str = "config.json") -> tuple[Path, str] | None:
+    """(`name`, commit) kept from an earlier fetch of `revision`, or None."""
     try:
         commit = read_bytes(_kept_ref(repo_id, revision), 64, "a kept ref").decode("ascii", "replace").strip()
     except ReadError:
         return None
-    path = _kept_folder(repo_id) / commit / "config.json"
+    path = _kept_folder(repo_id) / commit / name
     return (path, commit) if _COMMIT.fullmatch(commit) and path.is_file() else None
 
 
@@ -561,7 +583,7 @@ class _HubErrors:
                 return f"is not in the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) and the network is off"
             return _unreachable(endpoint)
         if isinstance(error, errors.EntryNotFoundError):
-            return "has no config.json: not a transformers model repository"
+            return "has no config.json (nor a PEFT adapter's adapter_config.json): not a transformers model repository"
         if isinstance(error, errors.HfHubHTTPError):
             response = getattr(error, "response", None)
             status = getattr(response, "status_code", "?")
