@@ -245,3 +245,34 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
         await pilot.pause()
         assert not error_text(app) and "trains" not in result_text(app)
         assert short_bytes(compute(config, workload).total) in result_text(app)
+
+
+async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
+    """An adapter folder opened (from the command line, or `o` later): the pane offers and chooses its own LoRA,
+    whole (ranks, biases, saved modules as its config says); a model opened without one stops offering it."""
+    from pathlib import Path
+
+    from textual.widgets import Select
+
+    from tui.core.count.families import build_tree
+    from tui.core.step.method import method_of
+    from tui.sources import load_source, open_adapter
+
+    source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
+    assert source.lora is not None
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await pilot.pause()
+        assert app.query_one("#method", Select).value == "adapter"
+        workload = Workload(batch=32, seq=16, device="cuda")
+        app.query_one("#seq", Input).value = "16"
+        await pilot.pause()
+        expected = compute(source.config, workload, method=method_of(build_tree(source.config), source.config,
+                                                                       source.lora))
+        assert "LoRA r=2 on query, value: trains" in result_text(app) and not error_text(app)
+        assert short_bytes(expected.total) in result_text(app)
+        assert not app.query_one("#lora-row").display and not app.query_one("#freeze-row").display
+        app.main._opened((load_source("bert-base-uncased", "name"), None))
+        await pilot.pause()
+        assert app.query_one("#method", Select).value == "full" and "trains" not in result_text(app)

@@ -83,7 +83,8 @@ def run(argv: Sequence[str]) -> int:
     preset = selection.title if selection.title in catalog.presets else None
     stored = ([(t.name, t.shape) for t in selection.checkpoint.checkpoint.tensors]
               if selection.checkpoint is not None else None)
-    app = make_app(catalog, selection.config, title=selection.title, preset=preset, stored=stored)
+    app = make_app(catalog, selection.config, title=selection.title, preset=preset, stored=stored,
+                   adapter=selection.lora)
     app.run(mouse=mouse)
     # The interpreter's last garbage collection walks every widget and cost ~0.17 s between quitting and the
     # shell prompt; nothing is left to finalise here (files are written and closed by then).

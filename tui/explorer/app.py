@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
     from textual.widget import AwaitMount
 
+    from ..core.count.lora import Ia3, Lora
+
 # What has been created so far (Textual's and bert-tui's modules, classes, functions) lives as long as the
 # process: frozen, it is no longer walked by the garbage collector at every collection while the explorer
 # starts (a full collection cost ~30 ms before the first frame, two thirds of the collector's time then).
@@ -58,9 +60,9 @@ class BertTuiApp(App[None]):
     ]
 
     def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None,
-                 stored: list[tuple[str, tuple[int, ...]]] | None = None) -> None:
+                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> None:
         super().__init__()
-        self._main = MainScreen(catalog, config, title, preset, stored)
+        self._main = MainScreen(catalog, config, title, preset, stored, adapter)
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
         self._collector_paused = False  # the garbage collector is paused while the explorer starts
 
@@ -179,14 +181,15 @@ class BertTuiApp(App[None]):
 
 
 def make_app(catalog: Catalog, config: BertConfig | None = None, *, title: str | None = None, preset: str | None = None,
-             stored: list[tuple[str, tuple[int, ...]]] | None = None) -> BertTuiApp:
-    """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests."""
+             stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> BertTuiApp:
+    """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests.
+    `adapter`: a PEFT adapter's method (an adapter folder opened), which the Compute pane offers."""
     if config is None:
         from ..presets import DEFAULT_PRESET
 
         found = catalog.get(DEFAULT_PRESET)
         config, title, preset = found.config, found.name, found.name
-    return BertTuiApp(catalog, config, title or preset or "custom", preset, stored)
+    return BertTuiApp(catalog, config, title or preset or "custom", preset, stored, adapter)
 
 
 __all__ = ["BertTuiApp", "make_app"]

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
     from ..core.count.frozen import Freeze
-    from ..core.count.lora import Lora
+    from ..core.count.lora import Ia3, Lora
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
     from .dialogs import Opened
@@ -73,8 +73,9 @@ class MainScreen(Screen[None]):
     stale = var(False)
 
     def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None,
-                 stored: list[tuple[str, tuple[int, ...]]] | None = None) -> None:
+                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> None:
         super().__init__()
+        self.adapter = adapter  # an opened PEFT adapter's method: the Compute pane offers it
         self.catalog = catalog
         self._start = (config, preset)
         self._source_title = title
@@ -87,7 +88,7 @@ class MainScreen(Screen[None]):
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
-        self._how: Lora | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
+        self._how: Lora | Ia3 | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
         self._compute_pane: ComputePane | None = None  # mounted on the first F5
 
@@ -224,6 +225,8 @@ class MainScreen(Screen[None]):
         pane = self._compute_pane
         if pane is None or self.model is None or self.workload is None:
             return
+        from ..core.count.frozen import Freeze
+        from ..core.count.lora import Lora
         from ..core.step.compute import compute
         from ..core.step.method import method_of
 
@@ -232,7 +235,11 @@ class MainScreen(Screen[None]):
         error = self._workload_error
         if error is None:
             try:
-                method = None if self._how is None else method_of(self.model, self.model.config, self._how)
+                how = self._how
+                if how is not None and not isinstance(how, (Lora, Freeze)):
+                    raise ConfigError("fine-tuning", "IA3", "the adapter's compute and memory under IA3 are not "
+                                      "modelled yet (its parameters are counted)")
+                method = None if how is None else method_of(self.model, self.model.config, how)
                 self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
                                                method=method)
             except ConfigError as refused:
@@ -260,7 +267,7 @@ class MainScreen(Screen[None]):
 
         self.workload = self.workload or Workload(batch=32, seq=128)
         self.call_after_refresh(self._show_compute)
-        self._compute_pane = ComputePane(self.workload, id="compute")
+        self._compute_pane = ComputePane(self.workload, self.adapter, id="compute")
         return self.query_one("#compute-box").mount(self._compute_pane)
 
     @on(Tree.NodeHighlighted, "#tree")
@@ -335,6 +342,9 @@ class MainScreen(Screen[None]):
         source, checkpoint = opened
         self.stored = [(t.name, t.shape) for t in checkpoint.tensors] if checkpoint is not None else None
         self._source_title = source.name
+        self.adapter = source.lora
+        if self._compute_pane is not None:
+            self._compute_pane.offer_adapter(source.lora)
         self._load_form(source.config, None)
         for note in source.notes:
             self.notify(note, timeout=6)

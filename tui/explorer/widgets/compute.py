@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 from ...core import ConfigError
 from ...core.config import parse_int
 from ...core.count.frozen import Freeze
-from ...core.count.lora import ALL_LINEAR, Lora
+from ...core.count.lora import ALL_LINEAR, Ia3, Lora
 from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
 from ...core.step.workload import (
@@ -38,6 +38,7 @@ from .field_input import FieldInput
 KINDS = ("weights", "gradients", "optimizer", "activations")
 BAR = 20
 METHODS = (("full", "full"), ("LoRA", "lora"), ("parts frozen", "freeze"))
+ADAPTER = ("the adapter's", "adapter")  # offered when a PEFT adapter is open: its own LoRA, whole
 
 
 class ComputePane(VerticalScroll):
@@ -46,7 +47,7 @@ class ComputePane(VerticalScroll):
 
     class Changed(Message):
         def __init__(self, workload: Workload, gpu_memory: int | None = None,
-                     how: Lora | Freeze | None = None) -> None:
+                     how: Lora | Ia3 | Freeze | None = None) -> None:
             self.workload = workload
             self.gpu_memory = gpu_memory  # one more size for the fits table (bytes), if typed
             self.how = how  # the fine-tuning method (None: full fine-tuning)
@@ -57,9 +58,10 @@ class ComputePane(VerticalScroll):
             self.error = error
             super().__init__()
 
-    def __init__(self, workload: Workload, *, id: str | None = None) -> None:
+    def __init__(self, workload: Workload, adapter: Lora | Ia3 | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._start = workload
+        self._adapter = adapter
 
     def compose(self) -> ComposeResult:
         w = self._start
@@ -94,7 +96,8 @@ class ComputePane(VerticalScroll):
             yield Label("loop", classes="compute-label")  # what the loop keeps through the backward: what fits
             yield Select([(loop, loop) for loop in LOOPS], allow_blank=False, value=w.loop, id="loop", compact=True)
             yield Label("fine-tuning", classes="compute-label")
-            yield Select(METHODS, allow_blank=False, value="full", id="method", compact=True)
+            yield Select(self._methods(), allow_blank=False, value="adapter" if self._adapter else "full", id="method",
+                         compact=True)
         with Horizontal(classes="compute-row", id="lora-row"):  # LoRA as peft's LoraConfig takes it
             yield Label("LoRA r", classes="compute-label")
             yield FieldInput("8", restrict=r"[0-9]*", max_length=4, id="lora_r", compact=True)
@@ -122,9 +125,23 @@ class ComputePane(VerticalScroll):
         self.query_one("#lora-row").display = chosen == "lora"
         self.query_one("#freeze-row").display = self.query_one("#freeze-body-row").display = chosen == "freeze"
 
-    def method(self) -> Lora | Freeze | None:
+    def _methods(self) -> tuple[tuple[str, str], ...]:
+        return (*METHODS, ADAPTER) if self._adapter is not None else METHODS
+
+    def offer_adapter(self, adapter: Lora | Ia3 | None) -> None:
+        """A source was opened: its adapter's method is offered (and chosen), or no longer offered."""
+        self._adapter = adapter
+        select = self.query_one("#method", Select)
+        chosen = select.value
+        select.set_options(self._methods())
+        select.value = "adapter" if adapter is not None else (chosen if chosen != "adapter" else "full")
+        self._show_method_rows()
+
+    def method(self) -> Lora | Ia3 | Freeze | None:
         """The fine-tuning method the fields say (None: full fine-tuning); the core checks it against the model."""
         chosen = self.query_one("#method", Select).value
+        if chosen == "adapter":
+            return self._adapter
         if chosen == "lora":
             text = self.query_one("#lora_r", Input).value.strip()
             if not text:
