@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Union
 
+from ..facts import holds
 from .tree import Kind, LayerStack, Module, Node, Param
 
 
@@ -89,10 +90,7 @@ class _Engine:
         self.owners: dict[str, str] = {}  # share group → the full name of the tensor registered first
 
     def holds(self, condition: str | None) -> bool:
-        if condition is None:
-            return True
-        negated = condition.startswith("!")
-        return self.facts[condition.removeprefix("!")] != negated
+        return condition is None or holds(self.facts, (condition,))
 
     def root(self, title: str, parts: tuple[Spec, ...]) -> Module:
         return Module("", title, tuple(self.children("", parts)))

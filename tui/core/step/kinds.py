@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Union
 
+from ..facts import holds
 from .workload import Conventions, Workload
 
 Size = Union[str, int]
@@ -60,11 +61,6 @@ class Flop:
     def backward_products(self) -> int:
         """How many products of its size the backward runs for it."""
         return self.grads if self.backward else 0
-
-
-def holds(facts: Mapping[str, bool], when: When) -> bool:
-    """Whether every fact of `when` holds (`!fact`: does not)."""
-    return all(facts[fact.removeprefix("!")] != fact.startswith("!") for fact in when)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from math import prod
 
 from ..config import LM_HEADS, BertConfig
-from . import kinds
+from ..facts import holds
 from .kinds import Saved
 from .steps import STEPS
 from .workload import Workload
@@ -97,7 +97,7 @@ def unused(config: BertConfig) -> tuple[int, int]:
         elements, tensors = config.vocab_size, 1
     facts, values = config_facts(config), symbol_values(config, Workload(1, 1))
     for part in STEPS[config.model_type].unused:
-        if kinds.holds(facts, part.when):
+        if holds(facts, part.when):
             elements, tensors = elements + prod(values[f] for f in part.factors), tensors + part.tensors
     return elements, tensors
 
