@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from tui.cli import main
 from tui.core import BertConfig, ConfigError
-from tui.core.step.compute import bytes_form, compute, evaluate, flops_form, peak_at
+from tui.core.poly import value as evaluate
+from tui.core.step.compute import bytes_form, compute, flops_form, peak_at
 from tui.core.step.workload import (
     ATTENTIONS,
     DEVICES,

@@ -15,20 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import FLAG_FIELDS, LM_HEADS, MODEL_TYPES, BertConfig
+from ..poly import Poly, add, value
 from .layout import (
     M,
     P,
-    Poly,
     Spec,
     Stack,
-    add,
     build,
     embedding,
     formula,
     layer_norm,
     linear,
     render,
-    value,
 )
 from .tree import GROUPS, ParamTree, group_of
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Union
 
 from ..facts import holds
+from ..poly import Poly
+from ..poly import render as render_poly
 from .tree import Kind, LayerStack, Module, Node, Param
 
 
@@ -148,10 +150,7 @@ class _Engine:
 # Closed forms read from the same data: each parameter is the product of its dimensions, a Stack multiplies
 # its layer by its length. The result is a sum per totals group of pieces `(multiplier, polynomial)`.
 
-Monomial = tuple[str, ...]  # sorted symbols, repeated for powers: ("H", "H") is H²
-Poly = dict[Monomial, int]
-SYMBOL_ORDER = "VPDCTEHIARNGKL"
-SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+SYMBOL_ORDER = "VPDCTEHIARNGKL"  # counting's symbols, in the order its forms write them
 
 
 def formula(parts: tuple[Spec, ...], facts: Mapping[str, bool]) -> list[tuple[str, tuple[str, ...], Poly]]:
@@ -202,30 +201,6 @@ def split_dim(dim: str) -> tuple[int, str]:
     return (int(dim[:digits]) if digits else 1), dim[digits:]
 
 
-def add(poly: Poly, other: Poly) -> Poly:
-    out = dict(poly)
-    for monomial, coefficient in other.items():
-        out[monomial] = out.get(monomial, 0) + coefficient
-    return out
-
-
-def value(poly: Poly, values: Mapping[str, int]) -> int:
-    total = 0
-    for monomial, coefficient in poly.items():
-        term = coefficient
-        for symbol in monomial:
-            term *= values[symbol]
-        total += term
-    return total
-
-
 def render(poly: Poly) -> str:
     """`4H² + 2H·I + 9H + I`: highest degree first, as the hand-written forms read."""
-    parts = []
-    for monomial, coefficient in sorted(poly.items(), key=lambda item: (-len(item[0]), [SYMBOL_ORDER.index(s) for s in item[0]])):
-        powers: dict[str, int] = {}
-        for symbol in monomial:
-            powers[symbol] = powers.get(symbol, 0) + 1
-        symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in powers.items())
-        parts.append(f"{coefficient if coefficient != 1 or not symbols else ''}{symbols}")
-    return " + ".join(parts) or "0"
+    return render_poly(poly, SYMBOL_ORDER, times="")

@@ -22,11 +22,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
-from math import prod
 
 from ..config import MEAN_POOLING, BertConfig, ConfigError
 from ..count.families import build_tree
 from ..count.tree import ParamTree
+from ..poly import Poly, of_terms, render
 from . import flow, kinds
 from .kinds import Flop, Module, Saved, Step
 from .method import Method
@@ -295,49 +295,18 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 
 # Closed forms ------------------------------------------------------------------------------------------------
-SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 SYMBOL_ORDER = ("L", "S", "Ll", "Y", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
-                "2", "1")
+                "2", "1")  # the step's symbols, in the order its forms write them
 
 
-def polynomial(terms: Iterable[tuple[int, tuple[str, ...]]]) -> dict[tuple[tuple[str, int], ...], int]:
-    """Sum `coefficient × Π factors` terms into a polynomial: monomial (symbol, power)... → coefficient."""
-    result: dict[tuple[tuple[str, int], ...], int] = {}
-    for coefficient, factors in terms:
-        numbers = prod(int(f) for f in factors if f.isdigit())
-        powers: dict[str, int] = {}
-        for symbol in factors:
-            if not symbol.isdigit():
-                powers[symbol] = powers.get(symbol, 0) + 1
-        key = tuple(sorted(powers.items(), key=lambda item: SYMBOL_ORDER.index(item[0])))
-        result[key] = result.get(key, 0) + coefficient * numbers
-    return {key: value for key, value in result.items() if value}
-
-
-def render(poly: dict[tuple[tuple[str, int], ...], int]) -> str:
-    """`40·n·H + 8·n·I + 12·b'·A·s²`: a polynomial as the output shows it."""
-    text = ""
-    for monomial, coefficient in poly.items():
-        symbols = "·".join(s + (str(p).translate(SUPERSCRIPTS) if p > 1 else "") for s, p in monomial)
-        size = abs(coefficient)
-        part = f"{size}" if not symbols else (symbols if size == 1 else f"{size}·{symbols}")
-        sign = " − " if coefficient < 0 else " + "
-        text = (text + sign + part) if text else ("−" + part if coefficient < 0 else part)
-    return text or "0"
-
-
-def evaluate(poly: dict[tuple[tuple[str, int], ...], int], values: dict[str, int]) -> int:
-    return sum(c * prod(values[s] ** p for s, p in monomial) for monomial, c in poly.items())
-
-
-def flops_form(result: Compute, component: str) -> dict[tuple[tuple[str, int], ...], int]:
+def flops_form(result: Compute, component: str) -> Poly:
     """The forward FLOPs of one component (one layer for `layer`) as a polynomial."""
-    return polynomial((2 * t.coef, t.factors) for t in result.flop_terms if t.component == component)
+    return of_terms(((2 * t.coef, t.factors) for t in result.flop_terms if t.component == component), SYMBOL_ORDER)
 
 
-def bytes_form(terms: Iterable[Saved], component: str | None = None) -> dict[tuple[tuple[str, int], ...], int]:
+def bytes_form(terms: Iterable[Saved], component: str | None = None) -> Poly:
     """Bytes of the saved tensors of one component (all when None) as a polynomial; layers not multiplied by L."""
-    return polynomial((t.coef * t.size, t.factors) for t in terms if component in (None, t.component))
+    return of_terms(((t.coef * t.size, t.factors) for t in terms if component in (None, t.component)), SYMBOL_ORDER)
 
 
 def closed_forms(result: Compute) -> dict[str, str]:
