@@ -276,3 +276,28 @@ async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
         app.main._opened((load_source("bert-base-uncased", "name"), None))
         await pilot.pause()
         assert app.query_one("#method", Select).value == "full" and "trains" not in result_text(app)
+
+
+async def test_the_totals_say_what_an_open_adapter_trains() -> None:
+    """peft's trainable and frozen for the model on screen; an edit the adapter no longer fits says why."""
+    from pathlib import Path
+
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import adapt
+    from tui.sources import open_adapter
+
+    from .test_app import text_of
+
+    source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
+    assert source.lora is not None
+    adapted = adapt(build_tree(source.config), source.config, source.lora)  # type: ignore[arg-type]
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        totals = text_of(app, "#totals")
+        assert f"trains {adapted.trainable:,}" in totals and f"frozen {adapted.frozen:,} of {adapted.total:,}" in totals
+        await pilot.press("tab", "tab", "tab", "ctrl+u", *"1")  # one layer: the adapter still fits
+        await pilot.pause()
+        one = adapt(build_tree(source.config.replace(num_hidden_layers=1)), source.config.replace(
+            num_hidden_layers=1), source.lora)  # type: ignore[arg-type]
+        assert f"trains {one.trainable:,}" in text_of(app, "#totals")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
     from ..core.count.frozen import Freeze
-    from ..core.count.lora import Ia3, Lora
+    from ..core.count.lora import Adapted, Ia3, Lora
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
     from .dialogs import Opened
@@ -187,10 +187,24 @@ class MainScreen(Screen[None]):
         self._show_totals()
         self._show_compute()
 
+    def _adapted(self) -> Adapted | ConfigError | None:
+        """The open adapter on the model on screen, as peft builds it (or why it no longer fits the model)."""
+        if self.adapter is None or self.model is None:
+            return None
+        from ..core.count.lora import Lora, adapt, adapt_ia3
+
+        try:
+            if isinstance(self.adapter, Lora):
+                return adapt(self.model, self.model.config, self.adapter)
+            return adapt_ia3(self.model, self.model.config, self.adapter)
+        except ConfigError as refused:
+            return refused
+
     def _show_totals(self) -> None:
         if self.model is None:
             return
-        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims(), self.comparison)
+        self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims(), self.comparison,
+                                        self._adapted())
         total = self.model.total
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""

@@ -22,7 +22,9 @@ from ...core import (
     per_layer,
     training_bytes,
 )
+from ...core.config import ConfigError
 from ...core.count.compare import Comparison
+from ...core.count.lora import Adapted
 from ...core.count.totals import layer_sharing
 from ...core.units import short_bytes, short_count
 from ...plain import plain
@@ -43,9 +45,12 @@ class TotalsPane(Static):
     """Exact total, short form, one row per group with its share, memory per dtype and for training."""
 
     def show(self, model: ParamTree, stale: bool, baseline: ParamTree | None = None,
-             claims: list[tuple[str, str, str]] | None = None, comparison: Comparison | None = None) -> None:
+             claims: list[tuple[str, str, str]] | None = None, comparison: Comparison | None = None,
+             adapted: Adapted | ConfigError | None = None) -> None:
         self.set_class(stale, "-stale")
         parts = [self._render_totals(model, stale, baseline)]
+        if adapted is not None:
+            parts.append(self._render_adapter(adapted))
         if comparison is not None:
             parts.append(self._render_checkpoint(comparison))
         if claims:
@@ -56,6 +61,16 @@ class TotalsPane(Static):
         width = self.content_size.width
         if width and self.get_content_height(self.content_size, self.screen.size, width) != lines:
             self.refresh(layout=True)  # more or fewer lines: the scroll around it follows
+
+    @staticmethod
+    def _render_adapter(adapted: Adapted | ConfigError) -> RenderableType:
+        """The open PEFT adapter on this model, as peft counts it: what trains and what stays frozen."""
+        if isinstance(adapted, ConfigError):
+            return Group(Text("\nadapter", style="bold"), plain(f"⚠ {adapted.field} {adapted.value}: {adapted.rule}"))
+        share = 100 * adapted.trainable / adapted.total if adapted.total else 0.0
+        return Group(Text("\nadapter (peft)", style="bold"),
+                     Text(f"trains {adapted.trainable:,}  {share:.2f} %"),
+                     Text(f"frozen {adapted.frozen:,} of {adapted.total:,}", style="dim"))
 
     @staticmethod
     def _render_checkpoint(result: Comparison) -> RenderableType:
