@@ -175,7 +175,8 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     cold.add_argument("--freeze-embeddings", action="store_true", default=None, help="the embeddings do not train")
     cold.add_argument("--freeze-layers", metavar="K", help="the first K encoder layers do not train")
     cold.add_argument("--freeze-body", action="store_true", default=None,
-                      help="only the head trains (the body's parameters frozen, its pooler included)")
+                      help="only the head trains: the body's parameters frozen, as model.<body>.requires_grad_(False) "
+                      "freezes them (a pooler inside the body with them; DeBERTa's sits beside it and trains)")
     ia3 = parser.add_argument_group("fine-tuning with IA3 (peft's IA3Config; any of these adapts the model)")
     ia3.add_argument("--ia3", action="store_true", default=None, help="IA3 with peft's defaults for the model type "
                      "(bert, roberta: key, value, output.dense; deberta-v2: key_proj, value_proj, output.dense)")

@@ -43,7 +43,9 @@ def freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Frozen:
         # the embeddings as people freeze them: `body.embeddings.requires_grad_(False)` (not ELECTRA's projection,
         # which counts with the embeddings but sits beside them)
         embeddings = strip_body(param.name).startswith("embeddings.")
-        return (spec.body and param.group != "head") or (spec.embeddings and embeddings) or (
+        # the body as the recipe freezes it, `model.<body>.requires_grad_(False)` (DeBERTa's pooler is beside it)
+        body = param.name.startswith(f"{config.body}.")
+        return (spec.body and body) or (spec.embeddings and embeddings) or (
             param.group == "encoder" and layer is not None and int(layer.group(1)) < spec.layers)
 
     # A tied tensor is one Parameter: freezing the part that holds either name freezes both (XLM-R's MLM head

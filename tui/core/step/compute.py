@@ -154,6 +154,9 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
         parts += [(f"layer.{i * inner + k}", f"{body}encoder.albert_layer_groups.{g}.albert_layers.{k}.",
                    layout.run, f"layer.{i * inner + k}") for i in range(config.num_hidden_layers)
                   for g in (i * groups // config.num_hidden_layers,) for k in range(inner)]
+    elif len(layout.walks) == 1:  # its own walk of a layer (DeBERTa's)
+        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.walks[0], "")
+                  for i in range(config.num_hidden_layers)]
     elif layout.walks:  # ModernBERT: layer 0 without its attention norm; global every third layer, local between
         first, glob, local = layout.walks
         parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.",

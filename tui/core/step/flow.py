@@ -35,12 +35,14 @@ from .kinds import (
     CrossEntropy,
     Drop,
     Flop,
+    Flows,
     Keep,
     Linear,
     Lookup,
     Module,
     Norm,
     Product,
+    Projection,
     Regression,
     Saved,
     ShiftedLabels,
@@ -105,6 +107,7 @@ class Walk:
     saves: list[Saved] = field(default_factory=list)
     _qkv: tuple[bool, bool, bool] = (False, False, False)
     scores_bias: bool = False  # a trained bias joins every layer's scores
+    flows: dict[str, bool] = field(default_factory=dict)  # DeBERTa's operands that need a gradient (`_flow`)
     _prefix: str = ""
     _component: str = ""
     _scope: str = ""  # the component, or the run of a stored layer: what `_once` counts within
@@ -192,12 +195,14 @@ class Walk:
             self._keep(module, step)
         elif isinstance(module, Branch):
             self.flowing = self.ends.get(module.source, self.ends.get("embeddings", False))
-        elif isinstance(module, Lookup):
-            trains = self.trains(module.module).weight
+        elif isinstance(module, Lookup):  # (DeBERTa's relative embeddings' LayerNorm: its bias may train alone)
+            trains = self.trains(module.module).output if module.feeds == "rel" else self.trains(module.module).weight
             if trains and module.what:
                 self._save(step, module.what, module.factors, module.size)
             if module.feeds == "scores":  # a position bias every layer adds to its scores (MPNet's)
                 self.scores_bias = trains
+            elif module.feeds == "rel":  # the relative embeddings every layer reads (DeBERTa's)
+                self.flows["rel"] = self.flows.get("rel", False) or trains
             else:
                 self.flowing |= trains
         elif isinstance(module, Norm):
@@ -210,16 +215,37 @@ class Walk:
         elif isinstance(module, Attention):
             self._attention(module, step)
         elif isinstance(module, Product):
+            grads = sum(self._flow(name, step) for name in module.grads_of) if module.grads_of else (
+                2 if self.flowing else 0)
             for flop in module.flops(step.component):
-                self._flop(step, flop.what, flop.factors, flop.coef, 2 if self.flowing else 0, backward=flop.backward)
+                self._flop(step, flop.what, flop.factors, flop.coef, grads, backward=flop.backward)
+        elif isinstance(module, Flows):
+            fq, fk, fv = self._qkv
+            self.flows.update(q=fq, k=fk, v=fv, pk=False, pq=False)
+            if step.facts["relative"] and self.flows.get("rel"):
+                self.saves.extend(Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual").saves(step))
+        elif isinstance(module, Projection):
+            self._projection(module, step)
         elif isinstance(module, (Drop, CrossEntropy, Regression, SpanLoss, ShiftedLabels)):
             if self.flowing:
                 self.saves.extend(module.saves(step))
         else:  # pragma: no cover - a new kind must say how it behaves here
             raise TypeError(f"{type(module).__name__} has no rule for a partly trained step")
 
+    def _flow(self, name: str, step: Step) -> bool:
+        """Whether one of DeBERTa's operands needs a gradient: q, k, v, rel, pk, pq, or derived from them."""
+        f, facts = self.flows, step.facts
+        c2p = facts["relative"] and facts["c2p"] and f.get("pk", False)
+        p2c = facts["relative"] and facts["p2c"] and f.get("pq", False)
+        derived = {"c2p": f.get("q", False) or f.get("pk", False), "p2c": f.get("k", False) or f.get("pq", False),
+                   "c2p_pk": c2p, "position": c2p or p2c, "scores": f.get("q", False) or f.get("k", False) or c2p or p2c}
+        return derived[name] if name in derived else f.get(name, False)
+
     def _keep(self, keep: Keep, step: Step) -> None:
-        if keep.copies_of:  # one 16-bit weight copy for each Linear whose input requires a gradient: autocast
+        if keep.if_flows:
+            if any(self._flow(name, step) for name in keep.if_flows):
+                self.saves.extend(keep.saves(step))
+        elif keep.copies_of:  # one 16-bit weight copy for each Linear whose input requires a gradient: autocast
             # casts a weight that trains once a forward (its cache), a frozen one each time it runs
             count = sum(self.inputs.get(self._input_key(name), False) and (
                 not self.trains(name).weight or self._once(f"{self._full(name)}: 16-bit copy", shared=True))
@@ -305,10 +331,50 @@ class Walk:
         self._flop(step, f"{label}: lora_A", (rows, din), rank, flowing + 1)
         self._flop(step, f"{label}: lora_B", (rows, dout), rank * wide, 2)
 
+    def _projection(self, projection: Projection, step: Step) -> None:
+        """A Linear over the 2·D relative embeddings (DeBERTa's position keys or queries): its input kept for its
+        weight, its weight's 16-bit copy for the embeddings' gradient, an adapter on it as peft runs it there too."""
+        name = projection.names[0]
+        trains, rel, amp = self.trains(name), self.flows.get("rel", False), step.workload.amp
+        full, rows = self._full(name), ("2", "D", "H")
+        if trains.weight:
+            if amp:
+                self._save(step, projection.copy, rows, "compute")
+            elif self._once("relative embeddings (input)"):
+                self._save(step, "relative embeddings (the position projections' input)", rows, "residual")
+        if amp and rel and (not trains.weight or self._once(f"{full}: 16-bit copy", shared=True)):
+            self._save(step, f"16-bit copy of {full.rsplit('.', 1)[-1]}'s weight", ("H", "H"), "compute")
+        self._flop(step, projection.what, (*rows, "H"), 1, rel + trains.weight, backward=projection.used)
+        if trains.rank:
+            self._relative_adapter(projection, full, trains.rank, step)
+        self.flows[projection.flow] = rel or trains.output
+
+    def _relative_adapter(self, projection: Projection, full: str, rank: int, step: Step) -> None:
+        """LoRA on a projection the relative embeddings run through (a shared key or query projection)."""
+        c, amp, rel = step.c, step.workload.amp, self.flows.get("rel", False)
+        label, rows = f"LoRA on {full.rsplit('.', 2)[-1]} (relative embeddings)", ("2", "D", "H")
+        new = step.size("residual") != 4
+        if self.training.dropout:
+            if rel:
+                self._save(step, f"{label}: dropout mask", rows, c.mask(4))
+            new = True
+        if amp and c.compute != 4:
+            self._save(step, f"{label}: lora_A input (16-bit copy)", rows, "compute")
+        elif new:
+            self._save(step, f"{label}: lora_A input", rows, 4)
+        elif self._once("relative embeddings (input)"):
+            self._save(step, "relative embeddings (the position projections' input)", rows, "residual")
+        if amp and rel and self._once(f"{full}: lora_A copy", shared=True):
+            self._save(step, f"{label}: 16-bit copy of lora_A", ("H",), "compute", rank)
+        self._save(step, f"{label}: lora_B input (tokens × r)", ("2", "D"), c.compute if amp else 4, rank)
+        if amp and self._once(f"{full}: lora_B copy", shared=True):
+            self._save(step, f"{label}: 16-bit copy of lora_B", ("H",), "compute", rank)
+        self._flop(step, f"{label}: lora_A", rows, rank, rel + 1, backward=projection.used)
+        self._flop(step, f"{label}: lora_B", rows, rank, 2, backward=projection.used)
+
     def _attention(self, attention: Attention, step: Step) -> None:
-        if attention.values_only:
-            raise ConfigError("fine-tuning", "attention", "this family's attention is not modelled under a "
-                              "fine-tuning method yet")
+        if attention.values_only:  # DeBERTa: the position scores join the content scores
+            self.scores_bias = self._flow("position", step)
         if attention.fused_qkv:  # one projection: q, k and v require a gradient together, or none does
             self._qkv = (self.flowing,) * 3
         fq, fk, fv = self._qkv
@@ -332,7 +398,10 @@ class Walk:
                 self._flop(step, flops[0].what, flops[0].factors, 1, fq + fk, attention=True)
                 self._flop(step, flops[1].what, flops[1].factors, 1, scores + fv, attention=True)
         else:
-            self._save(step, "queries, keys, values (split into heads)", ("n", "H"), "heads", fk + fq + scores)
+            if attention.values_only:  # (the queries and keys: kept by the modules before, `DEBERTA_WALK`)
+                self._save(step, "values (split into heads)", ("n", "H"), "heads", scores)
+            else:
+                self._save(step, "queries, keys, values (split into heads)", ("n", "H"), "heads", fk + fq + scores)
             softmax = c.softmax
             if attention.dropout:
                 self._save(step, "attention probabilities (softmax output)", ("b'", "A", "s", "s"), softmax, scores)

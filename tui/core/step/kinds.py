@@ -109,6 +109,7 @@ class Keep(SavesOnly):
     each: bool = False
     copies_of: tuple[str, ...] = ()
     storage: str = ""
+    if_flows: tuple[str, ...] = ()  # (a method's walk) saved when one of these flows needs a gradient (DeBERTa's)
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, self.size, self.coef)
@@ -221,6 +222,7 @@ class Product:
     factors: tuple[str, ...]
     backward: bool = True
     when: When = ()
+    grads_of: tuple[str, ...] = ()  # (a method's walk) the flows whose gradients its backward computes
 
     def flops(self, component: str) -> Iterator[Flop]:
         yield Flop(component, self.what, self.factors, backward=self.backward)
@@ -354,8 +356,37 @@ class ShiftedLabels(SavesOnly):
             yield step.saved("padded label (one sequence: the shifted labels are a view)", ("1",), 8, batch_one=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Flows(SavesOnly):
+    """(A method's walk only.) Where DeBERTa's disentangled attention reads which of its operands need a gradient:
+    the queries, keys and values just projected, the relative embeddings; their dropout keeps its mask when the
+    relative embeddings need one."""
+
+    when: When = ()
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class Projection(SavesOnly):
+    """(A method's walk only.) A Linear run again over the 2·D relative embeddings (DeBERTa's position keys or
+    queries: the layer's own key/query projection when keys are shared, else one of its own): its output's flow
+    is `flow`; `copy` names the 16-bit copy of its input autocast keeps; `used`: a score type reads it."""
+
+    what: str
+    names: tuple[str, ...]
+    flow: str
+    copy: str
+    used: bool = True
+    when: When = ()
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        return iter(())
+
+
 Module = Union[Keep, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss,
-               ShiftedLabels]
+               ShiftedLabels, Flows, Projection]
 
 
 def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Flop]:

@@ -10,7 +10,7 @@ trained whole (`modules_to_save`) is a copy in the model's own dtype.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..config import BertConfig, ConfigError
@@ -18,10 +18,11 @@ from ..count.frozen import Freeze, freeze
 from ..count.lora import PREFIX, Lora, adapt
 from ..count.tree import ParamTree, group_of
 from .flow import Trains
+from .symbols import unused_modules
 
 # The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
 METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "albert",
-                   "modernbert")
+                   "modernbert", "deberta-v2")
 # an encoder layer's parameter, and its index (ALBERT's stored layers: their group and index)
 _LAYER = re.compile(r"(?:^|\.)(?:layers?|albert_layer_groups\.\d+\.albert_layers)\.(\d+)\.")
 
@@ -43,6 +44,12 @@ class Method:
     adapters: int  # elements of the adapters (float32 whatever the precision)
     adapter_tensors: int
     sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False)  # each trained parameter's elements
+    unreached: tuple[int, int] = (0, 0)  # (elements, tensors) that train but the step never reaches: no gradient
+
+    @property
+    def reached(self) -> tuple[int, int]:
+        """(elements, tensors) that get a gradient and optimizer states."""
+        return self.trainable - self.unreached[0], self.trainable_tensors - self.unreached[1]
 
     @property
     def layers_backward(self) -> bool:
@@ -164,4 +171,16 @@ def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
 
 def method_of(tree: ParamTree, config: BertConfig, how: Lora | Freeze) -> Method:
     """The step's view of LoRA or of frozen parts on `tree`'s class."""
-    return of_lora(tree, config, how) if isinstance(how, Lora) else of_freeze(tree, config, how)
+    method = of_lora(tree, config, how) if isinstance(how, Lora) else of_freeze(tree, config, how)
+    return _unreached(method, config)
+
+
+def _unreached(method: Method, config: BertConfig) -> Method:
+    """`method` with what trains in modules the step never reaches (DeBERTa's relative embeddings' LayerNorm
+    without relative attention) set apart: trainable for peft, but no gradient ever comes."""
+    body = f"{config.body}." if config.head != "none" else ""
+    prefixes = tuple(f"{body}{module}." for module in unused_modules(config))
+    cold = [(name, size) for name, size in method.sizes if name.startswith(prefixes)] if prefixes else []
+    if not cold:
+        return method
+    return replace(method, unreached=(sum(size for _, size in cold), len(cold)))

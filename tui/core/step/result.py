@@ -185,7 +185,7 @@ class Compute:
     def trained(self) -> tuple[int, int]:
         """(elements, tensors) of the parameters that get a gradient (and optimizer state)."""
         if self.method is not None:
-            return self.method.trainable, self.method.trainable_tensors
+            return self.method.reached
         elements, tensors = unused(self.config)
         return self.parameters - elements, self.parameter_tensors - tensors
 

@@ -72,7 +72,7 @@ def config_facts(config: BertConfig) -> dict[str, bool]:
     return {"regression": config.num_labels == 1, "project": projects(config),
              "token_types": config.type_vocab_size > 0, "relative": config.relative_attention,
              "c2p": config.pos_att_c2p, "p2c": config.pos_att_p2c, "share": config.share_att_key,
-             "norm_rel": config.norm_rel_ebd,
+             "norm_rel": config.norm_rel_ebd, "position_biased": config.position_biased_input,
              "pos_key": config.relative_attention and (config.share_att_key or config.pos_att_c2p),
              "pos_query": config.relative_attention and (config.share_att_key or config.pos_att_p2c),
              "pos_proj": config.relative_attention and (config.share_att_key or config.pos_att_c2p
@@ -100,6 +100,12 @@ def unused(config: BertConfig) -> tuple[int, int]:
         if holds(facts, part.when):
             elements, tensors = elements + prod(values[f] for f in part.factors), tensors + part.tensors
     return elements, tensors
+
+
+def unused_modules(config: BertConfig) -> tuple[str, ...]:
+    """The modules (under the body) whose parameters the step never reaches (`StepLayout.unused`)."""
+    facts = config_facts(config)
+    return tuple(part.module for part in STEPS[config.model_type].unused if part.module and holds(facts, part.when))
 
 
 _BATCH_FACTORS = frozenset(("b", "b'", "n"))
