@@ -301,3 +301,23 @@ async def test_the_totals_say_what_an_open_adapter_trains() -> None:
         one = adapt(build_tree(source.config.replace(num_hidden_layers=1)), source.config.replace(
             num_hidden_layers=1), source.lora)  # type: ignore[arg-type]
         assert f"trains {one.trainable:,}" in text_of(app, "#totals")
+
+
+async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains() -> None:
+    from pathlib import Path
+
+    from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.sources import open_adapter
+
+    source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        marks = app.main._marks()
+        assert marks["encoder.layer.0.attention.self.query.weight"] == "frozen + A [2, 16], B [16, 2]"
+        assert marks["encoder.layer.2.attention.self.value.weight"] == "frozen + A [2, 16], B [16, 2]"
+        assert marks["classifier.weight"] == "trains (a trained copy)"  # TOKEN_CLS saves its classifier whole
+        assert "encoder.layer.0.attention.self.key.weight" not in marks  # not adapted: frozen, said by the totals
+        tree = app.query_one(ParamTreeView)
+        node = next(child for child in tree.root.children if child.data == "classifier.bias")
+        assert "trains (a trained copy)" in str(tree.render_label(node, tree.rich_style, tree.rich_style))

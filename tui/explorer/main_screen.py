@@ -306,12 +306,37 @@ class MainScreen(Screen[None]):
         self._load_form(preset.config, preset.name)
 
     def _marks(self) -> dict[str, str]:
-        """Tree keys whose tensor the opened checkpoint stores differently, with what it stores."""
+        """Tree keys with a note: where an open adapter puts its tensors and what trains under it; whose tensor
+        the opened checkpoint stores differently, with what it stores."""
+        marks = self._adapter_marks()
         result = self.comparison
         if result is None:
-            return {}
-        marks = {key_of(name): "✗ not in the file" for name in result.missing}
+            return marks
+        marks.update((key_of(name), "✗ not in the file") for name in result.missing)
         marks.update((key_of(name), f"✗ file has {list(stored)}") for name, _, stored in result.mismatched)
+        return marks
+
+    def _adapter_marks(self) -> dict[str, str]:
+        """peft's tensors beside the weight of the module they adapt (`+ LoRA A [8, 768], B [768, 8]`), and the
+        model's own tensors that train under the adapter (a bias, a module saved whole as a trained copy)."""
+        adapted = self._adapted()
+        if adapted is None or isinstance(adapted, ConfigError):
+            return {}
+        from ..core.count.lora import PREFIX
+
+        marks: dict[str, str] = {}
+        added: dict[str, list[str]] = {}
+        for param in adapted.params:
+            name = param.name.removeprefix(PREFIX)
+            if param.role in ("base", "original", "copy"):
+                if param.trainable:
+                    own = name.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")
+                    marks[key_of(own)] = "trains" + (" (a trained copy)" if param.role == "copy" else "")
+                continue
+            module, _, tensor = name.partition(f".{param.role}")
+            added.setdefault(module, []).append(f"{param.role.removeprefix('lora_')} {list(param.shape)}")
+        for module, tensors in added.items():
+            marks[key_of(f"{module}.weight")] = "frozen + " + ", ".join(tensors)
         return marks
 
     def _claims(self) -> list[tuple[str, str, str]]:
