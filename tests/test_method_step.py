@@ -255,3 +255,22 @@ def test_a_method_that_trains_everything_is_the_full_step(family: str, device: s
                     assert walked.activations == full.activations, said
                     assert (walked.flops_forward, walked.flops_backward) == (full.flops_forward,
                                                                              full.flops_backward), said
+
+
+def test_the_full_step_stands_beside_the_method_s() -> None:
+    """Full fine-tuning and the method side by side: the CLI's text and JSON give the same step fully trained."""
+    from .clirun import run
+
+    argv = ("compute", "bert-base-uncased", "--head", "sequence-classification", "--lora-r", "8", "--batch", "16",
+            "--seq", "128", "--precision", "amp-bf16", "--gpu-memory", "24GiB")
+    data = run_json(*argv)
+    full = run_json(*argv[:4], *argv[6:])
+    assert "full_fine_tuning" not in full
+    beside = data["full_fine_tuning"]
+    assert (beside["trainable"], beside["flops_step"], beside["peak"]) == (
+        full["parameters"], full["flops"]["step"], full["memory_bytes"]["peak"])
+    assert [fit["max_batch"] for fit in beside["fits"]] == [fit["max_batch"] for fit in full["fits"]]
+    code, text, _ = run(*argv)
+    asked = next(fit["max_batch"] for fit in full["fits"] if fit["asked"])
+    assert code == 0 and f"full fine-tuning: trains {full['parameters']:,}" in " ".join(text.split())
+    assert f"24 GiB fits batch ≤ {asked:,}" in " ".join(text.split())

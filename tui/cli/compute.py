@@ -138,6 +138,7 @@ def run(argv: Sequence[str]) -> int:
                             padding_mask=args.padding_mask, device=args.device)
         method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
         result = compute(selection.config, workload, gpu_memory, method=method)
+        full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
         if error.field in dict(selection.config.step_keys):
             raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
@@ -151,12 +152,12 @@ def run(argv: Sequence[str]) -> int:
     for note in notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     if args.format == "json":
-        sys.stdout.write(json.dumps(compute_data(result, gpu_memory), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(compute_data(result, gpu_memory, full), indent=2, ensure_ascii=False) + "\n")
     elif args.format == "csv":
         sys.stdout.write(compute_csv(result))
     elif args.format == "markdown":
-        sys.stdout.write(compute_markdown(result, selection.title))
+        sys.stdout.write(compute_markdown(result, selection.title, full))
     else:
-        sys.stdout.write(compute_text(result, selection.title))
+        sys.stdout.write(compute_text(result, selection.title, full))
     return 0
 

@@ -262,15 +262,19 @@ class MainScreen(Screen[None]):
         result = self._compute_result
         if result is not None and error is not None and result.config != self.model.config:
             result = self._compute_result = None  # another model's figures: gone, not shown as this one's
+        # under a method, the same step fully fine-tuned beside it (the core keeps a config's terms: cheap)
+        full = None if result is None or result.method is None else compute(
+            result.config, result.workload, self._gpu_memory, tree=self.model if error is None else None)
         if result is None:
             pane.clear()
         elif error is not None:
             w = result.workload
-            pane.show(result, f"showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}")
+            pane.show(result, f"showing the last valid workload, batch {w.batch:,} × sequence {w.seq:,}", full)
         elif self.stale:
-            pane.show(result, f"the form holds a refused value: showing {result.config.hf_class} as last counted")
+            pane.show(result, f"the form holds a refused value: showing {result.config.hf_class} as last counted",
+                      full)
         else:
-            pane.show(result)
+            pane.show(result, full=full)
 
     def _mount_compute(self) -> AwaitMount | None:
         """The Compute pane is composed the first time it is shown: start-up pays nothing for it."""

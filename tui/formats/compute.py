@@ -30,9 +30,13 @@ def workload_data(result: Compute, gpu_memory: int | None) -> dict[str, Any]:
     return {**result.workload.as_dict(), "gpu_memory": gpu_memory}
 
 
-def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, Any]:
-    """The JSON contract of `bert-tui compute`: integers for FLOPs and bytes."""
+def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute | None = None) -> dict[str, Any]:
+    """The JSON contract of `bert-tui compute`: integers for FLOPs and bytes (`full`: under a method, the same
+    step fully fine-tuned, beside it)."""
     rule = result.rule_of_thumb
+    beside = {} if full is None else {"full_fine_tuning": {
+        "trainable": full.trained[0], "flops_step": full.flops_step, "peak": full.peak,
+        "fits": [{"gib": round(fit.gib, 3), "max_batch": fit.max_batch} for fit in full.fits]}}
     return {
         "model": result.config.hf_class,
         "config": config_dict(result.config),
@@ -57,6 +61,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None) -> dict[str, An
         "fits_note": f"largest batch whose reserved peak fits: {HEADROOM_RULE}",
         "conventions": convention_lines(result),
         "closed_forms": closed_forms(result),
+        **beside,
     }
 
 
@@ -214,6 +219,15 @@ def headline(result: Compute, title: str) -> str:
     return "\n".join(lines)
 
 
+def full_line(result: Compute, full: Compute) -> str:
+    """The same step fully fine-tuned, in one sentence, beside a method's: what trains, FLOPs, peak, what fits."""
+    fit = next((fit for fit in full.fits if fit.asked), None) or next(f for f in full.fits if f.gib == 24)
+    size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
+    batch = "any batch" if fit.max_batch >= MAX_BATCH else f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "nothing"
+    return (f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step, peak "
+            f"{short_bytes(full.peak)}, {size} fits {batch}")
+
+
 def method_line(result: Compute) -> str:
     """What a fine-tuning method trains, in one sentence ("" without one)."""
     method = result.method
@@ -224,9 +238,12 @@ def method_line(result: Compute) -> str:
     return f"{method.label}: trains {method.trainable:,} of {method.parameters:,} parameters ({said} %)"
 
 
-def compute_text(result: Compute, title: str) -> str:
-    """What `bert-tui compute` prints as a table."""
-    lines = [headline(result, title), ""]
+def compute_text(result: Compute, title: str, full: Compute | None = None) -> str:
+    """What `bert-tui compute` prints as a table (`full`: under a method, the step fully fine-tuned, beside)."""
+    lines = [headline(result, title)]
+    if full is not None:
+        lines += textwrap.wrap(full_line(result, full), WIDTH)
+    lines.append("")
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
     lines += ["conventions:"] + [wrapped for line in convention_lines(result)
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
@@ -368,8 +385,10 @@ def compute_csv(result: Compute) -> str:
     return out.getvalue()
 
 
-def compute_markdown(result: Compute, title: str) -> str:
+def compute_markdown(result: Compute, title: str, full: Compute | None = None) -> str:
     head, rest = headline(result, title).split("\n", 1)
+    if full is not None:
+        rest += "\n" + full_line(result, full)
     lines = [f"## {head}", "", rest, "", "| FLOPs | value |", "|---|---:|"]
     lines += [f"| forward | {result.flops_forward:,} |", f"| backward | {result.flops_backward:,} |",
               f"| step | {result.flops_step:,} |", f"| 6 × params × tokens rule | {result.rule_of_thumb:,} |", "",

@@ -31,7 +31,7 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import labelled, method_line, one_layer, versus
+from ...formats.compute import full_line, labelled, method_line, one_layer, versus
 from ...plain import plain
 from .field_input import FieldInput
 
@@ -212,9 +212,10 @@ class ComputePane(VerticalScroll):
             line.update(plain(f"⚠ {shown}: {error.rule}"))
         line.display = error is not None
 
-    def show(self, result: Compute, stale: str | None = None) -> None:
-        """The step's figures; `stale`: why they are not the fields' (they are the last valid ones)."""
-        self.query_one("#compute-result", Static).update(render_result(result, stale))
+    def show(self, result: Compute, stale: str | None = None, full: Compute | None = None) -> None:
+        """The step's figures; `stale`: why they are not the fields' (they are the last valid ones); `full`:
+        under a method, the same step fully fine-tuned, beside it."""
+        self.query_one("#compute-result", Static).update(render_result(result, stale, full))
         self.set_class(stale is not None, "-stale")
 
     def clear(self) -> None:
@@ -223,7 +224,7 @@ class ComputePane(VerticalScroll):
         self.set_class(False, "-stale")
 
 
-def render_result(result: Compute, stale: str | None = None) -> Text:
+def render_result(result: Compute, stale: str | None = None, full: Compute | None = None) -> Text:
     """The step's cost as the pane shows it: every figure is the core's."""
     text = Text()
     if stale is not None:
@@ -234,6 +235,8 @@ def render_result(result: Compute, stale: str | None = None) -> Text:
                     "in transformers\n", style="dim")
     if result.method is not None:
         text.append(method_line(result) + "\n", style="bold")
+        if full is not None:
+            text.append(full_line(result, full) + "\n", style="dim")
     step, rule = result.flops_step, result.rule_of_thumb
     text.append("FLOPs per step  ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
