@@ -153,9 +153,7 @@ def names_hub_model(text: str) -> bool:
 def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False,
              progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
     """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers."""
-    from .io.hub import open_repo
-
-    from .io.hub import ADAPTER_CONFIG
+    from .io.hub import ADAPTER_CONFIG, open_repo
 
     model = open_repo(repo_id, revision, offline, progress)
     if model.config_path.name == ADAPTER_CONFIG:  # a PEFT adapter shared on the Hub: its base opens by its name
