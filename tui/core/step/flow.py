@@ -24,7 +24,7 @@ Full fine-tuning never comes here: every module's `saves` in `kinds` is that wal
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -237,8 +237,9 @@ class Walk:
         f, facts = self.flows, step.facts
         c2p = facts["relative"] and facts["c2p"] and f.get("pk", False)
         p2c = facts["relative"] and facts["p2c"] and f.get("pq", False)
-        derived = {"c2p": f.get("q", False) or f.get("pk", False), "p2c": f.get("k", False) or f.get("pq", False),
-                   "c2p_pk": c2p, "position": c2p or p2c, "scores": f.get("q", False) or f.get("k", False) or c2p or p2c}
+        q, k = f.get("q", False), f.get("k", False)
+        derived = {"c2p": q or f.get("pk", False), "p2c": k or f.get("pq", False), "c2p_pk": c2p,
+                   "position": c2p or p2c, "scores": q or k or c2p or p2c}
         return derived[name] if name in derived else f.get(name, False)
 
     def _keep(self, keep: Keep, step: Step) -> None:
@@ -298,38 +299,48 @@ class Walk:
             self.flowing = flowing or any(t.output for t in trains)
 
     def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
-        """LoRA beside `linear`'s module `name`: what `lora_A` and `lora_B` keep and compute."""
-        c, amp, flowing = step.c, step.workload.amp, self.flowing
-        rows, din, dout = linear.rows, linear.din, linear.dout
-        wide = linear.coef // len(linear.names)  # lora_B's output is the module's: 3·H for ModernBERT's Wqkv
-        # peft keeps the adapters in float32 (a 16-bit model's too) and casts a 16-bit input to their dtype first
-        dtype, new = 4, x != 4
-        label = f"LoRA on {name}"
+        """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv)."""
+        rows, din = linear.rows, linear.din
+
+        def own_input() -> None:  # lora_A reads the Linear's own input: kept once, with whatever else keeps it
+            if linear.held == HELD:  # the last hidden state, whole (a [CLS] token's view keeps its storage)
+                if self._once(linear.held, shared=True):
+                    self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
+                               "stream")
+            elif linear.held:  # another component's output
+                if self._once(linear.held, shared=True):
+                    self._save(step, linear.reads or linear.held, (rows, din), x)
+            elif self._once(linear.input or linear.reads or linear.what):
+                self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
+
+        self._lora(step, f"LoRA on {name}", self._full(name), rank, (rows,), din, linear.dout,
+                   linear.coef // len(linear.names), x, self.flowing, own_input)
+
+    def _lora(self, step: Step, label: str, full: str, rank: int, rows: tuple[str, ...], din: str, dout: str,
+              wide: int, x: int, flowing: bool, own_input: Callable[[], None], backward: bool = True) -> None:
+        """What `lora_A` and `lora_B` keep and compute over `rows` (their input `flowing` or not): peft keeps the
+        adapters in float32 (a 16-bit model's too) and casts a 16-bit input to their dtype first, a new tensor,
+        as dropout's output is; else `lora_A` keeps the input itself (`own_input`)."""
+        c, amp = step.c, step.workload.amp
+        new = x != 4
         if self.training.dropout:
             if flowing:
-                self._save(step, f"{label}: dropout mask", (rows, din), c.mask(dtype))
+                self._save(step, f"{label}: dropout mask", (*rows, din), c.mask(4))
             new = True
-        if amp and dtype != c.compute:
-            self._save(step, f"{label}: lora_A input (16-bit copy)", (rows, din), "compute")
+        if amp and c.compute != 4:
+            self._save(step, f"{label}: lora_A input (16-bit copy)", (*rows, din), "compute")
         elif new:
-            self._save(step, f"{label}: lora_A input", (rows, din), dtype)
-        elif linear.held == HELD:  # the last hidden state, whole (a [CLS] token's view keeps its storage)
-            if self._once(linear.held, shared=True):
-                self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
-                           "stream")
-        elif linear.held:  # another component's output
-            if self._once(linear.held, shared=True):
-                self._save(step, linear.reads or linear.held, (rows, din), x)
-        elif self._once(linear.input or linear.reads or linear.what):
-            self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
+            self._save(step, f"{label}: lora_A input", (*rows, din), 4)
+        else:
+            own_input()
         # the adapters train: autocast casts them once a forward (a stored layer run again reuses the copies)
-        if amp and flowing and self._once(f"{self._full(name)}: lora_A copy", shared=True):
+        if amp and flowing and self._once(f"{full}: lora_A copy", shared=True):
             self._save(step, f"{label}: 16-bit copy of lora_A", (din,), "compute", rank)
-        self._save(step, f"{label}: lora_B input (tokens × r)", (rows,), c.compute if amp else 4, rank)
-        if amp and self._once(f"{self._full(name)}: lora_B copy", shared=True):
+        self._save(step, f"{label}: lora_B input (tokens × r)", rows, c.compute if amp else 4, rank)
+        if amp and self._once(f"{full}: lora_B copy", shared=True):
             self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank * wide)
-        self._flop(step, f"{label}: lora_A", (rows, din), rank, flowing + 1)
-        self._flop(step, f"{label}: lora_B", (rows, dout), rank * wide, 2)
+        self._flop(step, f"{label}: lora_A", (*rows, din), rank, flowing + 1, backward=backward)
+        self._flop(step, f"{label}: lora_B", (*rows, dout), rank * wide, 2, backward=backward)
 
     def _projection(self, projection: Projection, step: Step) -> None:
         """A Linear over the 2·D relative embeddings (DeBERTa's position keys or queries): its input kept for its
@@ -351,26 +362,13 @@ class Walk:
 
     def _relative_adapter(self, projection: Projection, full: str, rank: int, step: Step) -> None:
         """LoRA on a projection the relative embeddings run through (a shared key or query projection)."""
-        c, amp, rel = step.c, step.workload.amp, self.flows.get("rel", False)
-        label, rows = f"LoRA on {full.rsplit('.', 2)[-1]} (relative embeddings)", ("2", "D", "H")
-        new = step.size("residual") != 4
-        if self.training.dropout:
-            if rel:
-                self._save(step, f"{label}: dropout mask", rows, c.mask(4))
-            new = True
-        if amp and c.compute != 4:
-            self._save(step, f"{label}: lora_A input (16-bit copy)", rows, "compute")
-        elif new:
-            self._save(step, f"{label}: lora_A input", rows, 4)
-        elif self._once("relative embeddings (input)"):
-            self._save(step, "relative embeddings (the position projections' input)", rows, "residual")
-        if amp and rel and self._once(f"{full}: lora_A copy", shared=True):
-            self._save(step, f"{label}: 16-bit copy of lora_A", ("H",), "compute", rank)
-        self._save(step, f"{label}: lora_B input (tokens × r)", ("2", "D"), c.compute if amp else 4, rank)
-        if amp and self._once(f"{full}: lora_B copy", shared=True):
-            self._save(step, f"{label}: 16-bit copy of lora_B", ("H",), "compute", rank)
-        self._flop(step, f"{label}: lora_A", rows, rank, rel + 1, backward=projection.used)
-        self._flop(step, f"{label}: lora_B", rows, rank, 2, backward=projection.used)
+        def own_input() -> None:
+            if self._once("relative embeddings (input)"):
+                self._save(step, "relative embeddings (the position projections' input)", ("2", "D", "H"),
+                           "residual")
+
+        self._lora(step, f"LoRA on {full.rsplit('.', 2)[-1]} (relative embeddings)", full, rank, ("2", "D"), "H", "H",
+                   1, step.size("residual"), self.flows.get("rel", False), own_input, projection.used)
 
     def _attention(self, attention: Attention, step: Step) -> None:
         if attention.values_only:  # DeBERTa: the position scores join the content scores
