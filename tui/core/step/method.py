@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ..config import BertConfig, ConfigError
+from ..config import LM_HEADS, BertConfig, ConfigError
 from ..count.frozen import Freeze, freeze
 from ..count.lora import PREFIX, Lora, adapt
 from ..count.tree import ParamTree, group_of
@@ -180,7 +180,10 @@ def _unreached(method: Method, config: BertConfig) -> Method:
     without relative attention) set apart: trainable for peft, but no gradient ever comes."""
     body = f"{config.body}." if config.head != "none" else ""
     prefixes = tuple(f"{body}{module}." for module in unused_modules(config))
-    cold = [(name, size) for name, size in method.sizes if name.startswith(prefixes)] if prefixes else []
+    cold = [(name, size) for name, size in method.sizes if prefixes and name.startswith(prefixes)]
+    if config.head in LM_HEADS and not config.tie_word_embeddings:  # an untied LM head's own bias: its decoder's
+        cold += [(name, size) for name, size in method.sizes  # bias is the one the forward adds
+                 if name.endswith(".bias") and f"{name.removesuffix('bias')}decoder" in method.modules]
     if not cold:
         return method
     return replace(method, unreached=(sum(size for _, size in cold), len(cold)))
