@@ -229,6 +229,11 @@ class BertConfig:
         return MODEL_TYPES[self.model_type][1]
 
     @property
+    def body_prefix(self) -> str:
+        """What the class's parameter names start with: `bert.` under a head, nothing for the base model."""
+        return f"{self.body}." if self.head != "none" else ""
+
+    @property
     def fixed_pooler(self) -> bool | None:
         """Whether the head class builds `pooler` whatever the user says (None: the user chooses)."""
         return FAMILY_HEADS[self.model_type][self.head]

@@ -143,7 +143,7 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
 def _sections(tree: ParamTree) -> Iterator[tuple[str, list[tuple[str, Param]]]]:
     """(module heading, [(name below it, param)]): embeddings, one encoder layer for all, pooler, head."""
     sections: dict[str, list[tuple[str, Param]]] = {}
-    body = f"{tree.config.body}." if tree.config.head != "none" else ""
+    body = tree.config.body_prefix
     for p in tree.root.params():
         name = strip_body(p.name)
         stacked = _STACKED.match(name)

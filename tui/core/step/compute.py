@@ -136,7 +136,7 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
                  for module in STEPS[config.model_type].heads.get(config.head, ()))
     if method is not None:
         walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
-                           _layout(config).names, f"{config.body}." if config.head != "none" else "")
+                           _layout(config).names, config.body_prefix)
         return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
@@ -147,7 +147,7 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
     """The components a step under a method walks, each layer apart (they train differently), with the prefix
     their modules' names have; layer 0 reads an embedding projection's 16-bit output under CUDA autocast."""
     layout = _layout(config)
-    body = f"{config.body}." if config.head != "none" else ""
+    body = config.body_prefix
     parts: list[flow.Part] = [("embeddings", f"{body}embeddings.", layout.embeddings, "")]
     if layout.shared_layers:  # ALBERT: run i of L takes group i·G/L, whose K stored layers run in turn
         groups, inner = config.num_hidden_groups, config.inner_group_num

@@ -116,9 +116,8 @@ class Walk:
     def component(self, component: str, prefix: str, modules: tuple[Module, ...], run: str = "") -> None:
         """Walk `modules` as `component`, whose modules are named under `prefix`; `run` (its name): one run of a
         stored layer that runs several times (ALBERT's), whose weights' copies are cast once. An encoder layer that
-        enters as one walked
-        before did (the hidden state's flow, and what of it trains, alike) does what that one did: its terms are
-        copied, not walked again (a deep model's layers are mostly alike)."""
+        enters as one walked before did (the hidden state's flow, and what of it trains, alike) does what that one
+        did: its terms are copied, not walked again (a deep model's layers are mostly alike)."""
         self._component, self._prefix, self._scope = component, prefix, run or component
         layer = component.startswith("layer.")
         key = (id(modules), self.flowing, self.scores_bias, self.training.layer_key(prefix)) if layer and not run \

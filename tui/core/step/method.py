@@ -178,7 +178,7 @@ def method_of(tree: ParamTree, config: BertConfig, how: Lora | Freeze) -> Method
 def _unreached(method: Method, config: BertConfig) -> Method:
     """`method` with what trains in modules the step never reaches (DeBERTa's relative embeddings' LayerNorm
     without relative attention) set apart: trainable for peft, but no gradient ever comes."""
-    body = f"{config.body}." if config.head != "none" else ""
+    body = config.body_prefix
     prefixes = tuple(f"{body}{module}." for module in unused_modules(config))
     cold = [(name, size) for name, size in method.sizes if prefixes and name.startswith(prefixes)]
     if config.head in LM_HEADS and not config.tie_word_embeddings:  # an untied LM head's own bias: its decoder's
