@@ -22,7 +22,8 @@ from tui.core.count.families import build_tree
 from tui.core.count.frozen import Freeze
 from tui.core.count.lora import Lora, adapt
 from tui.core.step.compute import compute
-from tui.core.step.method import METHOD_FAMILIES, Method, method_of
+from tui.core.step.method import Method, method_of
+from tui.core.step.steps import STEPS
 from tui.core.step.workload import PRECISIONS, Workload
 
 from .test_fixtures_regenerate import script
@@ -84,7 +85,7 @@ def test_the_fixture_covers_every_family_head_precision_and_method() -> None:
     seen = {(c["config"].get("model_type", "bert"), c["config"]["head"], c["workload"]["precision"],
              json.dumps(c["method"], sort_keys=True)) for c in cases()}
     specs = {json.dumps(spec, sort_keys=True) for spec in script(GENERATOR).SPECS}
-    for family in METHOD_FAMILIES:
+    for family in STEPS:
         heads = HEADS if family == "bert" else FAMILY_HEADS[family]
         assert {head for f, head, _, _ in seen if f == family} == set(heads), family
     assert {precision for f, _, precision, _ in seen if f == "bert"} == set(PRECISIONS)
@@ -231,7 +232,7 @@ def _everything(config: BertConfig) -> Method:
     return replace(cold, trained=frozenset(p.name for p in tree.root.params()))
 
 
-@pytest.mark.parametrize("family", METHOD_FAMILIES)
+@pytest.mark.parametrize("family", STEPS)
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_a_method_that_trains_everything_is_the_full_step(family: str, device: str) -> None:
     """The walk against the full step's own terms, on every head, precision, attention and mask, CUDA's

@@ -24,7 +24,6 @@ from .common import (
 
 
 def build_parser() -> Parser:
-    from ..core.step.method import METHOD_FAMILIES
     from ..core.step.steps import STEPS
     from ..core.step.workload import (
         ATTENTIONS,
@@ -57,8 +56,8 @@ def build_parser() -> Parser:
         "--freeze-layers 6\n\n"
         "With a fine-tuning method (--lora-*, --freeze-*, or a PEFT adapter as MODEL: a folder or a Hub id) the "
         "step is the "
-        f"method's, measured against peft and torch for every family ({', '.join(METHOD_FAMILIES)}): what "
-        "trains, what each frozen or adapted module keeps, the adapters' FLOPs. IA3, DoRA, LoRA on embeddings and "
+        "method's, measured against peft and torch for every family modelled: what trains, what each frozen or "
+        "adapted module keeps, the adapters' FLOPs. IA3, DoRA, LoRA on embeddings and "
         "checkpointing with a method are refused by name (bert-tui count counts their parameters).",
     )
     add_model(parser)

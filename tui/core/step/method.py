@@ -20,9 +20,6 @@ from ..count.tree import ParamTree, group_of
 from .flow import Trains
 from .symbols import unused_modules
 
-# The families whose step modules name their parameters' modules (`steps`): the others are refused by name.
-METHOD_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "albert",
-                   "modernbert", "deberta-v2")
 # an encoder layer's parameter, and its index (ALBERT's stored layers: their group and index)
 _LAYER = re.compile(r"(?:^|\.)(?:layers?|albert_layer_groups\.\d+\.albert_layers)\.(\d+)\.")
 
@@ -97,13 +94,6 @@ class Method:
         return max(per_layer.values(), default=0)
 
 
-def check_family(config: BertConfig) -> None:
-    if config.model_type not in METHOD_FAMILIES:
-        raise ConfigError("model_type", config.model_type, "compute and memory under LoRA or frozen parts are "
-                          f"modelled for {', '.join(METHOD_FAMILIES)} so far (the parameters are counted for every "
-                          "family: bert-tui count)")
-
-
 def _tied(tree: ParamTree) -> dict[str, str]:
     return {p.name: p.tied_to for p in tree.root.params() if p.tied_to}
 
@@ -114,7 +104,6 @@ def _modules(tree: ParamTree) -> frozenset[str]:
 
 def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
     """LoRA as peft builds it on `tree`'s class."""
-    check_family(config)
     if lora.use_dora:
         raise ConfigError("use_dora", True, "compute and memory under DoRA are not modelled yet (its weight norms "
                           "add tensors of their own); the parameters are counted")
@@ -150,7 +139,6 @@ def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
 
 def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
     """Parts frozen, the rest trained whole."""
-    check_family(config)
     if not (spec.embeddings or spec.layers or spec.body):
         raise ConfigError("freeze", "nothing", "freezes no part: without a method the step is full fine-tuning")
     frozen = freeze(tree, config, spec)
