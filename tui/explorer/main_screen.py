@@ -76,6 +76,8 @@ class MainScreen(Screen[None]):
                  stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> None:
         super().__init__()
         self.adapter = adapter  # an opened PEFT adapter's method: the Compute pane offers it
+        # (model, adapter, what peft makes of them): asked by the tree's marks and the totals alike
+        self._adapted_for: tuple[ParamTree, Lora | Ia3, Adapted | ConfigError] | None = None
         self.catalog = catalog
         self._start = (config, preset)
         self._source_title = title
@@ -191,14 +193,20 @@ class MainScreen(Screen[None]):
         """The open adapter on the model on screen, as peft builds it (or why it no longer fits the model)."""
         if self.adapter is None or self.model is None:
             return None
+        known = self._adapted_for
+        if known is not None and known[0] is self.model and known[1] is self.adapter:
+            return known[2]  # the tree's marks and the totals both ask, once an edit
         from ..core.count.lora import Lora, adapt, adapt_ia3
 
         try:
             if isinstance(self.adapter, Lora):
-                return adapt(self.model, self.model.config, self.adapter)
-            return adapt_ia3(self.model, self.model.config, self.adapter)
+                adapted: Adapted | ConfigError = adapt(self.model, self.model.config, self.adapter)
+            else:
+                adapted = adapt_ia3(self.model, self.model.config, self.adapter)
         except ConfigError as refused:
-            return refused
+            adapted = refused
+        self._adapted_for = (self.model, self.adapter, adapted)
+        return adapted
 
     def _show_totals(self) -> None:
         if self.model is None:
