@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from functools import cache
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from tui.cli import main
 from tui.core import BertConfig, ConfigError
 from tui.core.poly import value as evaluate
-from tui.core.step.compute import bytes_form, compute, flops_form, peak_at
+from tui.core.step.compute import bytes_form, compute, flops_form, layer_times, peak_at
 from tui.core.step.workload import (
     ATTENTIONS,
     DEVICES,
@@ -155,8 +156,8 @@ def _activations_match(result: Any, theirs: dict[str, int]) -> None:
         assert layers == sum(ours.get(k, 0) for k in ("layer", "attention mask", *uneven))
         theirs = {k: v for k, v in theirs.items() if not k.startswith("layer.")}
         ours = {k: v for k, v in ours.items() if k not in ("layer", "attention mask", *uneven)}
-    per_layer = ours.get("layer", 0) // result.values["L"]
-    for index in range(result.values["L"]):
+    per_layer = ours.get("layer", 0) // result.layer_runs
+    for index in range(result.layer_runs):
         expected = per_layer + (ours.get("attention mask", 0) if index == 0 else 0)
         assert theirs.get(f"layer.{index}", 0) == expected, f"layer.{index}"
     for component in ("embeddings", "pooler", "head"):
@@ -229,13 +230,14 @@ def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]
 def test_closed_forms_equal_the_per_component_sums(pair: tuple[BertConfig, Workload]) -> None:
     result = compute(*pair)
     values = result.values
+    runs = prod(values[symbol] for symbol in layer_times(result.config).split("·"))
     flops = result.flops_by_component()
     for component, total in flops.items():
-        times = values["L"] if component == "layer" else 1
+        times = runs if component == "layer" else 1
         assert times * evaluate(flops_form(result, component), values) == total
     activations = result.activations_by_component()
     for component, total in activations.items():
-        times = values["L"] if component == "layer" else 1
+        times = runs if component == "layer" else 1
         assert times * evaluate(bytes_form(result.saved_terms, component), values) == total
     assert evaluate(bytes_form(result.recompute_terms), values) == result.recompute_peak
     assert result.flops_step == result.flops_forward + result.flops_backward

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core import config_dict
 from ..core.config import BertConfig
-from ..core.step.compute import closed_forms, cuda_projection
+from ..core.step.compute import closed_forms, cuda_projection, layer_times
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
 from ..core.step.result import Compute
 from ..core.step.steps import STEPS
@@ -247,7 +247,7 @@ def compute_text(result: Compute, title: str, full: Compute | None = None) -> st
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
     lines += ["conventions:"] + [wrapped for line in convention_lines(result)
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
-    lines += ["", "closed forms (per layer where it says layer; × L in the totals):"]
+    lines += ["", f"closed forms (per layer where it says layer; × {layer_times(result.config)} in the totals):"]
     lines += [wrapped for key, form in closed_forms(result).items()
               for wrapped in textwrap.wrap(f"{key:<28} {form}", WIDTH, initial_indent="  ", subsequent_indent=" " * 31)]
     return "\n".join(lines) + "\n"
@@ -282,12 +282,12 @@ def flops_lines(result: Compute) -> list[str]:
 
 def one_layer(result: Compute) -> str:
     """How the tables name the layer they break down: any one, or under a method the last."""
-    return "one layer" if result.method is None else f"the last layer, layer {result.values['L'] - 1}"
+    return "one layer" if result.method is None else f"the last layer, layer {result.layer_runs - 1}"
 
 
 def _component_label(result: Compute, component: str) -> str:
     """A component as the tables name it: the encoder's layers with how many run."""
-    return f"layers ({result.values['L']} ×)" if component == "layer" else component
+    return f"layers ({result.layer_runs} ×)" if component == "layer" else component
 
 
 def versus(diff: int, exact: int) -> str:

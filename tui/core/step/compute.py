@@ -298,7 +298,7 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 
 # Closed forms ------------------------------------------------------------------------------------------------
-SYMBOL_ORDER = ("L", "S", "Ll", "Y", "b", "b'", "C", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
+SYMBOL_ORDER = ("L", "K", "S", "Ll", "Y", "b", "b'", "c", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
                 "2", "1")  # the step's symbols, in the order its forms write them
 
 
@@ -308,13 +308,20 @@ def flops_form(result: Compute, component: str) -> Poly:
 
 
 def bytes_form(terms: Iterable[Saved], component: str | None = None) -> Poly:
-    """Bytes of the saved tensors of one component (all when None) as a polynomial; layers not multiplied by L."""
+    """Bytes of the saved tensors of one component (all when None) as a polynomial; layers not multiplied by L·K."""
     return of_terms(((t.coef * t.size, t.factors) for t in terms if component in (None, t.component)), SYMBOL_ORDER)
 
 
+def layer_times(config: BertConfig) -> str:
+    """How many times a layer's terms count, in symbols: `L`, or ALBERT's `L·K` (each of L runs a group of K)."""
+    return "L·K" if _layout(config).shared_layers else "L"
+
+
 def closed_forms(result: Compute) -> dict[str, str]:
-    """Every quantity of `result` in symbols, component by component (`layer` is one layer: × L in totals)."""
+    """Every quantity of `result` in symbols, component by component (`layer` is one layer: × `layer_times` in
+    totals)."""
     forms: dict[str, str] = {}
+    times = layer_times(result.config)
     for component in dict.fromkeys(t.component for t in result.flop_terms):
         forms[f"flops.forward.{component}"] = render(flops_form(result, component))
     if result.workload.train and result.method is not None:
@@ -324,8 +331,8 @@ def closed_forms(result: Compute) -> dict[str, str]:
     elif result.workload.train:
         forms["flops.backward"] = "".join((
             "2 × forward", " − 2 × unused products" if result.flops_unused else "",
-            " + L × layer forward (recompute)" if result.workload.checkpointing else "",
-            " + ½ × L × attention products (fused backward)" if result.flops_rescore else ""))
+            f" + {times} × layer forward (recompute)" if result.workload.checkpointing else "",
+            f" + ½ × {times} × attention products (fused backward)" if result.flops_rescore else ""))
     for component in dict.fromkeys(t.component for t in result.saved_terms):
         forms[f"activations.{component}"] = render(bytes_form(result.saved_terms, component))
     if result.recompute_terms:

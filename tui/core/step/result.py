@@ -65,10 +65,15 @@ class Compute:
         return _by_component(self.flop_terms, self.values, _flops)
 
     @property
+    def layer_runs(self) -> int:
+        """How many times an encoder layer runs: L·K (K: ALBERT's layers per group, 1 elsewhere)."""
+        return self.values["L"] * self.values["K"]
+
+    @property
     def layer_component(self) -> str:
         """The component "one layer" shows: `layer` (every layer alike), or under a method, whose layers are
         components of their own, the last (it trains whatever the first ones freeze)."""
-        return "layer" if self.method is None else f"layer.{self.values['L'] - 1}"
+        return "layer" if self.method is None else f"layer.{self.layer_runs - 1}"
 
     def layer_flops(self) -> dict[str, int]:
         """One encoder layer's forward FLOPs, product by product (Q/K/V, scores, context, output, FFN)."""
@@ -160,7 +165,7 @@ class Compute:
 
     @cached_property
     def saved_bytes(self) -> tuple[tuple[Saved, int], ...]:
-        """Each saved tensor with its bytes in this step (× L for a layer's)."""
+        """Each saved tensor with its bytes in this step (× L·K for a layer's)."""
         return tuple((t, _times(t, self.values) * t.nbytes(self.values)) for t in self.saved_terms)
 
     @cached_property
@@ -243,8 +248,8 @@ def _summed(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
 
 
 def _times(term: Flop | Saved, values: dict[str, int]) -> int:
-    """How many times a term counts in the step: L for a layer's, once for any other component's."""
-    return values["L"] if term.component == "layer" else 1
+    """How many times a term counts in the step: L·K for a layer's, once for any other component's."""
+    return values["L"] * values["K"] if term.component == "layer" else 1
 
 
 def _by_component(terms: Iterable[Any], values: dict[str, int], measure: Any) -> dict[str, int]:

@@ -203,7 +203,7 @@ BERT_CLASSIFIER: Modules = (Drop("dropout mask", ("b'", "H")),
                             *LABEL_LOSS)
 CHOICE: Modules = (Drop("dropout mask", ("b'", "H")),
                    Linear("choice classifier", "b'", "H", "1", input="classifier input", names=CLASSIFIER),
-                   CrossEntropy(("b",), "C"))
+                   CrossEntropy(("b",), "c"))
 TOKENS: Modules = (Drop("dropout mask", ("n", "H"), "stream"),
                    Linear("classifier", "n", "H", "N", input="classifier input", size="stream", names=CLASSIFIER),
                    CrossEntropy(("n",), "N"))
@@ -316,7 +316,7 @@ DISTILBERT_HEADS: dict[str, Modules] = {
     "sequence-classification": (*DISTILBERT_CLASSIFIER, Linear("classifier", "b'", "H", "N", input="classifier input",
                                                                names=CLASSIFIER), *LABEL_LOSS),
     "multiple-choice": (*DISTILBERT_CLASSIFIER, Linear("choice classifier", "b'", "H", "1", input="classifier input",
-                                                       names=CLASSIFIER), CrossEntropy(("b",), "C")),
+                                                       names=CLASSIFIER), CrossEntropy(("b",), "c")),
     "token-classification": TOKENS,
     "question-answering": (Drop("dropout mask", ("n", "H"), "stream"),
                            Linear("start/end classifier", "n", "H", "2", input="classifier input", size="stream",
@@ -349,7 +349,7 @@ ELECTRA_HEADS: dict[str, Modules] = {
         Keep("summary GELU input", ("b'", "H")),
         Drop("dropout mask", ("b'", "H")),
         Linear("choice classifier", "b'", "H", "1", input="classifier input", names=CLASSIFIER),
-        CrossEntropy(("b",), "C"),
+        CrossEntropy(("b",), "c"),
     ),
 }
 
@@ -601,7 +601,7 @@ MODERNBERT_HEADS: dict[str, Modules] = {
     "sequence-classification": modernbert_head("b'", "N", LABEL_LOSS, "view"),
     "token-classification": modernbert_head("n", "N", (CrossEntropy(("n",), "N"),), "tokens"),
     "question-answering": modernbert_head("n", "2", (SpanLoss(),), "tokens"),
-    "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "C"),), "index"),
+    "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "c"),), "index"),
 }
 
 MPNET_NAMES = {QKV[0]: "attention.attn.q", QKV[1]: "attention.attn.k", QKV[2]: "attention.attn.v",

@@ -1,7 +1,9 @@
 """The step's symbols and the config's facts: their values for a config and a workload, and what no gradient reaches.
 
-b, b' (sequences: b·C for multiple choice), s, n = b'·s, H, E, I, A, V, N, C, L (layer runs), S (stored layers), D,
-d, Ll and Y (ModernBERT's local layers and layer types), s₁₆ and s₃₂ (s rounded up to 16 and 32).
+b, b' (sequences: b·c for multiple choice), s, n = b'·s, H, E, I, A, V, N, c (choices), L (the config's layers), K
+(the layers each of them runs: ALBERT's per group, 1 elsewhere; a layer's terms count L·K times), S (stored layers),
+D, d, Ll and Y (ModernBERT's local layers and layer types), s₁₆ and s₃₂ (s rounded up to 16 and 32). The symbols the
+counting room also writes (H, E, I, A, V, N, L, K, D) mean what they mean there.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from .workload import Workload
 
 
 def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
-    """Values of the symbols: b' is the number of sequences (b·C for multiple choice), n = b'·s tokens."""
+    """Values of the symbols: b' is the number of sequences (b·c for multiple choice), n = b'·s tokens."""
     sequences = workload.batch * (workload.choices if config.head == "multiple-choice" else 1)
     return {"b": workload.batch, "b'": sequences, "s": workload.seq, "n": sequences * workload.seq,
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size, "A": config.num_attention_heads,
-            "V": config.vocab_size, "N": config.num_labels, "C": workload.choices, "L": layer_runs(config), "S": stored_layers(config), "D": config.relative_span,
+            "V": config.vocab_size, "N": config.num_labels, "c": workload.choices, "L": config.num_hidden_layers, "K": runs_per_layer(config),
+            "S": stored_layers(config), "D": config.relative_span,
             "d": config.hidden_size // config.num_attention_heads, **layer_types(config),
             "1": 1, "2": 2}
 
@@ -35,9 +38,14 @@ def attention_run(config: BertConfig, workload: Workload) -> Workload:
     return workload
 
 
+def runs_per_layer(config: BertConfig) -> int:
+    """K: the encoder layers each of the config's L runs (ALBERT: a group of K stored layers; 1 elsewhere)."""
+    return config.inner_group_num if STEPS[config.model_type].shared_layers else 1
+
+
 def layer_runs(config: BertConfig) -> int:
-    """L: how many times an encoder layer runs (ALBERT runs each of its G groups of K layers L/G times)."""
-    return config.num_hidden_layers * (config.inner_group_num if STEPS[config.model_type].shared_layers else 1)
+    """L·K: how many times an encoder layer runs (ALBERT runs each of its G groups of K layers L/G times)."""
+    return config.num_hidden_layers * runs_per_layer(config)
 
 
 def stored_layers(config: BertConfig) -> int:
