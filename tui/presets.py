@@ -235,8 +235,8 @@ def load_preset(path: Path, *, builtin: bool = False) -> Preset:
 @lru_cache(maxsize=64)
 def _preset(path: Path, text: str, builtin: bool) -> Preset:
     """The preset a file's text holds. Its whole text is the key: a text read before is not parsed again (the
-    YAML parser is pure Python, ~10 ms a preset: the explorer's palette and a process that runs many commands,
-    as the tests do, read the same few files again and again); an edited file is a new text. A refused text is
+    YAML parser is pure Python, and the explorer's palette and a process that runs many commands, as the tests
+    do, read the same few files again and again); an edited file is a new text. A refused text is
     not kept: it is parsed again, and refused again, each time it is read."""
     data = read_yaml(path, text)
     if not isinstance(data, dict):

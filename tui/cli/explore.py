@@ -86,8 +86,8 @@ def run(argv: Sequence[str]) -> int:
     app = make_app(catalog, selection.config, title=selection.title, preset=preset, stored=stored,
                    adapter=selection.lora)
     app.run(mouse=mouse)
-    # The interpreter's last garbage collection walks every widget and cost ~0.17 s between quitting and the
-    # shell prompt; nothing is left to finalise here (files are written and closed by then).
+    # The interpreter's last garbage collection would walk every widget between quitting and the shell prompt;
+    # nothing is left to finalise here (files are written and closed by then).
     gc.freeze()
     return app.return_code or 0  # 1 after a crash (Textual has restored the terminal and printed it)
 

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from ..core.count.lora import Ia3, Lora
 
 # What has been created so far (Textual's and bert-tui's modules, classes, functions) lives as long as the
-# process: frozen, it is no longer walked by the garbage collector at every collection while the explorer
-# starts (a full collection cost ~30 ms before the first frame, two thirds of the collector's time then).
+# process: frozen, the garbage collector no longer walks it at every collection while the explorer starts
+# (README, "Performance").
 gc.freeze()
 
 
@@ -87,8 +87,8 @@ class BertTuiApp(App[None]):
 
     def on_load(self) -> None:
         """Pause the garbage collector until the fields are mounted: start-up allocates tens of thousands of
-        objects that all live on, and the collections they set off (gen 0 and 1 alone, ~30 ms before the first
-        frame) find nothing to free. It resumes once the explorer is ready, or when it closes."""
+        objects that all live on, and the collections they set off find nothing to free. It resumes once the
+        explorer is ready, or when it closes."""
         if gc.isenabled():
             gc.disable()
             self._collector_paused = True

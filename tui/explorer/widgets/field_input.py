@@ -37,9 +37,9 @@ class FieldInput(Input):
     @property
     def content_width(self) -> int:
         """The value's width (Input's own), but never less than the field's: Textual's Input sets its virtual
-        size from it at every change, and a new virtual size lays out the whole screen (8–14 ms of a keystroke
-        here, a bare app's whole echo). While the value fits the field the virtual size stays; scrolling is
-        as before (nothing to scroll until the value is wider than the field)."""
+        size from it at every change, and a new virtual size lays out the whole screen. While the value fits the
+        field the virtual size stays; scrolling is as before (nothing to scroll until the value is wider than
+        the field)."""
         return max(super().content_width, self.content_size.width)
 
     def on_resize(self) -> None:
@@ -55,8 +55,8 @@ class FieldInput(Input):
         Changed messages is handled: the first reports the value the burst ends with, and the others are
         dropped up to the one that carries it. Reported in this turn, before the field goes idle and asks the
         screen for its repaint, the panes' repaint requests reach the screen with the field's, and one frame
-        shows the keys and their count (reported by a message, the count came a frame later: 16-33 ms at 60
-        frames a second; handled at the burst's last Changed, after the field had gone idle, too)."""
+        shows the keys and their count (a message would be handled after the field had gone idle: a frame
+        later)."""
         if self._on_edit is None:
             return
         event.stop()

@@ -113,7 +113,7 @@ class ConfigForm(VerticalScroll):
 
     def _ids(self) -> dict[str, Widget]:
         """The form's widgets by id, walked once after each mount: a query walks every widget, and reading the
-        form and painting its costs made sixty of them a keystroke (a third of the keystroke's time)."""
+        form and painting its costs would make sixty of them a keystroke."""
         if self._by_id is None:
             self._by_id = {}
             for node in self.walk_children(Widget):
@@ -190,7 +190,7 @@ class ConfigForm(VerticalScroll):
     def load(self, config: BertConfig, preset: str | None) -> ConfigForm.Changed | None:
         """Fill every field from `config` (a preset was chosen), then report the result once. Before the fields
         are mounted the preview shows it, and the report is returned instead of posted: taken at once, the
-        first frame has the count (a posted one arrived three frames later)."""
+        first frame has the count (a posted one would arrive frames later)."""
         self._base = config
         if not self._built:
             self._pending = (config, preset)

@@ -259,8 +259,8 @@ class ParamTreeView(Tree[str]):
 
     def action_expand_all(self) -> None:
         """Open every module, and of a stack of layers the first `EXPAND_ALL_LAYERS` (the layers are alike; the
-        others open one by one). Nodes open quietly: one `NodeExpanded` per node, handled one by one, took 10 s
-        at 1,000 layers and froze the explorer at 10,000."""
+        others open one by one). Nodes open quietly: a `NodeExpanded` per node, each handled on its own, grows
+        with the layers until deep models freeze the explorer."""
         with self.prevent(Tree.NodeExpanded):
             skipped = self._open_all(self.root)
         self._columns = self._layout = None
