@@ -464,3 +464,21 @@ async def test_deberta_form_shows_its_fields_and_flags_and_every_switch_counts()
         assert app.query_one("#type_vocab_size", Input).value == "2"
         assert shown(EXTRA_FIELDS) == set() and shown(FLAG_FIELDS) == set()
         assert not app.main.stale and app.main.model is not None and app.main.model.config.model_type == "bert"
+
+
+@pytest.mark.parametrize("preset", ["ModernBERT-base", "deberta-v3-base"])
+async def test_every_switch_shows_what_the_core_counts_it_adds(preset: str) -> None:
+    """Beside each switch, its state and what it adds when on, as the core's marginal cost says for the config
+    shown, also on rows mounted after the costs were handed in (a family's switches, mounted with its preset)."""
+    from tui.core import marginal_costs
+    from tui.core.config import FAMILY_FLAGS
+    from tui.explorer.widgets.form_fields import cost_text
+
+    app = app_for(preset)
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        config = load_catalog().get(preset).config
+        costs = {marginal.field: cost_text(marginal) for marginal in marginal_costs(config)}
+        for flag in FAMILY_FLAGS[config.model_type]:
+            state = "on" if getattr(config, flag) else "off"
+            assert text_of(app, f"#cost-{flag}").strip() == f"{state}: {costs[flag]}", flag

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .fields import FIELDS, MAX_LAYERS, MAX_SIZE
+from .fields import CROSS_FAMILIES, FIELDS, MAX_LAYERS, MAX_SIZE, SWITCHES
 
 # Sizes, in HF's names and in the symbols the formulas use.
 SIZE_FIELDS: tuple[str, ...] = (
@@ -74,18 +74,14 @@ FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
 }
 MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",),
                                                "modernbert": ("max_position_embeddings", "type_vocab_size")}
-# Switches a family has (ModernBERT's bias and norm flags, DeBERTa's relative attention; the defaults are the
-# families' config classes').
-MODERNBERT_FLAGS = ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias")
-DEBERTA_FLAGS = ("relative_attention", "share_att_key", "pos_att_c2p", "pos_att_p2c", "norm_rel_ebd",
-                 "position_biased_input", "legacy")
-# The decoder of an encoder-decoder model (bert2bert, BertLMHeadModel with is_decoder): a cross-attention block in
-# every layer, in the families whose layers transformers builds with one.
+# Switches a family has (`fields.SWITCHES`: ModernBERT's bias and norm flags, DeBERTa's relative attention, a
+# decoder's cross-attention; the defaults below are the families' config classes').
 CROSS_FLAGS = ("add_cross_attention",)
-CROSS_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
-FLAG_FIELDS = (*MODERNBERT_FLAGS, *DEBERTA_FLAGS, *CROSS_FLAGS)
-FAMILY_FLAGS: dict[str, tuple[str, ...]] = {"modernbert": MODERNBERT_FLAGS, "deberta-v2": DEBERTA_FLAGS,
-                                            **{family: CROSS_FLAGS for family in CROSS_FAMILIES}}
+FLAG_FIELDS = tuple(SWITCHES)
+FAMILY_FLAGS: dict[str, tuple[str, ...]] = {
+    family: tuple(name for name, switch in SWITCHES.items() if family in switch.families)
+    for family in dict.fromkeys(family for switch in SWITCHES.values() for family in switch.families)}
+MODERNBERT_FLAGS, DEBERTA_FLAGS = FAMILY_FLAGS["modernbert"], FAMILY_FLAGS["deberta-v2"]
 EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets",
                 "position_buckets", "max_relative_positions", "conv_kernel_size")
 EXTRA_SYMBOLS = {name: FIELDS[name].symbol for name in EXTRA_FIELDS if FIELDS[name].symbol}

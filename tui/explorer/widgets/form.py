@@ -123,10 +123,16 @@ class ConfigForm(VerticalScroll):
 
     def _mounted(self, mounting: AwaitMount) -> AwaitMount:
         """Every mount goes through here: the index of ids is walked again, now and once the mounted rows have
-        composed their children (until then a row's input is not found, as a query would not find it)."""
+        composed their children (until then a row's input is not found, as a query would not find it); the
+        costs are painted then on the rows mounted now."""
         self._by_id = None
-        self.call_after_refresh(self._forget_ids)
+        self.call_after_refresh(self._mounted_rows)
         return mounting
+
+    def _mounted_rows(self) -> None:
+        self._forget_ids()
+        if self._built:
+            self._paint_costs()
 
     def _forget_ids(self) -> None:
         self._by_id = None

@@ -13,7 +13,6 @@ from ...core import (
     Marginal,
 )
 from ...core.config import (
-    CROSS_FAMILIES,
     CROSS_FLAGS,
     EXTRA_FIELDS,
     EXTRA_SYMBOLS,
@@ -22,7 +21,7 @@ from ...core.config import (
     FLAG_FIELDS,
     LABELLED_PRETRAINING,
 )
-from ...core.fields import FIELDS
+from ...core.fields import CROSS_FAMILIES, FIELDS, SWITCHES
 from ...core.units import short_count
 
 FIELD_LABELS = {name: field.label for name, field in FIELDS.items()}
@@ -33,17 +32,7 @@ ALL_SYMBOLS = {**SYMBOLS, **EXTRA_SYMBOLS}
 ERROR_FIELDS = (*INPUT_FIELDS, *EXTRA_FIELDS, "pooler", "head", "model_type")
 
 
-FLAG_LABELS = {"norm_bias": "norm bias", "attention_bias": "attn bias", "mlp_bias": "MLP bias",
-               "classifier_bias": "head bias", "decoder_bias": "LM bias", "relative_attention": "relative",
-               "share_att_key": "shared keys", "pos_att_c2p": "c2p", "pos_att_p2c": "p2c",
-               "norm_rel_ebd": "rel norm", "position_biased_input": "abs pos", "legacy": "legacy MLM",
-               "add_cross_attention": "cross-attn"}
-FLAG_COSTS = {"norm_bias": "+H/norm", "attention_bias": "+4H/layer", "mlp_bias": "+2I + H/layer",
-              "classifier_bias": "+H (head)", "decoder_bias": "+V (LM head)", "relative_attention": "+2D·H",
-              "share_att_key": "no pos proj", "pos_att_c2p": "+H²+H/layer",  # unless keys are shared
-              "pos_att_p2c": "+H²+H/layer",
-              "norm_rel_ebd": "+2H", "position_biased_input": "+P·E", "legacy": "cls.* names",
-              "add_cross_attention": "+4H²+6H/layer"}
+FLAG_LABELS = {name: switch.label for name, switch in SWITCHES.items()}
 
 
 def form_flags(model_type: str) -> tuple[str, ...]:
@@ -54,8 +43,9 @@ def form_flags(model_type: str) -> tuple[str, ...]:
 
 def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
     """'on: +393.2 K': the switch's state and what it adds when on, as the core counts it for the config shown
-    (its formula until the core has answered)."""
-    return f"{'on' if value else 'off'}: {costs.get(flag) or FLAG_COSTS[flag]}"
+    (the state alone until the core has answered)."""
+    state = "on" if value else "off"
+    return f"{state}: {costs[flag]}" if costs.get(flag) else state
 
 
 def pooler_of(model_type: str, head: str) -> bool | None:
