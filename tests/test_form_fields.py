@@ -11,6 +11,7 @@ from tui.explorer.widgets.form_fields import (
     as_read,
     config_from_fields,
     cost_text,
+    family_switched,
     field_label,
     field_value,
     first_line,
@@ -72,3 +73,21 @@ def test_labels_values_and_cut_text() -> None:
     assert field_value(BertConfig(model_type="electra"), "embedding_size") == 768
     assert first_line("conv kernel C", 12) == "conv kernel"
     assert first_line("+1.54 K/bucket and more", 10, ellipsis=True) == "+1.54 K/b…"
+
+
+def test_a_family_switch_carries_what_both_have_and_takes_the_head_asked_where_it_can() -> None:
+    """The family select: the core's `as_family` of what the form holds, then the head the head select asks
+    (possibly refused by the old family) where the new family has that class and takes it."""
+    bert = BertConfig(hidden_size=512, num_attention_heads=8, intermediate_size=2048, head="mlm")
+    distil = family_switched(bert, "distilbert", "mlm")
+    assert (distil.model_type, distil.hidden_size, distil.intermediate_size, distil.head) == ("distilbert", 512, 2048, "mlm")
+    # next-sentence: asked while DistilBERT (which has no such class) was shown, taken once BERT is
+    back = family_switched(distil, "bert", "next-sentence")
+    assert (back.model_type, back.head, back.hidden_size) == ("bert", "next-sentence", 512)
+    # a head the new family lacks: its own head stands (as_family's)
+    assert family_switched(bert, "distilbert", "next-sentence") == bert.as_family("distilbert")
+    # DistilBERT's question answering takes 2 labels only: with 3, the family's own head stands
+    three = BertConfig(num_labels=3)
+    assert family_switched(three, "distilbert", "question-answering") == three.as_family("distilbert")
+    with pytest.raises(ConfigError):
+        three.as_family("distilbert").replace(head="question-answering")

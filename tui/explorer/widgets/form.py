@@ -13,37 +13,26 @@ from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Input, Label, Select, Static, Switch
+from textual.widgets import Input, Label, Select, Switch
 
-from ...core import (
-    MODEL_TYPES,
-    SIZE_FIELDS,
-    BertConfig,
-    ConfigError,
-    Marginal,
-)
-from ...core.config import (
-    EXTRA_FIELDS,
-    FAMILY_HEADS,
-    FLAG_FIELDS,
-)
+from ...core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, Marginal
+from ...core.config import EXTRA_FIELDS, FLAG_FIELDS
 from ...plain import plain
 
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
 from .field_input import FieldInput
+from .form_errors import ErrorLines
 from .form_fields import (
-    ERROR_FIELDS,
-    FLAG_LABELS,
     INPUT_FIELDS,
     as_read,
     config_from_fields,
     cost_text,
-    field_label,
+    family_switched,
     field_value,
     flag_text,
     form_flags,
@@ -52,6 +41,7 @@ from .form_fields import (
     uses_labels,
 )
 from .form_preview import FormPreview
+from .form_row import FieldRow
 
 
 class ConfigForm(VerticalScroll):
@@ -98,7 +88,7 @@ class ConfigForm(VerticalScroll):
         self._base = BertConfig()  # the config last loaded: what the form has no field for comes from it
         self._preset_names = list(presets)
         self._user_pooler = True  # the switch's own value, restored when the head lets the user choose again
-        self._error_field: str | None = None  # the field whose message is shown
+        self._errors = ErrorLines(self, self._mounted)
         self._loaded = False  # set once a config is in the fields
         # What the class selects hold as the form knows it: a select posts Changed as it mounts (with the value
         # it was built with), and that one is no edit.
@@ -155,23 +145,15 @@ class ConfigForm(VerticalScroll):
             Label("preset", classes="field-label"),
             Select([(plain(name), name) for name in self._preset_names], allow_blank=True, prompt="(edited)",
                    id="preset", compact=True),
-            *(self._row(field) for field in SIZE_FIELDS),
-            Horizontal(Label("pooler", classes="field-label"), Switch(value=True, id="pooler"),
-                       Static("", classes="field-cost", id="cost-pooler"), classes="field", id="row-pooler"),
+            *(FieldRow.number(field, "", self._typed) for field in SIZE_FIELDS),
+            FieldRow.toggle("pooler", True),
             Label("head", classes="field-label"),
             Select(head_choices(config), allow_blank=False, value=config.head, id="head", compact=True),
             Label("model type", classes="field-label"),
             Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value=config.model_type, id="model_type",
                    compact=True),
-            self._row("num_labels"),
+            FieldRow.number("num_labels", "", self._typed),
         ]
-
-    def _row(self, field: str, value: str = "") -> Horizontal:
-        """A size field's row: its label, its input, its cost."""
-        return Horizontal(Label(field_label(field), classes="field-label"),
-                          FieldInput(value, restrict=r"[0-9]*", max_length=12, id=field, tooltip=field, compact=True,
-                                     on_edit=self._typed),
-                          Static("", classes="field-cost", id=f"cost-{field}"), classes="field", id=f"row-{field}")
 
     async def build(self) -> None:
         """Mount the fields in the preview's place, filled with what was loaded, in one frame: the screen
@@ -211,15 +193,8 @@ class ConfigForm(VerticalScroll):
         """`load` on the mounted fields; the family rows it mounts (their mounts, to await)."""
         mounting = self._show_family(config)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
-            for flag in form_flags(config.model_type):
-                if isinstance(switch := self._ids().get(flag), Switch):
-                    switch.value = getattr(config, flag)
-                self._describe_flag(flag, getattr(config, flag))
-            for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in config.fields)):
-                if isinstance(found := self._ids().get(field), Input):  # a row mounted just now holds it already
-                    found.value = str(self._value(config, field))
+            self._put(config)
             self._user_pooler = config.pooler
-            self.query_one("#head", Select).value = config.head
             self.query_one("#model_type", Select).value = config.model_type
             self._class_values = {"head": config.head, "model_type": config.model_type}
             self._sync_pooler(config.head)
@@ -229,6 +204,18 @@ class ConfigForm(VerticalScroll):
         return mounting
 
     _value = staticmethod(field_value)
+
+    def _put(self, config: BertConfig) -> None:
+        """`config`'s sizes, switches and head in the fields shown for its family (a row mounted just now holds
+        its value already)."""
+        for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in config.fields)):
+            if isinstance(found := self._ids().get(field), Input):
+                found.value = str(self._value(config, field))
+        for flag in form_flags(config.model_type):
+            if isinstance(switch := self._ids().get(flag), Switch):
+                switch.value = getattr(config, flag)
+            self._describe_flag(flag, getattr(config, flag))
+        self.query_one("#head", Select).value = config.head
 
     def _show_family(self, config: BertConfig, edited: bool = False) -> list[AwaitMount]:
         """Show the family's fields and nothing else: its own rows (mounted the first time a family needs
@@ -245,42 +232,30 @@ class ConfigForm(VerticalScroll):
         mounting: list[AwaitMount] = []
         fields = config.fields
         for field in SIZE_FIELDS:
-            row = self._ids()[f"row-{field}"]
-            if row.display != (field in fields):
-                row.display = field in fields
+            if (size_row := self._ids()[f"row-{field}"]).display != (field in fields):
+                size_row.display = field in fields
         after = self._ids()["row-type_vocab_size"]  # (the index of ids, not a query: a query walks every widget)
-        for field in EXTRA_FIELDS:
-            found = self._ids().get(f"row-{field}")
-            if field in fields and found is None:
-                row = self._row(field, str(self._value(config, field)))
+        shown = {*fields, *form_flags(config.model_type)}
+        for field in (*EXTRA_FIELDS, *FLAG_FIELDS):
+            row = self._ids().get(f"row-{field}")
+            if row is not None:
+                row.display = field in shown
+            elif field in shown:
+                if field in FLAG_FIELDS:
+                    value = getattr(config, field)
+                    row = FieldRow.toggle(field, value, flag_text(field, value, self._costs))
+                else:
+                    row = FieldRow.number(field, str(self._value(config, field)), self._typed)
+                    self._fresh.add(field)
+                    self.call_after_refresh(self.refresh_state, edited)
                 mounting.append(self._mounted(self.mount(row, after=after)))
-                self._fresh.add(field)
-                self.call_after_refresh(self.refresh_state, edited)
+            if row is not None and field in shown:
                 after = row
-            elif found is not None:
-                found.display = field in fields
-                if field in fields:
-                    after = found
-        flags = form_flags(config.model_type)
-        for flag in FLAG_FIELDS:
-            found = self._ids().get(f"row-{flag}")
-            if flag in flags and found is None:
-                row = Horizontal(Label(FLAG_LABELS[flag], classes="field-label"), Switch(getattr(config, flag), id=flag),
-                                 Static(flag_text(flag, getattr(config, flag), self._costs), classes="field-cost",
-                                        id=f"cost-{flag}"),
-                                 classes="field", id=f"row-{flag}")
-                mounting.append(self._mounted(self.mount(row, after=after)))
-                after = row
-            elif found is not None:
-                found.display = flag in flags
-                if flag in flags:
-                    after = found
         return mounting
 
     def _describe_flag(self, flag: str, value: bool) -> None:
-        line = self._ids().get(f"cost-{flag}")
-        if isinstance(line, Static):
-            line.update(flag_text(flag, value, self._costs), layout=False)
+        if isinstance(row := self._ids().get(f"row-{flag}"), FieldRow):
+            row.show_cost(flag_text(flag, value, self._costs))
 
     def add_preset(self, name: str) -> None:
         if name not in self._preset_names:
@@ -307,9 +282,8 @@ class ConfigForm(VerticalScroll):
             switch = self._ids().get(field) if field in FLAG_FIELDS else None
             if isinstance(switch, Switch):
                 text = flag_text(field, switch.value, self._costs)
-            line = self._ids().get(f"cost-{field}")
-            if isinstance(line, Static) and line.content != text:  # most costs stay as they were: no repaint
-                line.update(text, layout=False)  # one line (no wrap): no layout
+            if isinstance(row := self._ids().get(f"row-{field}"), FieldRow):
+                row.show_cost(text)
 
     def _typed(self, field: FieldInput) -> None:
         """A size field's edit, handed over by the field in the keystroke's turn; its report goes to
@@ -327,7 +301,7 @@ class ConfigForm(VerticalScroll):
         event.stop()
         if event.switch.id == "pooler":
             self._user_pooler = event.value
-            self.query_one("#cost-pooler", Static).update(pooler_state(self._model_type(), "none", event.value)[2])
+            self._pooler_row().show_cost(pooler_state(self._model_type(), "none", event.value)[2])
         else:
             self._describe_flag(str(event.switch.id), event.value)
         self._mark_edited()
@@ -354,24 +328,11 @@ class ConfigForm(VerticalScroll):
             current = self.read(model_type=self._family)
         except ConfigError:  # a field holds a refused value: the last loaded config's stands
             current = self._base
-        family = current.as_family(model_type)
-        chosen = self.query_one("#head", Select).value  # the head asked, refused by the old family or not
-        if isinstance(chosen, str) and chosen != family.head and chosen in FAMILY_HEADS[model_type]:
-            try:
-                family = family.replace(head=chosen, pooler=True)
-            except ConfigError:
-                pass  # (DistilBERT's question answering with other than 2 labels): the family's own head stands
+        family = family_switched(current, model_type, self.query_one("#head", Select).value)
         self._base = family
         self._show_family(family, edited=True)
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
-            for field in (*INPUT_FIELDS, *(f for f in EXTRA_FIELDS if f in family.fields)):
-                if isinstance(found := self._ids().get(field), Input):
-                    found.value = str(self._value(family, field))
-            for flag in form_flags(model_type):
-                if isinstance(switch := self._ids().get(flag), Switch):
-                    switch.value = getattr(family, flag)
-                self._describe_flag(flag, getattr(family, flag))
-            self.query_one("#head", Select).value = family.head
+            self._put(family)
             self._class_values["head"] = family.head
         self._sync_pooler(family.head)
 
@@ -393,7 +354,10 @@ class ConfigForm(VerticalScroll):
         with self.prevent(Switch.Changed):
             switch.value = value
         switch.disabled = fixed
-        self.query_one("#cost-pooler", Static).update(text)
+        self._pooler_row().show_cost(text)
+
+    def _pooler_row(self) -> FieldRow:
+        return self.query_one("#row-pooler", FieldRow)
 
     @on(Select.Changed, "#preset")
     def _preset_changed(self, event: Select.Changed) -> None:
@@ -405,23 +369,12 @@ class ConfigForm(VerticalScroll):
         """The form as a config (as `model_type`'s, if given: the family it held before a switch); raises the
         core's `ConfigError` for the first field it refuses."""
         values: dict[str, object] = {}
-        ids = self._ids()
-        shown = [f for f in (*INPUT_FIELDS, *EXTRA_FIELDS) if (row := ids.get(f"row-{f}")) is not None and row.display]
-        for field in shown:
-            field_input = ids.get(field)
-            if not isinstance(field_input, Input):  # its row was mounted just now: the loaded value stands
-                continue
-            text = field_input.value.strip()
-            if not text:
-                raise ConfigError(field, text, "is empty: type a whole number")
-            values[field] = text
+        for field in (*INPUT_FIELDS, *EXTRA_FIELDS, *FLAG_FIELDS):  # the rows shown (a family's: once mounted)
+            if isinstance(row := self._ids().get(f"row-{field}"), FieldRow) and row.display:
+                values[field] = row.value()
         values.update(head=self.query_one("#head", Select).value,
                       model_type=model_type or self.query_one("#model_type", Select).value,
                       pooler=self.query_one("#pooler", Switch).value)
-        for flag in FLAG_FIELDS:
-            switch, row = ids.get(flag), ids.get(f"row-{flag}")
-            if isinstance(switch, Switch) and row is not None and row.display:
-                values[flag] = switch.value
         return config_from_fields(values, self._base)
 
     def refresh_state(self, edited: bool = True,
@@ -436,37 +389,11 @@ class ConfigForm(VerticalScroll):
         try:
             config = self.read()
         except ConfigError as error:
-            self._show_error(error)
+            self._errors.show(error)
             send(self.Invalid(error))
         else:
-            self._show_error(None)
+            self._errors.show(None)
             preset = None if edited else self.query_one("#preset", Select).value  # an edit ends the preset
             read = (config, preset if isinstance(preset, str) else None)
             if read != self._previewed:  # the fields mounted in place of the preview report nothing new
                 send(self.Changed(*read, edited))
-
-    def _show_error(self, error: ConfigError | None) -> None:
-        """One message at a time, at its field; only what changes is touched (each touch costs a layout)."""
-        target = None if error is None else error.field if error.field in ERROR_FIELDS else "head"
-        if self._error_field not in (None, target):
-            self._error_line(self._error_field).display = False
-            if self._error_field in (*INPUT_FIELDS, *EXTRA_FIELDS):
-                self.query_one(f"#{self._error_field}", Input).remove_class("-invalid")
-        self._error_field = target
-        if error is None or target is None:
-            return
-        line = self._error_line(target)
-        line.update(plain(f"⚠ {error.field}: {error.rule}" if error.value == "" else f"⚠ {error.value}: {error.rule}"))
-        line.display = True
-        if target in (*INPUT_FIELDS, *EXTRA_FIELDS):
-            self.query_one(f"#{target}", Input).add_class("-invalid")
-
-    def _error_line(self, field: str) -> Static:
-        """The message line under `field`'s row, mounted the first time it has a message: start-up pays for
-        every widget composed, and most fields never show one."""
-        found = self.query(f"#error-{field}")
-        if found:
-            return found.first(Static)
-        line = Static("", classes="field-error", id=f"error-{field}")
-        self._mounted(self.mount(line, after=self.query_one(f"#{field}" if field in ("head", "model_type") else f"#row-{field}")))
-        return line

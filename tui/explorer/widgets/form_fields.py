@@ -96,6 +96,18 @@ def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfi
     return BertConfig.from_mapping(values, base=base)
 
 
+def family_switched(current: BertConfig, model_type: str, head: object) -> BertConfig:
+    """What the form holds once its family select says `model_type`: `current` as that family's (the core's
+    `as_family`), with the `head` the head select asks where the family has that class and takes it."""
+    family = current.as_family(model_type)
+    if isinstance(head, str) and head != family.head and head in FAMILY_HEADS[model_type]:
+        try:
+            return family.replace(head=head, pooler=True)
+        except ConfigError:  # (DistilBERT's question answering with other than 2 labels): the family's own head
+            pass
+    return family
+
+
 def as_read(config: BertConfig) -> BertConfig:
     """The config the form reports once its fields hold `config` (what `ConfigForm.read` returns then): a size
     the config leaves to a default (DeBERTa's E following H) is read from its field as a number."""
