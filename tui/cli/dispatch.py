@@ -5,6 +5,7 @@ never a traceback). A command's module is imported only when it runs.
     bert-tui count [MODEL] [overrides] [--head HEAD] [--num-labels N] [--no-pooler] [--format FORMAT]
     bert-tui compute [MODEL] [overrides] [--batch B] [--seq S] [workload flags] [--format FORMAT]
     bert-tui presets | audit | diff | verify ...
+    bert-tui serve [--host 127.0.0.1] [--port 8000]   the explorer in a web page
 
 Bad input exits 2 with one line on stderr naming the field, the value and what is allowed.
 """

@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import COMMANDS, __version__
 from .common import (
     Parser,
+    Selection,
     UsageError,
     add_model,
     add_overrides,
@@ -32,7 +33,8 @@ def build_parser() -> Parser:
         "  presets   list the presets with their totals\n"
         "  audit     explain a published count (bert-tui audit 110M)\n"
         "  diff      compare two presets, preset files or config.json files\n"
-        "  verify    cross-check against transformers (pip install 'bert-tui[verify]')\n\n"
+        "  verify    cross-check against transformers (pip install 'bert-tui[verify]')\n"
+        "  serve     the explorer in a web page (pip install 'bert-tui[serve]')\n\n"
         "examples:\n  bert-tui --preset bert-large-uncased\n"
         "  bert-tui count --preset example-40k --format json\n"
         "  bert-tui count --num-hidden-layers 6 --head mlm",
@@ -71,13 +73,17 @@ def run(argv: Sequence[str]) -> int:
     if not keyboard:
         raise UsageError("the explorer needs a terminal to read keys from (standard input is not one); "
                          "`bert-tui count` prints the same count without one")
-    catalog = catalog_with_warnings()
     over_ssh = bool(os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_TTY"))
     # Textual reads ESCDELAY (ms) at import: over a slow link an arrow key's escape sequence can arrive in
     # pieces, and a short delay turns the rest into typed text ("[D" in a field). Mouse reporting is off over
     # SSH for the same reason (its sequences are longer); the explorer needs no mouse. Both can be overridden.
     os.environ.setdefault("ESCDELAY", "250" if over_ssh else "100")
-    mouse = os.environ.get("BERT_TUI_MOUSE", "0" if over_ssh else "1") == "1"
+    return explore(selection, mouse=os.environ.get("BERT_TUI_MOUSE", "0" if over_ssh else "1") == "1")
+
+
+def explore(selection: Selection, mouse: bool) -> int:
+    """Run the explorer on `selection` until it quits; its exit code."""
+    catalog = catalog_with_warnings()
     from ..explorer.app import make_app
 
     preset = selection.title if selection.title in catalog.presets else None
