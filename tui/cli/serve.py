@@ -27,7 +27,7 @@ def build_parser() -> Parser:
         "drive the explorer (it reads presets and Hub configs, and writes presets and exports to the "
         "server's files). A page from another site cannot open a session (its Origin is refused). "
         "Needs textual-serve: pip install 'bert-tui[serve]'.",
-        epilog="examples:\n  bert-tui serve                       # http://127.0.0.1:8000\n"
+        epilog="examples:\n  bert-tui serve\n"
         "  bert-tui serve --port 8080 --preset roberta-base\n"
         "  bert-tui serve --host 0.0.0.0 --allow-remote --public-url http://lab-gpu.example.org:8000",
     )
@@ -68,7 +68,7 @@ def run(argv: Sequence[str]) -> int:
     try:
         from ..serve import ExplorerServer, is_loopback
     except ImportError as missing:
-        raise UsageError(f"bert-tui serve needs textual-serve ({missing.name} is not installed): "
+        raise UsageError(f"bert-tui serve needs textual-serve ({missing.name or 'it'} did not import): "
                          "pip install 'bert-tui[serve]'") from None
     host = args.host.strip()
     if not is_loopback(host) and not args.allow_remote:
