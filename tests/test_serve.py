@@ -220,7 +220,7 @@ def test_stopping_the_server_ends_every_session(server: tuple[subprocess.Popen[s
 # In a real browser --------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (apt-get install chromium); .ci/run installs it")
-def test_in_headless_chromium_the_explorer_shows_its_total_takes_keys_and_ends_with_the_page(
+def test_in_headless_chromium_the_explorer_shows_its_total_takes_keys_resizes_and_ends_with_the_page(
         server: tuple[subprocess.Popen[str], str]) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
     pyte = pytest.importorskip("pyte", reason="pyte is in the test extra")
@@ -252,6 +252,9 @@ def test_in_headless_chromium_the_explorer_shows_its_total_takes_keys_and_ends_w
             page.keyboard.press("Tab")  # from the preset select to the vocabulary: typing replaces it
             page.keyboard.type("1000")
             assert until("86,809,344"), shown()  # 109,482,240 − (30,522 − 1,000) × 768
+            assert "Adam train" not in shown()  # 111 columns: the panes are tabs (the form's shown)
+            page.set_viewport_size({"width": 1400, "height": 820})  # the page tells the explorer its new size
+            assert until("Adam train"), shown()  # 155 columns: form, tree and totals side by side
             if os.environ.get("BERT_TUI_SERVE_SCREENSHOT"):
                 page.screenshot(path=os.environ["BERT_TUI_SERVE_SCREENSHOT"])
             page.close()
