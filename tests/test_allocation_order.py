@@ -1,0 +1,85 @@
+"""The step's allocation order derived by the core (`tui.core.step.allocations`) against runs recorded with CUDA
+faked (tests/fixtures/allocation_order.json, `python tests/fixtures/generate_allocation.py --orders`): the same
+allocations and releases, of the same sizes, in the same order, for three steps; so the same replay through the
+caching allocator, under any cap."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.core.config import BertConfig
+from tui.core.step.allocations import covers, events, is_contiguous, view_strides
+from tui.core.step.allocator import replay
+from tui.core.step.workload import Workload
+
+DATA = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))
+CASES = {case["case"]: case for case in DATA["cases"]}
+
+
+def normalized(stream: list[Any]) -> list[tuple[str, int, int]]:
+    """Events with storages numbered in the order they appear (ids are each side's own)."""
+    number: dict[int, int] = {}
+    out = []
+    for kind, key, nbytes in (event[:3] for event in stream):
+        if kind == "a":
+            number[key] = len(number)
+        out.append((kind, number[key], nbytes))
+    return out
+
+
+def derived(case: dict[str, Any]) -> list[tuple[str, int, int]]:
+    return events(BertConfig(**case["config"]), Workload(**case["workload"]), case["steps"])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_derived_order_is_the_recorded_one_event_by_event(name: str) -> None:
+    case = CASES[name]
+    ours, recorded = normalized(derived(case)), normalized(case["events"])
+    first = next((i for i, (a, b) in enumerate(zip(ours, recorded)) if a != b), None)
+    assert first is None, f"event {first}: derived {ours[first]}, recorded {recorded[first]}"
+    assert len(ours) == len(recorded)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_its_replay_is_the_recorded_runs_under_any_cap(name: str) -> None:
+    case = CASES[name]
+    ours, recorded = derived(case), [tuple(event[:3]) for event in case["events"]]
+    free = replay(recorded)
+    assert replay(ours) == free
+    for cap in (free.peak_reserved, free.peak_reserved - 1, 40 << 20):  # runs at its peak; one byte less, no
+        assert replay(ours, cap) == replay(recorded, cap)
+
+
+def test_what_is_not_derived_yet_is_refused_by_name() -> None:
+    base, run = BertConfig(head="mlm"), Workload(8, 128, precision="fp32", attention="eager", device="cuda")
+    assert covers(base, run) is None
+    assert "model type roberta" in (covers(base.as_family("roberta"), run) or "")
+    assert "head token-classification" in (covers(base.replace(head="token-classification"), run) or "")
+    assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
+    assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
+    with pytest.raises(ValueError, match="head question-answering"):
+        events(base.replace(head="question-answering"), run)
+
+
+def test_views_and_copies_as_aten_computes_them() -> None:
+    """`view_strides` is ATen's computeStride: a transposed (b, A, s, d) block cannot be merged into (b·A, s, d)
+    unless a dimension of size one makes it so."""
+    assert view_strides((2, 3, 4), (12, 4, 1), (6, 4)) == (4, 1)
+    assert view_strides((2, 4, 3, 5), (60, 5, 20, 1), (8, 3, 5)) is None  # heads transposed: a copy
+    assert view_strides((1, 4, 3, 5), (60, 5, 20, 1), (4, 3, 5)) == (5, 20, 1)  # one sequence: a view
+    assert view_strides((2, 1, 3, 5), (15, 15, 5, 1), (2, 3, 5)) == (15, 5, 1)
+    assert is_contiguous((2, 1, 3), (3, 99, 1)) and not is_contiguous((2, 3), (1, 2))
+
+
+def test_a_larger_batch_is_the_same_program_with_larger_blocks() -> None:
+    """The events' structure does not depend on the batch beyond the views that copy (b = 1 against b > 1)."""
+    case = CASES["bert-mlm-a"]
+    config, workload = BertConfig(**case["config"]), Workload(**case["workload"])
+    two, five = events(config, workload), events(config, replace(workload, batch=5))
+    assert [(kind, key) for kind, key, _ in two] == [(kind, key) for kind, key, _ in five]
+    assert sum(nbytes for _, _, nbytes in five) > sum(nbytes for _, _, nbytes in two)

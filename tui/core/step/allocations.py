@@ -1,0 +1,591 @@
+"""The step's allocation order, derived op by op: what a training run asks of the CUDA caching allocator, and when
+it gives each block back, as eager PyTorch runs transformers' forward, autograd's backward and the optimizer.
+
+The events are those `tests/fixtures/allocation/record.py` records with CUDA faked (`("a", id, bytes)`: a new
+storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay either. What decides the order:
+
+- **Python's references** in the forward: an op's output lives while a variable of transformers' code holds it
+  or autograd saved it; a rebound variable releases its old value at once, a function's locals at its return
+  (in the order the function first names them).
+- **Autograd's engine** (`torch/csrc/autograd/engine.cpp`): a node runs when every gradient it waits for has
+  arrived, the ready node created last first (`CompareNodeTaskTime`: the highest sequence number; a parameter's
+  AccumulateGrad before all). A node allocates its outputs, then its input gradient goes, then what it saved
+  (`release_variables`), then its outputs go to the next nodes' buffers; a second gradient for one buffer is
+  added into the first and released (`InputBuffer::accumulate`, as the recorder's rule takes it). The gradient
+  of the loss lives until the backward ends.
+- Nodes created one after the other in a chain (a Linear's views and product) run one after the other in the
+  backward, nothing in between: each such chain is one `Node` here, which frees and releases in its own order.
+- cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
+  (the backward runs on a thread of its own).
+- The optimizer (foreach AdamW): its states at the first step, parameter by parameter (`exp_avg`, then
+  `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
+  `zero_grad(set_to_none=True)` releases the gradients in parameter order.
+
+Covered so far: BERT-layout encoders (`bert`) with a sequence-classification head, float32, eager attention,
+no padding mask, the hand-written loop; anything else is refused by name (`covers`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..config import BertConfig
+from .workload import Workload
+
+Event = tuple[str, int, int]
+CUBLAS_WORKSPACE = 32 * 1024 * 1024
+CUBLASLT_WORKSPACE = 1024 * 1024
+FLOAT = 4
+LONG = 8
+
+
+class Storage:
+    """A block of device memory and the references that keep it."""
+
+    __slots__ = ("id", "nbytes", "refs")
+
+    def __init__(self, sid: int, nbytes: int) -> None:
+        self.id, self.nbytes, self.refs = sid, nbytes, 1
+
+
+Rule = Callable[["Tape", Storage, "Node"], Sequence["Storage | None"]]
+
+
+@dataclass(eq=False)
+class Node:
+    """An autograd node (or a chain of nodes created one after the other): what it waits for, what it saved."""
+
+    seq: float
+    edges: list[Node]  # the nodes its outputs go to, in order
+    saved: list[Storage]
+    rule: Rule | None = None  # what its backward does, given its input gradient; None: a parameter's AccumulateGrad
+    buffer: Storage | None = None
+    grad: Storage | None = None  # a parameter's gradient, once accumulated
+    data: Storage | None = None  # a parameter's own storage
+
+
+@dataclass
+class Tape:
+    """The events so far, the storages' references, and the nodes' sequence numbers."""
+
+    events: list[Event] = field(default_factory=list)
+    count: int = 0
+    seq: int = 0
+    workspaces: set[str] = field(default_factory=set)
+
+    def new(self, nbytes: int) -> Storage:
+        self.count += 1
+        self.events.append(("a", self.count, nbytes))
+        return Storage(self.count, nbytes)
+
+    @staticmethod
+    def hold(storage: Storage) -> Storage:
+        storage.refs += 1
+        return storage
+
+    def drop(self, *storages: Storage | None) -> None:
+        for storage in storages:
+            if storage is not None:
+                storage.refs -= 1
+                if storage.refs == 0:
+                    self.events.append(("f", storage.id, 0))
+
+    def product(self, thread: str, addmm: bool = False) -> None:
+        """A matrix product on `thread`: its first asks cuBLAS for a workspace (and its first addmm, cuBLASLt)."""
+        if f"cublas {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublas {thread}")
+            self.new(CUBLAS_WORKSPACE)
+        if addmm and f"cublasLt {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublasLt {thread}")
+            self.new(CUBLASLT_WORKSPACE)
+
+    def node(self, rule: Rule, edges: Sequence[Node | None], saved: Sequence[Storage] = ()) -> Node:
+        """A node created now (the next sequence number), holding what it saved."""
+        self.seq += 1
+        for storage in saved:
+            self.hold(storage)
+        return Node(self.seq, [edge for edge in edges if edge is not None], list(saved), rule)
+
+    def release(self, node: Node) -> None:
+        """`release_variables`: what the node saved, in the order it saved it."""
+        self.drop(*node.saved)
+        node.saved = []
+
+
+def backward(tape: Tape, root: Node, grad: Storage) -> None:
+    """Autograd's engine on one thread from `root`, whose input gradient is `grad` (held until the end)."""
+    waits: dict[int, int] = {}
+    stack, seen = [root], {id(root)}
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            waits[id(edge)] = waits.get(id(edge), 0) + 1
+            if id(edge) not in seen:
+                seen.add(id(edge))
+                stack.append(edge)
+    root.buffer = tape.hold(grad)
+    ready: list[tuple[float, int, Node]] = [(-root.seq, 0, root)]
+    pushed = 0
+    while ready:
+        node = heapq.heappop(ready)[2]
+        given, node.buffer = node.buffer, None
+        if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
+            node.grad = given
+            continue
+        assert given is not None
+        outputs = node.rule(tape, given, node)
+        for edge, output in zip(node.edges, outputs, strict=True):
+            if output is not None:
+                if edge.buffer is None:
+                    edge.buffer = output
+                else:  # added into the first, then released
+                    tape.drop(output)
+            waits[id(edge)] -= 1
+            if waits[id(edge)] == 0:
+                pushed += 1
+                heapq.heappush(ready, (-edge.seq, pushed, edge))
+    tape.drop(grad)
+
+
+def covers(config: BertConfig, workload: Workload) -> str | None:
+    """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
+    if config.model_type != "bert" or config.add_cross_attention:
+        return f"model type {config.model_type}: its allocation order is not derived yet (bert only)"
+    if not (config.head == "mlm" or (config.head == "sequence-classification" and config.num_labels > 1)):
+        return f"head {config.head}: its allocation order is not derived yet (masked LM, sequence classification)"
+    if workload.device != "cuda":
+        return "the allocation order is the CUDA caching allocator's: device cuda only"
+    if (workload.precision, workload.attention, workload.padding_mask, workload.checkpointing, workload.loop,
+            workload.optimizer, workload.mode) != ("fp32", "eager", False, False, "hand-written", "adamw", "train"):
+        return "only float32, eager attention, no padding mask, the hand-written loop and AdamW are derived yet"
+    return None
+
+
+def view_strides(sizes: tuple[int, ...], strides: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of `shape` as a view of a tensor of `sizes` and `strides`, or None where only a copy can give
+    it (ATen's `computeStride`: each run of dimensions the view merges or splits must be contiguous)."""
+    new = [0] * len(shape)
+    view_d = len(shape) - 1
+    chunk_stride = strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(sizes) - 1, -1, -1):
+        tensor_numel *= sizes[tensor_d]
+        if tensor_d == 0 or (sizes[tensor_d - 1] != 1 and strides[tensor_d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_stride
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[tensor_d - 1], 1, 1
+    return tuple(new) if view_d == -1 else None
+
+
+def contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def is_contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """As `Tensor.is_contiguous`: a dimension of size 1 may have any stride."""
+    return all(size == 1 or stride == expected
+               for size, stride, expected in zip(sizes, strides, contiguous(sizes), strict=True))
+
+
+Layout = tuple[tuple[int, ...], tuple[int, ...]]  # sizes, strides
+
+
+def transposed(sizes: tuple[int, ...], strides: tuple[int, ...], a: int, b: int) -> Layout:
+    sizes_, strides_ = list(sizes), list(strides)
+    sizes_[a], sizes_[b] = sizes_[b], sizes_[a]
+    strides_[a], strides_[b] = strides_[b], strides_[a]
+    return tuple(sizes_), tuple(strides_)
+
+
+class _AttentionCopies:
+    """Where eager attention's reshapes copy (the heads' layout (b, A, s, d) against the tokens' (b, s, A, d)),
+    in the forward (matmul's operands, the context made contiguous) and in the backward (the gradients' way back
+    through the same views)."""
+
+    def __init__(self, b: int, heads: int, s: int, d: int) -> None:
+        h = heads * d
+        tokens = (b, s, heads, d)
+        q = transposed(tokens, contiguous(tokens), 1, 2)  # (b, A, s, d), as q, k and v are
+        self.q_forward = view_strides(*q, (b * heads, s, d)) is None
+        self.k_forward = view_strides(*transposed(*q, 2, 3), (b * heads, d, s)) is None
+        heads_out = (b, heads, s, d)
+        self.merge_forward = not is_contiguous(*transposed(heads_out, contiguous(heads_out), 1, 2))
+        back = transposed(tokens, contiguous(tokens), 1, 2)  # the context's gradient, back to (b, A, s, d)
+        self.merge_backward = view_strides(*back, (b * heads, s, d)) is None
+        self.q_backward = self._back(transposed(heads_out, contiguous(heads_out), 1, 2), b, s, h)
+        k_heads = (b, heads, d, s)
+        k_back = transposed(*transposed(k_heads, contiguous(k_heads), 2, 3), 1, 2)
+        self.k_backward = self._back(k_back, b, s, h)
+
+    @staticmethod
+    def _back(grad: Layout, b: int, s: int, h: int) -> bool:
+        """Whether a gradient of this layout, viewed back to (b, s, H) and then (b·s, H), needs a copy."""
+        tokens = view_strides(*grad, (b, s, h))
+        if tokens is None:
+            return True
+        return view_strides((b, s, h), tokens, (b * s, h)) is None
+
+
+class Param:
+    """A parameter: its storage and its AccumulateGrad node."""
+
+    def __init__(self, tape: Tape, nbytes: int) -> None:
+        self.data = tape.new(nbytes)
+        self.node = Node(float("inf"), [], [], None)
+
+
+def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
+    """The allocation events of `steps` steps of `workload` on `config` (see `covers`)."""
+    refused = covers(config, workload)
+    if refused:
+        raise ValueError(refused)
+    return _Bert(config, workload).run(steps)
+
+
+class _Bert:
+    """BertForSequenceClassification's or BertForMaskedLM's run, op by op."""
+
+    def __init__(self, config: BertConfig, workload: Workload) -> None:
+        self.c, self.w = config, workload
+        self.tape = Tape()
+        self.b, self.s = workload.batch, workload.seq
+        self.n = self.b * self.s
+        self.h, self.i = config.hidden_size, config.intermediate_size
+        self.heads = config.num_attention_heads
+        self.mlm = config.head == "mlm"
+
+    # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
+    def _setup(self) -> None:
+        t, h, i, c = self.tape, self.h, self.i, self.c
+
+        def linear(inputs: int, outputs: int) -> tuple[Param, Param]:
+            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT)
+
+        def norm() -> tuple[Param, Param]:
+            return Param(t, h * FLOAT), Param(t, h * FLOAT)
+
+        self.word = Param(t, c.vocab_size * h * FLOAT)
+        self.position = Param(t, c.max_position_embeddings * h * FLOAT)
+        self.types = Param(t, c.type_vocab_size * h * FLOAT)
+        self.embedding_norm = norm()
+        self.position_ids = t.new(c.max_position_embeddings * LONG)
+        self.type_ids = t.new(c.max_position_embeddings * LONG)
+        self.layers = []
+        for _ in range(c.num_hidden_layers):
+            self.layers.append({"q": linear(h, h), "k": linear(h, h), "v": linear(h, h), "o": linear(h, h),
+                                "norm1": norm(), "up": linear(h, i), "down": linear(i, h), "norm2": norm()})
+        self.params: list[Param] = [self.word, self.position, self.types, *self.embedding_norm]
+        for layer in self.layers:
+            for key in ("q", "k", "v", "o", "norm1", "up", "down", "norm2"):
+                self.params += layer[key]
+        if self.mlm:  # cls.predictions: its transform, then the decoder's bias (its weight is the word table's)
+            self.transform, self.transform_norm = linear(h, h), norm()
+            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+            self.params += [self.decoder_bias, *self.transform, *self.transform_norm]  # (bias first: its own)
+        else:
+            self.pooler = linear(h, h)
+            self.classifier = linear(h, c.num_labels)
+            self.params += [*self.pooler, *self.classifier]
+        self.ids = t.new(self.n * LONG)
+        self.labels = t.new((self.n if self.mlm else self.b) * LONG)
+        self.states: list[Storage] = []
+
+    def run(self, steps: int) -> list[Event]:
+        self._setup()
+        t = self.tape
+        for _ in range(steps):
+            loss, logits, root = self._forward()  # out = model(**batch)
+            grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
+            backward(t, root, grad)
+            self._adamw()
+            for param in self.params:  # zero_grad(set_to_none=True)
+                t.drop(param.node.grad)
+                param.node.grad = None
+            t.drop(loss, logits)  # out = None
+        return t.events
+
+    # Forward ------------------------------------------------------------------------------------------------
+    def _forward(self) -> tuple[Storage, Storage, Node]:
+        x, x_node = self._embeddings()
+        for layer in self.layers:
+            x, x_node = self._layer(layer, x, x_node)
+        return self._mlm(x, x_node) if self.mlm else self._classifier(x, x_node)
+
+    def _classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+        t = self.tape
+        # the pooler: the first token's state (a view), a Linear, tanh; the classifier behind dropout
+        t.product("main", addmm=True)
+        pooled = t.new(self.b * self.h * FLOAT)
+        dense = t.node(self._linear_backward(self.pooler, self.b, self.h, self.h, select=self.n * self.h),
+                       [x_node, self.pooler[0].node, self.pooler[1].node], [x])
+        t.drop(x)  # the encoder's output: the select view the product saved keeps it
+        tanh = t.new(self.b * self.h * FLOAT)
+        tanh_node = t.node(self._pointwise_backward(self.b * self.h * FLOAT, ), [dense], [tanh])
+        t.drop(pooled)
+        dropped, mask = t.new(self.b * self.h * FLOAT), t.new(self.b * self.h)
+        drop_node = t.node(self._dropout_backward(self.b * self.h * FLOAT), [tanh_node], [mask])
+        t.drop(mask)
+        t.product("main", addmm=True)
+        logits = t.new(self.b * self.c.num_labels * FLOAT)
+        head = t.node(self._linear_backward(self.classifier, self.b, self.h, self.c.num_labels),
+                      [drop_node, self.classifier[0].node, self.classifier[1].node], [dropped])
+        t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
+        # the loss: log_softmax (saves its output), nll_loss (saves the target and the total weight)
+        logp = t.new(self.b * self.c.num_labels * FLOAT)
+        logp_node = t.node(self._log_softmax_backward(self.b * self.c.num_labels * FLOAT), [head], [logp])
+        t.drop(logp)
+        loss, total = t.new(FLOAT), t.new(FLOAT)
+        loss_node = t.node(self._nll_backward(self.b * self.c.num_labels * FLOAT), [logp_node],
+                           [self.labels, total])
+        t.drop(total)
+        return loss, logits, loss_node
+
+    def _mlm(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+        """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
+        cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
+        t, n, h, vocab = self.tape, self.n, self.h, self.c.vocab_size
+        t.product("main", addmm=True)
+        dense = t.new(n * h * FLOAT)
+        dense_node = t.node(self._linear_backward(self.transform, n, h, h),
+                            [x_node, self.transform[0].node, self.transform[1].node], [x])
+        t.drop(x)
+        gelu = t.new(n * h * FLOAT)
+        gelu_node = t.node(self._pointwise_backward(n * h * FLOAT), [dense_node], [dense])
+        t.drop(dense)
+        normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
+        t.drop(gelu)
+        logits = t.new(n * vocab * FLOAT)
+        decoder = (self.word, self.decoder_bias)
+        decoder_node = t.node(self._linear_backward(decoder, n, h, vocab),
+                              [norm_node, self.word.node, self.decoder_bias.node], [normed])
+        t.drop(normed)
+        logp = t.new(n * vocab * FLOAT)
+        logp_node = t.node(self._log_softmax_backward(n * vocab * FLOAT), [decoder_node], [logp])
+        t.drop(logp)
+        loss, total = t.new(FLOAT), t.new(FLOAT)
+        loss_node = t.node(self._nll_backward(n * vocab * FLOAT), [logp_node], [self.labels, total])
+        t.drop(total)
+        return loss, logits, loss_node
+
+    def _embeddings(self) -> tuple[Storage, Node]:
+        t, n, h, s = self.tape, self.n, self.h, self.s
+        type_ids = t.new(s * LONG)  # gather of the token-type buffer: (1, s)
+        words = t.new(n * h * FLOAT)
+        words_node = t.node(self._embedding_backward(self.word), [self.word.node], [self.ids])
+        types = t.new(n * h * FLOAT)
+        types_node = t.node(self._embedding_backward(self.types), [self.types.node], [type_ids])
+        t.drop(type_ids)
+        summed = t.new(n * h * FLOAT)
+        sum_node = t.node(self._add_backward(), [words_node, types_node])
+        positions = t.new(s * h * FLOAT)
+        positions_node = t.node(self._embedding_backward(self.position), [self.position.node],
+                                [self.position_ids])
+        total = t.new(n * h * FLOAT)
+        # (the positions' (1, s, H) broadcast over the batch: their gradient summed over it)
+        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 else 0),
+                            [sum_node, positions_node])
+        t.drop(summed)
+        normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm)
+        t.drop(total)
+        out, out_node = self._dropout(normed, norm_node)
+        t.drop(normed)
+        t.drop(words, types, positions)  # the function's locals, as it returns
+        return out, out_node
+
+    def _layer(self, layer: dict[str, tuple[Param, Param]], x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        t, n, h = self.tape, self.n, self.h
+        b, heads, s = self.b, self.heads, self.s
+        qkv = []
+        for key in ("q", "k", "v"):
+            t.product("main", addmm=True)
+            projected = t.new(n * h * FLOAT)
+            copy = _AttentionCopies(b, heads, s, h // heads).k_backward if key == "k" else \
+                _AttentionCopies(b, heads, s, h // heads).q_backward
+            qkv.append((projected, t.node(self._linear_backward(layer[key], n, h, h, copy=copy),
+                                          [x_node, layer[key][0].node, layer[key][1].node], [x])))
+        (q, q_node), (k, k_node), (v, v_node) = qkv
+        copies = _AttentionCopies(b, heads, s, h // heads)
+        # scores: matmul(q, kᵀ) reshapes q and kᵀ to (b·A, s, d) and (b·A, d, s) blocks (copies where no view
+        # can do), then bmm; × scaling
+        q_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(q)
+        k_operand = t.new(n * h * FLOAT) if copies.k_forward else t.hold(k)
+        q_pass = t.node(self._pass(), [q_node])
+        k_pass = t.node(self._pass(), [k_node])
+        t.product("main")
+        scores = t.new(b * heads * s * s * FLOAT)
+        bmm1 = t.node(self._bmm_backward(n * h * FLOAT, n * h * FLOAT), [q_pass, k_pass], [k_operand, q_operand])
+        t.drop(q_operand, k_operand)
+        scaled = t.new(b * heads * s * s * FLOAT)
+        mul = t.node(self._pointwise_backward(b * heads * s * s * FLOAT), [bmm1])
+        t.drop(scores)
+        probs = t.new(b * heads * s * s * FLOAT)
+        softmax = t.node(self._softmax_backward(b * heads * s * s * FLOAT), [mul], [probs])
+        t.drop(scaled)
+        dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
+        drop = t.node(self._dropout_backward(b * heads * s * s * FLOAT), [softmax], [mask])
+        t.drop(mask, probs)
+        v_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(v)
+        v_pass = t.node(self._pass(), [v_node])
+        t.product("main")
+        context = t.new(n * h * FLOAT)
+        bmm2 = t.node(self._bmm_backward(b * heads * s * s * FLOAT, n * h * FLOAT), [drop, v_pass],
+                      [v_operand, dropped])  # (bmm saves its second operand first)
+        t.drop(v_operand)
+        # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
+        merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._copy_backward(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
+        t.drop(context)
+        t.drop(q, k, v, dropped)  # the attention's locals as it returns (the probabilities saved by bmm)
+        # the attention's output: Linear, dropout, LayerNorm(· + x)
+        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
+        t.drop(merged)
+        t.product("main", addmm=True)
+        up = t.new(n * self.i * FLOAT)
+        up_node = t.node(self._linear_backward(layer["up"], n, h, self.i),
+                         [attention_node, layer["up"][0].node, layer["up"][1].node], [attention])
+        gelu = t.new(n * self.i * FLOAT)
+        gelu_node = t.node(self._pointwise_backward(n * self.i * FLOAT), [up_node], [up])
+        t.drop(up)
+        out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
+                                     attention_node)
+        t.drop(gelu, attention)
+        t.drop(x)
+        return out, out_node
+
+    def _output(self, dense: tuple[Param, Param], norm: tuple[Param, Param], x: Storage, x_node: Node,
+                width: int, residual: Storage, residual_node: Node) -> tuple[Storage, Node]:
+        """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input)."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        projected = t.new(n * h * FLOAT)
+        dense_node = t.node(self._linear_backward(dense, n, width, h), [x_node, dense[0].node, dense[1].node], [x])
+        dropped, drop_node = self._dropout(projected, dense_node)
+        t.drop(projected)
+        summed = t.new(n * h * FLOAT)
+        add = t.node(self._add_backward(), [drop_node, residual_node])
+        normed, norm_node = self._layer_norm(summed, add, norm)
+        t.drop(summed, dropped)
+        return normed, norm_node
+
+    def _layer_norm(self, x: Storage, x_node: Node, norm: tuple[Param, Param]) -> tuple[Storage, Node]:
+        t, n, h = self.tape, self.n, self.h
+        out, mean, rstd = t.new(n * h * FLOAT), t.new(n * FLOAT), t.new(n * FLOAT)
+        node = t.node(self._layer_norm_backward(), [x_node, norm[0].node, norm[1].node], [x, mean, rstd])
+        t.drop(mean, rstd)
+        return out, node
+
+    def _dropout(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        t = self.tape
+        out, mask = t.new(x.nbytes), t.new(x.nbytes // FLOAT)
+        node = t.node(self._dropout_backward(x.nbytes), [x_node], [mask])
+        t.drop(mask)
+        return out, node
+
+    # Backward rules -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish(t: Tape, given: Storage, node: Node) -> None:
+        t.drop(given)
+        t.release(node)
+
+    def _pass(self) -> Rule:
+        """Views and copies whose backward hands the gradient on as it is."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.hold(given)
+            self._finish(t, given, node)
+            return [given]
+        return rule
+
+    def _copy_backward(self, nbytes: int) -> Rule:
+        """A view whose backward reshapes a gradient that is not contiguous: a copy."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            copy = t.new(nbytes)
+            self._finish(t, given, node)
+            return [copy]
+        return rule
+
+    def _pointwise_backward(self, nbytes: int) -> Rule:
+        """One gradient of the input's size (what the op saved is released after it)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            out = t.new(nbytes)
+            self._finish(t, given, node)
+            return [out]
+        return rule
+
+    _softmax_backward = _pointwise_backward
+    _log_softmax_backward = _pointwise_backward
+
+    def _dropout_backward(self, nbytes: int) -> Rule:
+        return self._pointwise_backward(nbytes)
+
+    def _nll_backward(self, nbytes: int) -> Rule:
+        return self._pointwise_backward(nbytes)
+
+    def _add_backward(self, broadcast: int = 0) -> Rule:
+        """The same gradient to both inputs (summed down to the second's shape where it was broadcast)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second = t.new(broadcast) if broadcast else t.hold(given)
+            t.hold(given)
+            self._finish(t, given, node)
+            return [given, second]
+        return rule
+
+    def _bmm_backward(self, first: int, second: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.product("backward")
+            grads = [t.new(second), t.new(first)]  # bmm's backward: the second input's gradient first
+            self._finish(t, given, node)
+            return grads[::-1]
+        return rule
+
+    def _linear_backward(self, params: tuple[Param, Param], rows: int, inputs: int, outputs: int,
+                         copy: bool = False, select: int = 0) -> Rule:
+        """A Linear's chain: (a copy of a gradient that is not contiguous, for q, k, v) addmm's backward, the
+        input's gradient first, then the weight's and the bias's; a select's gradient (zeros of the whole)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            if copy:
+                copied = t.new(rows * outputs * FLOAT)
+                t.drop(given)
+                given = copied
+            t.product("backward")
+            grads = [t.new(rows * inputs * FLOAT), t.new(outputs * inputs * FLOAT), t.new(outputs * FLOAT)]
+            self._finish(t, given, node)
+            if select:
+                whole = t.new(select * FLOAT)
+                t.drop(grads[0])
+                grads[0] = whole
+            return grads
+        return rule
+
+    def _layer_norm_backward(self) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(self.n * self.h * FLOAT), t.new(self.h * FLOAT), t.new(self.h * FLOAT)]
+            self._finish(t, given, node)
+            return grads
+        return rule
+
+    def _embedding_backward(self, table: Param) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grad = t.new(table.data.nbytes)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
+    # The optimizer ------------------------------------------------------------------------------------------
+    def _adamw(self) -> None:
+        t = self.tape
+        if not self.states:
+            for param in self.params:
+                self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
+        roots = [t.new(param.data.nbytes) for param in self.params]  # _foreach_sqrt(exp_avg_sqs)
+        t.drop(*reversed(roots))
