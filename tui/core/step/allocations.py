@@ -157,9 +157,9 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet (masked LM, sequence classification)"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if (workload.precision, workload.attention, workload.padding_mask, workload.checkpointing, workload.loop,
-            workload.optimizer, workload.mode) != ("fp32", "eager", False, False, "hand-written", "adamw", "train"):
-        return "only float32, eager attention, no padding mask, the hand-written loop and AdamW are derived yet"
+    if (workload.precision, workload.padding_mask, workload.checkpointing, workload.optimizer,
+            workload.mode) != ("fp32", False, False, "adamw", "train"):
+        return "only float32 without a padding mask or checkpointing, AdamW training, are derived yet"
     return None
 
 
@@ -237,6 +237,15 @@ class _AttentionCopies:
         return view_strides((b, s, h), tokens, (b * s, h)) is None
 
 
+def efficient_backward_workspace(b: int, heads: int, rows: int, dim: int, block: int = 64) -> int:
+    """The memory-efficient backward's gradient-of-Q accumulator on sm_80+ for float32 (`workspace_size` in
+    PyTorch's mem_eff_attention kernel_backward.h): per batch and head, ceil(s/64)² tiles of 64×64 floats and a
+    16-byte header, rounded to 4 floats."""
+    tiles = -(-rows // block) * -(-rows // block)
+    floats = tiles * (16 + block * block * 4) // 4
+    return b * heads * ((floats + 3) // 4 * 4) * 4
+
+
 class Param:
     """A parameter: its storage and its AccumulateGrad node."""
 
@@ -304,15 +313,21 @@ class _Bert:
     def run(self, steps: int) -> list[Event]:
         self._setup()
         t = self.tape
+        trainer = self.w.loop == "trainer"
         for _ in range(steps):
-            loss, logits, root = self._forward()  # out = model(**batch)
+            loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
+            if trainer:  # del out: the logits go before the backward
+                t.drop(logits)
             grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
+            if trainer:  # del loss
+                t.drop(loss)
             self._adamw()
             for param in self.params:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
-            t.drop(loss, logits)  # out = None
+            if not trainer:  # out = None, after the optimizer's step
+                t.drop(loss, logits)
         return t.events
 
     # Forward ------------------------------------------------------------------------------------------------
@@ -406,16 +421,71 @@ class _Bert:
     def _layer(self, layer: dict[str, tuple[Param, Param]], x: Storage, x_node: Node) -> tuple[Storage, Node]:
         t, n, h = self.tape, self.n, self.h
         b, heads, s = self.b, self.heads, self.s
+        eager = self.w.attention == "eager"
+        copies = _AttentionCopies(b, heads, s, h // heads)
         qkv = []
         for key in ("q", "k", "v"):
             t.product("main", addmm=True)
             projected = t.new(n * h * FLOAT)
-            copy = _AttentionCopies(b, heads, s, h // heads).k_backward if key == "k" else \
-                _AttentionCopies(b, heads, s, h // heads).q_backward
+            copy = eager and (copies.k_backward if key == "k" else copies.q_backward)
             qkv.append((projected, t.node(self._linear_backward(layer[key], n, h, h, copy=copy),
                                           [x_node, layer[key][0].node, layer[key][1].node], [x])))
         (q, q_node), (k, k_node), (v, v_node) = qkv
-        copies = _AttentionCopies(b, heads, s, h // heads)
+        if eager:
+            merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies)
+        else:
+            merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
+        t.drop(q, k, v)  # the attention's locals as it returns (saved where the backward reads them)
+        # the attention's output: Linear, dropout, LayerNorm(· + x)
+        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
+        t.drop(merged)
+        t.product("main", addmm=True)
+        up = t.new(n * self.i * FLOAT)
+        up_node = t.node(self._linear_backward(layer["up"], n, h, self.i),
+                         [attention_node, layer["up"][0].node, layer["up"][1].node], [attention])
+        gelu = t.new(n * self.i * FLOAT)
+        gelu_node = t.node(self._pointwise_backward(n * self.i * FLOAT), [up_node], [up])
+        t.drop(up)
+        out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
+                                     attention_node)
+        t.drop(gelu, attention)
+        t.drop(x)
+        return out, out_node
+
+    def _efficient_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node
+                             ) -> tuple[Storage, Node]:
+        """sdpa's memory-efficient kernel (float32 on sm_80+): its output, laid out as the tokens' (so no copy to
+        merge the heads), and the log-sum-exp per row (rows rounded up to 32); q, k, v read in place."""
+        t, b, heads, s = self.tape, self.b, self.heads, self.s
+        out = t.new(self.n * self.h * FLOAT)
+        lse = t.new(b * heads * -(-s // 32) * 32 * FLOAT)
+        node = t.node(self._efficient_backward(), [q_node, k_node, v_node], [k, q, v, lse, out])
+        t.drop(lse)  # (saved in the order the node releases them: key, query, value, log-sum-exp, output)
+        return out, node
+
+    def _efficient_backward(self) -> Rule:
+        """The memory-efficient kernel's backward: the gradients of q, k, v, then what the kernel allocates and
+        frees inside (float32: a copy of the output's gradient and its row sums, then the rows' delta, then the
+        gradient-of-Q accumulator)."""
+        b, heads, s, d = self.b, self.heads, self.s, self.h // self.heads
+
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(self.n * self.h * FLOAT) for _ in range(3)]
+            passing = [t.new(b * s * heads * d * FLOAT), t.new(b * s * heads * FLOAT)]
+            delta = t.new(b * heads * s * FLOAT)
+            t.drop(*reversed(passing))
+            workspace = t.new(efficient_backward_workspace(b, heads, s, d))
+            t.drop(delta, workspace)
+            self._finish(t, given, node)
+            return grads
+        return rule
+
+    def _eager_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                         copies: _AttentionCopies) -> tuple[Storage, Node]:
+        """softmax(q·kᵀ × scaling), dropout, · v, the heads merged back: matmul's reshapes copy where no view can
+        (`_AttentionCopies`)."""
+        t, n, h = self.tape, self.n, self.h
+        b, heads, s = self.b, self.heads, self.s
         # scores: matmul(q, kᵀ) reshapes q and kᵀ to (b·A, s, d) and (b·A, d, s) blocks (copies where no view
         # can do), then bmm; × scaling
         q_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(q)
@@ -445,23 +515,8 @@ class _Bert:
         # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
         merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
         merge = t.node(self._copy_backward(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
-        t.drop(context)
-        t.drop(q, k, v, dropped)  # the attention's locals as it returns (the probabilities saved by bmm)
-        # the attention's output: Linear, dropout, LayerNorm(· + x)
-        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
-        t.drop(merged)
-        t.product("main", addmm=True)
-        up = t.new(n * self.i * FLOAT)
-        up_node = t.node(self._linear_backward(layer["up"], n, h, self.i),
-                         [attention_node, layer["up"][0].node, layer["up"][1].node], [attention])
-        gelu = t.new(n * self.i * FLOAT)
-        gelu_node = t.node(self._pointwise_backward(n * self.i * FLOAT), [up_node], [up])
-        t.drop(up)
-        out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
-                                     attention_node)
-        t.drop(gelu, attention)
-        t.drop(x)
-        return out, out_node
+        t.drop(context, dropped)  # (the probabilities: saved by bmm)
+        return merged, merge
 
     def _output(self, dense: tuple[Param, Param], norm: tuple[Param, Param], x: Storage, x_node: Node,
                 width: int, residual: Storage, residual_node: Node) -> tuple[Storage, Node]:
