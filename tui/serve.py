@@ -121,8 +121,20 @@ class ExplorerServer(Server):
         self.sessions: set[Session] = set()
 
     async def on_startup(self, app: web.Application) -> None:
-        print(f"bert-tui explorer at {self.public_url} (at most {self.max_sessions} sessions; ctrl+c stops)",
-              file=sys.stderr, flush=True)
+        """(textual-serve prints its banner here, before the server listens: the line below comes once it does.)"""
+
+    def serve(self, debug: bool = False) -> None:
+        """textual-serve's `serve`, saying where the explorer is once the server listens (aiohttp's `print`,
+        called when its sites have started)."""
+        self.debug = debug
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGINT, self.request_exit)
+            loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+        said = f"bert-tui explorer at {self.public_url} (at most {self.max_sessions} sessions; ctrl+c stops)"
+        web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                    print=lambda *_: print(said, file=sys.stderr, flush=True))
 
     async def on_shutdown(self, app: web.Application) -> None:
         await asyncio.gather(*(session.stop() for session in list(self.sessions)))
