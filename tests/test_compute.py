@@ -257,6 +257,9 @@ def test_the_largest_batch_that_fits_is_the_largest(pair: tuple[BertConfig, Work
     config, workload = pair
     result = compute(config, workload, gpu_memory=3 * 1024**3)
     assert peak_at(config, workload, workload.batch) == result.reserved_peak
+    if result.replayed:
+        assert_replayed_fits_are_the_largest(result)
+        return
     for fit in result.fits:
         if fit.max_batch:
             assert peak_at(config, workload, fit.max_batch) <= usable(fit.bytes)
@@ -464,3 +467,36 @@ def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys
     with pytest.raises(ConfigError, match="classifier_pooling = 'max'"):
         core_compute(mean.replace(step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))
     core_compute(mean.replace(head="mlm", step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))
+
+
+def assert_replayed_fits_are_the_largest(result: Any) -> None:
+    from tui.core.step.allocations import runs
+    from tui.core.step.peak import usable
+
+    for fit in result.fits:
+        room = usable(fit.bytes)
+        if fit.max_batch:
+            assert runs(result.config, result.workload, fit.max_batch, room), fit
+        if fit.max_batch < MAX_BATCH:
+            assert not runs(result.config, result.workload, fit.max_batch + 1, room), fit
+
+
+@pytest.mark.parametrize("head", ["sequence-classification", "mlm"])
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@pytest.mark.parametrize("loop", ["hand-written", "trainer"])
+def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(head: str, attention: str,
+                                                                           loop: str) -> None:
+    """BERT in float32 (`tui.core.step.allocations.covers`): every size's batch runs three steps through the
+    replayed caching allocator within the usable bytes, one more runs out; the reserved peak is the replay's."""
+    from tui.core.step.allocations import events_at
+    from tui.core.step.allocator import replay
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head=head)
+    workload = Workload(batch=8, seq=256, precision="fp32", attention=attention, device="cuda", loop=loop)
+    result = compute(config, workload, gpu_memory=5 * 1024**3)
+    assert result.replayed
+    assert result.reserved_peak == replay(events_at(config, workload, 8)).peak_pinned
+    assert_replayed_fits_are_the_largest(result)
+    assert all(0 < fit.max_batch < MAX_BATCH for fit in result.fits)
+    assert not compute(config, replace(workload, precision="amp-bf16")).replayed  # not derived: the rule

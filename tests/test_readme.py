@@ -61,6 +61,23 @@ def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_say
            f"takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
 
 
+def test_the_replayed_lm_example_is_what_compute_says() -> None:
+    from tui.core import BertConfig
+    from tui.core.step.compute import compute
+    from tui.core.step.workload import Workload
+
+    config, size = BertConfig(head="mlm"), 24 * 2**30
+    kept, trainer = (compute(config, Workload(batch=32, seq=512, precision="fp32", device="cuda", loop=loop), size)
+                     for loop in ("hand-written", "trainer"))
+    assert kept.replayed and trainer.replayed
+    fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
+    said = " ".join(README.split())
+    assert f"the hand-written loop peaks at {kept.peak / 1e9:.1f} GB ({trainer.peak / 1e9:.1f} GB with the " \
+           f"Trainer's: the {(kept.peak - trainer.peak) / 1e9:.1f} GB of logits it keeps), the replay reserves " \
+           f"{(kept.reserved_peak - kept.peak) / 1e9:.1f} GB more with {kept.stranded / 1e9:.1f} GB stranded, and " \
+           f"a 24 GiB card takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
+
+
 def test_the_cuda_peak_error_the_readme_states_is_the_recorded_one() -> None:
     """The range of `memory_bytes.peak` against the recorded CUDA steps (tests/fixtures/allocation.json), as the
     README says it."""

@@ -58,7 +58,9 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
-        "fits_note": f"largest batch whose reserved peak fits: {HEADROOM_RULE}",
+        "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}" + (f"; {REPLAYED}" if result.replayed else ""),
+        "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
+                           "stranded": result.stranded, "loop": result.workload.loop},
         "conventions": convention_lines(result),
         "closed_forms": closed_forms(result),
         **beside,
@@ -309,7 +311,11 @@ def memory_lines(result: Compute) -> list[str]:
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
     lines.append(f"  {'sum of the above':<20}{total:>20,}  {short_bytes(total):>10}  never all held at once")
     lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
-    if result.stranded:
+    if result.replayed:
+        reserved = result.reserved_peak
+        lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  "
+                     f"{short_bytes(result.stranded)} stranded")
+    elif result.stranded:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  with a split segment")
     lines += phase_lines(result)
@@ -348,10 +354,22 @@ LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through th
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 
+REPLAYED = ("the CUDA caching allocator replayed over three steps of the step's own allocation order, "
+            "derived op by op")
+
+
+def fits_basis(result: Compute) -> str:
+    """What the fits table's batches are the largest of."""
+    if result.replayed:
+        return "largest batch whose run never runs out of memory"
+    return f"largest batch whose {'reserved peak' if result.stranded else 'peak'} fits"
+
+
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
-    what = "reserved peak" if result.stranded else "peak"
-    lines = [f"largest batch whose {what} fits, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
+    lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
+    if result.replayed:
+        lines += textwrap.wrap(REPLAYED, WIDTH, initial_indent="  ", subsequent_indent="  ")
     if w.train:
         lines.append(f"  {LOOP_SAYS[w.loop]}")
     for fit in result.fits:
@@ -397,6 +415,7 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
-              f"Largest batches by the reserved peak: {HEADROOM_RULE}.", ""]
+              f"{fits_basis(result).capitalize()}: {HEADROOM_RULE}"
+              + (f"; {REPLAYED}." if result.replayed else "."), ""]
     lines += [f"- {line}" for line in convention_lines(result)]
     return "\n".join(lines) + "\n"

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from ..config import BertConfig
+from .allocator import replay
 from .workload import Workload
 
 Event = tuple[str, int, int]
@@ -644,3 +646,47 @@ class _Bert:
                 self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
         roots = [t.new(param.data.nbytes) for param in self.params]  # _foreach_sqrt(exp_avg_sqs)
         t.drop(*reversed(roots))
+
+
+@lru_cache(maxsize=8)
+def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[tuple[str, int], ...],
+                                                                          tuple[int, ...], tuple[int, ...]]:
+    """The run's events at batch 2 and 3: their kinds and ids (the same at every batch from 2 on), and the sizes
+    at 2 with what one more example adds (every size is affine in the batch)."""
+    two = events(config, replace(workload, batch=2), steps)
+    three = events(config, replace(workload, batch=3), steps)
+    shape = tuple((kind, key) for kind, key, _ in two)
+    assert shape == tuple((kind, key) for kind, key, _ in three)
+    return shape, tuple(n for *_, n in two), tuple(b - a for (*_, a), (*_, b) in zip(two, three, strict=True))
+
+
+def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
+    """`events` at another batch, from the program at batch 2 and 3 (a batch of one: built as it is)."""
+    if batch < 2:
+        return events(config, replace(workload, batch=batch), steps)
+    shape, at_two, per_example = _program(config, replace(workload, batch=2), steps)
+    more = batch - 2
+    return [(kind, key, n + more * d) for (kind, key), n, d in zip(shape, at_two, per_example, strict=True)]
+
+
+def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
+    """Whether `batch` runs three steps without the allocator running out of `room` bytes reserved."""
+    return replay(events_at(config, workload, batch), room).out_of_memory is None
+
+
+def largest_batch(config: BertConfig, workload: Workload, room: int, guess: int, limit: int, known: int = 0) -> int:
+    """The largest batch up to `limit` whose run never runs out of `room` (0: not even one). `known`: a batch
+    known to run (a smaller room's answer); `guess`: where to look first (the peak rule's answer, a few per cent
+    low as a rule). Galloping up from the first batch that runs, then halving: what runs at b runs at every
+    smaller batch, each block growing with b."""
+    good, bad, step = known, limit + 1, 0
+    probe = min(max(guess, good + 1), limit)
+    while bad - good > 1:
+        if runs(config, workload, probe, room):
+            good = probe
+            step = max(1, probe // 32) if step == 0 else 2 * step
+            probe = min(good + step, bad - 1) if bad > limit else (good + bad) // 2
+        else:
+            bad = probe
+            probe = (good + bad) // 2
+    return good

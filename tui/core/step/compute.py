@@ -27,10 +27,11 @@ from ..config import MEAN_POOLING, BertConfig, ConfigError
 from ..count.families import build_tree
 from ..count.tree import ParamTree
 from ..poly import Poly, of_terms, render
-from . import flow, kinds
+from . import allocations, flow, kinds
+from .allocator import replay
 from .kinds import Flop, Module, Saved, Step
 from .method import Method
-from .peak import max_batch, phases, stranded
+from .peak import max_batch, phases, stranded, usable
 from .result import Compute, Fit
 from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, STEPS, StepLayout
 from .symbols import (
@@ -99,6 +100,9 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
+    if method is None and allocations.covers(config, workload) is None:
+        run = replay(allocations.events_at(config, workload, workload.batch))
+        result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
     return _same_terms(result, replace(result, fits=table))
 
 
@@ -176,14 +180,26 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
 
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
-    """The largest batch whose step's reserved peak (each phase's peak and the space the allocator strands) is
-    within each size's headroom (`peak.usable`): each is affine in b from b = 2 on, so three batches settle
-    every size."""
+    """The largest batch for each size. Where the step's allocation order is derived (`allocations.covers`):
+    the largest whose three steps, replayed through the caching allocator, never run out of the size's usable
+    bytes (`peak.usable`). Elsewhere: the largest whose reserved peak (each phase's peak and the space the
+    allocator strands) is within them; each is affine in b from b = 2 on, so three batches settle every size
+    (and give the replay's search its first guess)."""
     peaks = {}
     for b in (1, 2, 3):
         other = at_batch(result, b)
         peaks[b] = {name: peak + other.stranded for name, peak in other.phase_peaks().items()}
-    return tuple(Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes)
+    table = [Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes]
+    config, workload = result.config, result.workload
+    if result.method is None and allocations.covers(config, workload) is None:
+        answers: dict[int, int] = {}  # by size: a smaller size's answer runs on a larger one
+        for fit in sorted(table, key=lambda fit: fit.bytes):
+            if fit.bytes not in answers:
+                known = max((answers[size] for size in answers if size < fit.bytes), default=0)
+                answers[fit.bytes] = allocations.largest_batch(config, workload, usable(fit.bytes), fit.max_batch,
+                                                               MAX_BATCH, known)
+        table = [replace(fit, max_batch=answers[fit.bytes]) for fit in table]
+    return tuple(table)
 
 
 def at_batch(result: Compute, batch: int) -> Compute:
@@ -298,8 +314,8 @@ def _mask_size(workload: Workload, c: Conventions) -> int:
 
 
 # Closed forms ------------------------------------------------------------------------------------------------
-SYMBOL_ORDER = ("L", "K", "S", "Ll", "Y", "b", "b'", "c", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V", "N",
-                "2", "1")  # the step's symbols, in the order its forms write them
+SYMBOL_ORDER = ("L", "K", "S", "Ll", "Y", "b", "b'", "c", "n", "A", "s", "s₁₆", "s₃₂", "d", "D", "H", "E", "I", "V",
+                "N", "2", "1")  # the step's symbols, in the order its forms write them
 
 
 def flops_form(result: Compute, component: str) -> Poly:

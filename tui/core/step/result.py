@@ -55,6 +55,10 @@ class Compute:
     loss_upcast: bool = False  # the head's loss casts its n·V logits to float32 first (a causal LM's, ModernBERT's)
     fits: tuple[Fit, ...] = field(default=())
     method: Method | None = None  # a fine-tuning method: what trains (None: everything)
+    # The caching allocator replayed over the step's own allocation order (`tui.core.step.allocations`, where
+    # it is derived): what a cap must let it reserve, three steps of the loop, and the fits by that replay.
+    replayed: bool = False
+    reserved: int = 0
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
@@ -229,8 +233,9 @@ class Compute:
 
     @property
     def reserved_peak(self) -> int:
-        """What a cap must let the allocator reserve: the allocated peak and the space it strands."""
-        return self.peak + self.stranded
+        """What a cap must let the allocator reserve: replayed, the most it holds in segments partly in use over
+        three steps (cuBLAS workspaces included); else the allocated peak and the space it strands."""
+        return self.reserved if self.replayed else self.peak + self.stranded
 
     def memory(self) -> dict[str, int]:
         return {"weights": self.weights, "buffers": self.buffers, "gradients": self.gradients,

@@ -31,7 +31,7 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import full_line, labelled, method_line, one_layer, versus
+from ...formats.compute import fits_basis, full_line, labelled, method_line, one_layer, versus
 from ...plain import plain
 from .field_input import FieldInput
 
@@ -264,9 +264,9 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
                 style="dim")
     if result.stranded:
         text.append(f"  {'reserved':<12}{short_bytes(result.reserved_peak):>11}", style="bold")
-        text.append("  with a split logits segment\n")
-    what = "reserved peak" if result.stranded else "peak"
-    text.append(f"largest batch whose {what} fits at s = {result.workload.seq:,}:\n", style="dim")
+        text.append(f"  {short_bytes(result.stranded)} stranded, replayed\n" if result.replayed
+                    else "  with a split logits segment\n")
+    text.append(f"{fits_basis(result)} at s = {result.workload.seq:,}:\n", style="dim")
     cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")
              + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}") if fit.max_batch else "none")
              + ("*" if fit.asked else "") for fit in result.fits]
@@ -274,7 +274,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
     asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
     loop = f"{result.workload.loop} loop; " if result.workload.train else ""
-    text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
+    replayed = "the allocator replayed; " if result.replayed else ""
+    text.append(f"CUDA; {loop}{replayed}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
     text.append_text(layer_breakdown(result))
     return text
 
