@@ -25,7 +25,8 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
             "s₁₆": -(-workload.seq // 16) * 16, "s₃₂": -(-workload.seq // 32) * 32,
             "H": config.hidden_size, "E": config.embedding_width, "I": config.intermediate_size,
             "A": config.num_attention_heads, "V": config.vocab_size, "N": config.num_labels, "c": workload.choices,
-            "L": config.num_hidden_layers, "K": runs_per_layer(config), "S": stored_layers(config), "D": config.relative_span,
+            "L": config.num_hidden_layers, "K": runs_per_layer(config), "S": stored_layers(config),
+            "D": config.relative_span,
             "d": config.hidden_size // config.num_attention_heads, **layer_types(config),
             "1": 1, "2": 2}
 
