@@ -348,10 +348,10 @@ class _Bert:
                        [x_node, self.pooler[0].node, self.pooler[1].node], [x])
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
         tanh = t.new(self.b * self.h * FLOAT)
-        tanh_node = t.node(self._pointwise_backward(self.b * self.h * FLOAT, ), [dense], [tanh])
+        tanh_node = t.node(self._grads(self.b * self.h * FLOAT), [dense], [tanh])
         t.drop(pooled)
         dropped, mask = t.new(self.b * self.h * FLOAT), t.new(self.b * self.h)
-        drop_node = t.node(self._dropout_backward(self.b * self.h * FLOAT), [tanh_node], [mask])
+        drop_node = t.node(self._grads(self.b * self.h * FLOAT), [tanh_node], [mask])
         t.drop(mask)
         t.product("main", addmm=True)
         logits = t.new(self.b * self.c.num_labels * FLOAT)
@@ -360,10 +360,10 @@ class _Bert:
         t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
         # the loss: log_softmax (saves its output), nll_loss (saves the target and the total weight)
         logp = t.new(self.b * self.c.num_labels * FLOAT)
-        logp_node = t.node(self._log_softmax_backward(self.b * self.c.num_labels * FLOAT), [head], [logp])
+        logp_node = t.node(self._grads(self.b * self.c.num_labels * FLOAT), [head], [logp])
         t.drop(logp)
         loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._nll_backward(self.b * self.c.num_labels * FLOAT), [logp_node],
+        loss_node = t.node(self._grads(self.b * self.c.num_labels * FLOAT), [logp_node],
                            [self.labels, total])
         t.drop(total)
         return loss, logits, loss_node
@@ -378,7 +378,7 @@ class _Bert:
                             [x_node, self.transform[0].node, self.transform[1].node], [x])
         t.drop(x)
         gelu = t.new(n * h * FLOAT)
-        gelu_node = t.node(self._pointwise_backward(n * h * FLOAT), [dense_node], [dense])
+        gelu_node = t.node(self._grads(n * h * FLOAT), [dense_node], [dense])
         t.drop(dense)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
@@ -388,10 +388,10 @@ class _Bert:
                               [norm_node, self.word.node, self.decoder_bias.node], [normed])
         t.drop(normed)
         logp = t.new(n * vocab * FLOAT)
-        logp_node = t.node(self._log_softmax_backward(n * vocab * FLOAT), [decoder_node], [logp])
+        logp_node = t.node(self._grads(n * vocab * FLOAT), [decoder_node], [logp])
         t.drop(logp)
         loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._nll_backward(n * vocab * FLOAT), [logp_node], [self.labels, total])
+        loss_node = t.node(self._grads(n * vocab * FLOAT), [logp_node], [self.labels, total])
         t.drop(total)
         return loss, logits, loss_node
 
@@ -399,14 +399,14 @@ class _Bert:
         t, n, h, s = self.tape, self.n, self.h, self.s
         type_ids = t.new(s * LONG)  # gather of the token-type buffer: (1, s)
         words = t.new(n * h * FLOAT)
-        words_node = t.node(self._embedding_backward(self.word), [self.word.node], [self.ids])
+        words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
         types = t.new(n * h * FLOAT)
-        types_node = t.node(self._embedding_backward(self.types), [self.types.node], [type_ids])
+        types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
         t.drop(type_ids)
         summed = t.new(n * h * FLOAT)
         sum_node = t.node(self._add_backward(), [words_node, types_node])
         positions = t.new(s * h * FLOAT)
-        positions_node = t.node(self._embedding_backward(self.position), [self.position.node],
+        positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node],
                                 [self.position_ids])
         total = t.new(n * h * FLOAT)
         # (the positions' (1, s, H) broadcast over the batch: their gradient summed over it)
@@ -446,7 +446,7 @@ class _Bert:
         up_node = t.node(self._linear_backward(layer["up"], n, h, self.i),
                          [attention_node, layer["up"][0].node, layer["up"][1].node], [attention])
         gelu = t.new(n * self.i * FLOAT)
-        gelu_node = t.node(self._pointwise_backward(n * self.i * FLOAT), [up_node], [up])
+        gelu_node = t.node(self._grads(n * self.i * FLOAT), [up_node], [up])
         t.drop(up)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
                                      attention_node)
@@ -499,13 +499,13 @@ class _Bert:
         bmm1 = t.node(self._bmm_backward(n * h * FLOAT, n * h * FLOAT), [q_pass, k_pass], [k_operand, q_operand])
         t.drop(q_operand, k_operand)
         scaled = t.new(b * heads * s * s * FLOAT)
-        mul = t.node(self._pointwise_backward(b * heads * s * s * FLOAT), [bmm1])
+        mul = t.node(self._grads(b * heads * s * s * FLOAT), [bmm1])
         t.drop(scores)
         probs = t.new(b * heads * s * s * FLOAT)
-        softmax = t.node(self._softmax_backward(b * heads * s * s * FLOAT), [mul], [probs])
+        softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
         t.drop(scaled)
         dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
-        drop = t.node(self._dropout_backward(b * heads * s * s * FLOAT), [softmax], [mask])
+        drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
         t.drop(mask, probs)
         v_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(v)
         v_pass = t.node(self._pass(), [v_node])
@@ -516,7 +516,7 @@ class _Bert:
         t.drop(v_operand)
         # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
         merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
-        merge = t.node(self._copy_backward(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
+        merge = t.node(self._grads(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
         t.drop(context, dropped)  # (the probabilities: saved by bmm)
         return merged, merge
 
@@ -538,14 +538,15 @@ class _Bert:
     def _layer_norm(self, x: Storage, x_node: Node, norm: tuple[Param, Param]) -> tuple[Storage, Node]:
         t, n, h = self.tape, self.n, self.h
         out, mean, rstd = t.new(n * h * FLOAT), t.new(n * FLOAT), t.new(n * FLOAT)
-        node = t.node(self._layer_norm_backward(), [x_node, norm[0].node, norm[1].node], [x, mean, rstd])
+        node = t.node(self._grads(n * h * FLOAT, h * FLOAT, h * FLOAT), [x_node, norm[0].node, norm[1].node],
+                      [x, mean, rstd])  # (the input's gradient, the weight's, the bias's)
         t.drop(mean, rstd)
         return out, node
 
     def _dropout(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         t = self.tape
         out, mask = t.new(x.nbytes), t.new(x.nbytes // FLOAT)
-        node = t.node(self._dropout_backward(x.nbytes), [x_node], [mask])
+        node = t.node(self._grads(x.nbytes), [x_node], [mask])
         t.drop(mask)
         return out, node
 
@@ -563,30 +564,15 @@ class _Bert:
             return [given]
         return rule
 
-    def _copy_backward(self, nbytes: int) -> Rule:
-        """A view whose backward reshapes a gradient that is not contiguous: a copy."""
+    def _grads(self, *sizes: int) -> Rule:
+        """New gradients of these sizes, in order (a pointwise op's, softmax's, dropout's, the loss's: one of
+        its input's size; a view that copies a gradient that is not contiguous; LayerNorm's input, weight and
+        bias; an embedding's table), then the input gradient and what the op saved go."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            copy = t.new(nbytes)
+            grads = [t.new(nbytes) for nbytes in sizes]
             self._finish(t, given, node)
-            return [copy]
+            return grads
         return rule
-
-    def _pointwise_backward(self, nbytes: int) -> Rule:
-        """One gradient of the input's size (what the op saved is released after it)."""
-        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            out = t.new(nbytes)
-            self._finish(t, given, node)
-            return [out]
-        return rule
-
-    _softmax_backward = _pointwise_backward
-    _log_softmax_backward = _pointwise_backward
-
-    def _dropout_backward(self, nbytes: int) -> Rule:
-        return self._pointwise_backward(nbytes)
-
-    def _nll_backward(self, nbytes: int) -> Rule:
-        return self._pointwise_backward(nbytes)
 
     def _add_backward(self, broadcast: int = 0) -> Rule:
         """The same gradient to both inputs (summed down to the second's shape where it was broadcast)."""
@@ -622,20 +608,6 @@ class _Bert:
                 t.drop(grads[0])
                 grads[0] = whole
             return grads
-        return rule
-
-    def _layer_norm_backward(self) -> Rule:
-        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grads = [t.new(self.n * self.h * FLOAT), t.new(self.h * FLOAT), t.new(self.h * FLOAT)]
-            self._finish(t, given, node)
-            return grads
-        return rule
-
-    def _embedding_backward(self, table: Param) -> Rule:
-        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grad = t.new(table.data.nbytes)
-            self._finish(t, given, node)
-            return [grad]
         return rule
 
     # The optimizer ------------------------------------------------------------------------------------------
