@@ -264,7 +264,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
                 style="dim")
     if result.stranded:
         text.append(f"  {'reserved':<12}{short_bytes(result.reserved_peak):>11}", style="bold")
-        text.append(f"  {short_bytes(result.stranded)} stranded, replayed\n" if result.replayed
+        text.append(f"  {short_bytes(result.stranded)} stranded, allocator replayed\n" if result.replayed
                     else "  with a split logits segment\n")
     text.append(f"{fits_basis(result)} at s = {result.workload.seq:,}:\n", style="dim")
     cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")
@@ -274,8 +274,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
     asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
     loop = f"{result.workload.loop} loop; " if result.workload.train else ""
-    replayed = "the allocator replayed; " if result.replayed else ""
-    text.append(f"CUDA; {loop}{replayed}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")
+    text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
     text.append_text(layer_breakdown(result))
     return text
 
