@@ -59,10 +59,10 @@ def _number(flag: str, text: str, low: int, high: int) -> int:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.session:  # (the server checked the preset; the explorer reads the catalog itself)
+        return _session(args.preset)
     if args.preset is not None and args.preset not in catalog_with_warnings().presets:
         raise UsageError(f"--preset {args.preset}: no such preset (bert-tui presets lists them)")
-    if args.session:
-        return _session(args.preset)
     port = _number("--port", args.port, 1, 65535)
     sessions = _number("--max-sessions", args.max_sessions, 1, MOST_SESSIONS)
     try:

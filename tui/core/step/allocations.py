@@ -65,7 +65,6 @@ class Node:
     rule: Rule | None = None  # what its backward does, given its input gradient; None: a parameter's AccumulateGrad
     buffer: Storage | None = None
     grad: Storage | None = None  # a parameter's gradient, once accumulated
-    data: Storage | None = None  # a parameter's own storage
 
 
 @dataclass

@@ -100,7 +100,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
-    if method is None and allocations.covers(config, workload) is None:
+    if _replayed(config, workload, method):
         run = replay(allocations.events_at(config, workload, workload.batch))
         result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
     return _same_terms(result, replace(result, fits=table))
@@ -191,7 +191,7 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
         peaks[b] = {name: peak + other.stranded for name, peak in other.phase_peaks().items()}
     table = [Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes]
     config, workload = result.config, result.workload
-    if result.method is None and allocations.covers(config, workload) is None:
+    if _replayed(config, workload, result.method):
         answers: dict[int, int] = {}  # by size: a smaller size's answer runs on a larger one
         for fit in sorted(table, key=lambda fit: fit.bytes):
             if fit.bytes not in answers:
@@ -200,6 +200,11 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
                                                                MAX_BATCH, known)
         table = [replace(fit, max_batch=answers[fit.bytes]) for fit in table]
     return tuple(table)
+
+
+def _replayed(config: BertConfig, workload: Workload, method: Method | None) -> bool:
+    """Whether the step's fits and reserved peak come from replaying its derived allocation order."""
+    return method is None and allocations.covers(config, workload) is None
 
 
 def at_batch(result: Compute, batch: int) -> Compute:
