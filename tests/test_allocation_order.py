@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tui.core.config import BertConfig
-from tui.core.step.allocations import covers, events, is_contiguous, view_strides
+from tui.core.step.allocations import covers, events, events_at, is_contiguous, view_strides
 from tui.core.step.allocator import replay
 from tui.core.step.workload import Workload
 
@@ -74,6 +74,17 @@ def test_views_and_copies_as_aten_computes_them() -> None:
     assert view_strides((1, 4, 3, 5), (60, 5, 20, 1), (4, 3, 5)) == (5, 20, 1)  # one sequence: a view
     assert view_strides((2, 1, 3, 5), (15, 15, 5, 1), (2, 3, 5)) == (15, 5, 1)
     assert is_contiguous((2, 1, 3), (3, 99, 1)) and not is_contiguous((2, 3), (1, 2))
+
+
+@pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one"])
+@pytest.mark.parametrize("batch", [2, 3, 7, 64])
+def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
+    """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order
+    as running the step at that batch."""
+    case = CASES[name]
+    config, workload = BertConfig(**case["config"]), Workload(**case["workload"])
+    for workload in (workload, replace(workload, loop="trainer", attention="sdpa")):
+        assert events_at(config, workload, batch) == events(config, replace(workload, batch=batch))
 
 
 def test_a_larger_batch_is_the_same_program_with_larger_blocks() -> None:

@@ -21,8 +21,11 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
   `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
   `zero_grad(set_to_none=True)` releases the gradients in parameter order.
 
-Covered so far: BERT-layout encoders (`bert`) with a sequence-classification head, float32, eager attention,
-no padding mask, the hand-written loop; anything else is refused by name (`covers`).
+Covered so far: BERT (`bert`) with a sequence-classification or masked-LM head, float32, eager attention or
+sdpa's memory-efficient kernel, no padding mask, either loop; anything else is refused by name (`covers`).
+
+Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
+the search for what fits (`largest_batches`) replays a new batch without running the step again.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import repeat
+from operator import add, mul
 
 from ..config import BertConfig
 from .allocator import replay
@@ -266,10 +271,10 @@ def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event
 class _Bert:
     """BertForSequenceClassification's or BertForMaskedLM's run, op by op."""
 
-    def __init__(self, config: BertConfig, workload: Workload) -> None:
+    def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
         self.tape = Tape()
-        self.b, self.s = workload.batch, workload.seq
+        self.b, self.s = workload.batch if batch is None else batch, workload.seq
         self.n = self.b * self.s
         self.h, self.i = config.hidden_size, config.intermediate_size
         self.heads = config.num_attention_heads
@@ -619,25 +624,28 @@ class _Bert:
         t.drop(*reversed(roots))
 
 
+SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b, reads off as its two coefficients
+
+
 @lru_cache(maxsize=8)
-def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[tuple[str, int], ...],
+def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[str, ...], tuple[int, ...],
                                                                           tuple[int, ...], tuple[int, ...]]:
-    """The run's events at batch 2 and 3: their kinds and ids (the same at every batch from 2 on), and the sizes
-    at 2 with what one more example adds (every size is affine in the batch)."""
-    two = events(config, replace(workload, batch=2), steps)
-    three = events(config, replace(workload, batch=3), steps)
-    shape = tuple((kind, key) for kind, key, _ in two)
-    assert shape == tuple((kind, key) for kind, key, _ in three)
-    return shape, tuple(n for *_, n in two), tuple(b - a for (*_, a), (*_, b) in zip(two, three, strict=True))
+    """The run's events for every batch from 2 on: their kinds and ids (the same at each such batch: only one
+    sequence or one head changes which views copy) and each size as c + d·b, read off one run at a batch of
+    2⁶⁴ (no block of the run is that large without the batch)."""
+    refused = covers(config, workload)
+    if refused:
+        raise ValueError(refused)
+    kinds, keys, sizes = zip(*_Bert(config, workload, SYMBOLIC_BATCH).run(steps), strict=True)
+    return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes))
 
 
 def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
-    """`events` at another batch, from the program at batch 2 and 3 (a batch of one: built as it is)."""
+    """`events` at another batch, from the program (a batch of one: built as it is)."""
     if batch < 2:
         return events(config, replace(workload, batch=batch), steps)
-    shape, at_two, per_example = _program(config, replace(workload, batch=2), steps)
-    more = batch - 2
-    return [(kind, key, n + more * d) for (kind, key), n, d in zip(shape, at_two, per_example, strict=True)]
+    kinds, keys, fixed, per_example = _program(config, replace(workload, batch=2), steps)
+    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True))
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
@@ -645,19 +653,45 @@ def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
     return replay(events_at(config, workload, batch), room).out_of_memory is None
 
 
-def largest_batch(config: BertConfig, workload: Workload, room: int, guess: int, limit: int, known: int = 0) -> int:
-    """The largest batch up to `limit` whose run never runs out of `room` (0: not even one). `known`: a batch
-    known to run (a smaller room's answer); `guess`: where to look first (the peak rule's answer, a few per cent
-    low as a rule). Galloping up from the first batch that runs, then halving: what runs at b runs at every
-    smaller batch, each block growing with b."""
-    good, bad, step = known, limit + 1, 0
-    probe = min(max(guess, good + 1), limit)
-    while bad - good > 1:
-        if runs(config, workload, probe, room):
-            good = probe
-            step = max(1, probe // 32) if step == 0 else 2 * step
-            probe = min(good + step, bad - 1) if bad > limit else (good + bad) // 2
-        else:
-            bad = probe
-            probe = (good + bad) // 2
-    return good
+def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
+                    ) -> dict[int, int]:
+    """For each room (bytes the allocator may reserve) and its first guess (the peak rule's answer), the largest
+    batch up to `limit` whose three steps never run out of the room (0: not even one).
+
+    Each answer rests on replays: its batch runs, the next runs out (or is past `limit`). A run's most-pinned
+    bytes are nearly affine in the batch, so the line through the batches that ran so far (at first, the guess
+    and the peak rule's `slope`, bytes per example) says where to look; from there the search gallops away (1,
+    2, 4 … batches) until the answer flips, then halves the bracket. Rooms go in ascending order, a smaller
+    room's answer the floor of the next (what runs under a cap runs under a larger one), their runs shared."""
+    pinned: dict[int, int] = {}  # batch → the most-pinned bytes of its run, for runs that ran
+    answers: dict[int, int] = {}
+
+    def predict(room: int) -> int:
+        top, low = max(pinned), min(pinned)
+        per = (pinned[top] - pinned[low]) // (top - low) if top > low else 0
+        return top + (room - pinned[top]) // (per if per > 0 else max(1, slope))
+
+    for room, guess in sorted(rooms.items()):
+        good, bad = max(answers.values(), default=0), limit + 1
+        probe = predict(room) if pinned else guess
+        ran_here = out_here = False
+        looks, step = 0, 1
+        while bad - good > 1:
+            probe = min(max(probe, good + 1), bad - 1)
+            run = replay(events_at(config, workload, probe), room)
+            ran = run.out_of_memory is None
+            if ran:
+                good, pinned[probe], ran_here = probe, run.peak_pinned, True
+            else:
+                bad, out_here = probe, True
+            if ran_here and out_here:
+                probe = (good + bad) // 2
+            elif ran and looks == 0:  # a second look along the line, with the run just made
+                probe, looks = predict(room), 1
+                if probe <= good:
+                    probe = good + 1
+            else:
+                probe = good + step if ran else bad - step
+                step *= 2
+        answers[room] = good
+    return answers

@@ -68,26 +68,36 @@ class Block:
         return self.prev is None and self.next is None
 
 
+_ADDRESS_BITS = 64  # a pool's key: size, then address, in one integer (addresses stay far below 2⁶⁴)
+
+
 class _Pool:
     """Cached free blocks in `BlockComparatorSize` order: by size, then address."""
 
+    __slots__ = ("_keys", "_blocks")
+
     def __init__(self) -> None:
-        self._keys: list[tuple[int, int]] = []
-        self._blocks: dict[tuple[int, int], Block] = {}
+        self._keys: list[int] = []
+        self._blocks: dict[int, Block] = {}
 
     def add(self, block: Block) -> None:
-        key = (block.size, block.address)
+        key = block.size << _ADDRESS_BITS | block.address
         insort(self._keys, key)
         self._blocks[key] = block
 
     def remove(self, block: Block) -> None:
-        key = (block.size, block.address)
-        del self._keys[bisect_left(self._keys, key)]
+        key = block.size << _ADDRESS_BITS | block.address
+        keys = self._keys
+        del keys[bisect_left(keys, key)]
         del self._blocks[key]
 
-    def best_fit(self, size: int) -> Block | None:
-        index = bisect_left(self._keys, (size, -1))
-        return self._blocks[self._keys[index]] if index < len(self._keys) else None
+    def take_best_fit(self, size: int) -> Block | None:
+        """The smallest block of at least `size` bytes (the lowest address among equals), taken out of the pool."""
+        keys = self._keys
+        index = bisect_left(keys, size << _ADDRESS_BITS)
+        if index == len(keys):
+            return None
+        return self._blocks.pop(keys.pop(index))
 
     def blocks(self) -> list[Block]:
         return [self._blocks[key] for key in self._keys]
@@ -106,7 +116,7 @@ class CachingAllocator:
 
     def __init__(self, cap: int | None = None) -> None:
         self.cap = cap
-        self._pools = {True: _Pool(), False: _Pool()}  # small, large
+        self._small, self._large = _Pool(), _Pool()
         self._next_address = 0
         self.allocated = 0
         self.reserved = 0
@@ -117,13 +127,12 @@ class CachingAllocator:
         self.stranded = 0  # free bytes inside partly used segments when `peak_pinned` was reached
 
     def malloc(self, nbytes: int) -> Block:
-        size = round_size(nbytes)
+        size = -(-nbytes // MIN_BLOCK) * MIN_BLOCK or MIN_BLOCK  # round_size
         small = size <= SMALL_SIZE
-        pool = self._pools[small]
-        block = pool.best_fit(size)
+        pool = self._small if small else self._large
+        block = pool.take_best_fit(size)
         if block is not None:
-            pool.remove(block)
-            if block.whole_segment:
+            if block.prev is None and block.next is None:
                 self.cached_segments -= block.size
         else:
             block = self._new_segment(allocation_size(size), small)
@@ -144,17 +153,18 @@ class CachingAllocator:
             pool.add(block)
             block = front
         block.allocated = True
-        self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        allocated = self.allocated = self.allocated + block.size
+        if allocated > self.peak_allocated:
+            self.peak_allocated = allocated
         pinned = self.reserved - self.cached_segments
         if pinned > self.peak_pinned:
-            self.peak_pinned, self.stranded = pinned, pinned - self.allocated
+            self.peak_pinned, self.stranded = pinned, pinned - allocated
         return block
 
     def free(self, block: Block) -> None:
         block.allocated = False
         self.allocated -= block.size
-        pool = self._pools[block.small]
+        pool = self._small if block.small else self._large
         before, after = block.prev, block.next
         if before is not None and not before.allocated:
             pool.remove(before)
@@ -166,14 +176,14 @@ class CachingAllocator:
             block.size, block.next = block.size + after.size, after.next
             if block.next is not None:
                 block.next.prev = block
-        if block.whole_segment:
+        if block.prev is None and block.next is None:
             self.cached_segments += block.size
         pool.add(block)
 
     def release_cached_blocks(self) -> int:
         """Give back every cached block that is a whole segment (`release_cached_blocks`); the bytes given back."""
         given = 0
-        for pool in self._pools.values():
+        for pool in (self._small, self._large):
             for block in pool.blocks():
                 if block.whole_segment:
                     pool.remove(block)
@@ -188,7 +198,8 @@ class CachingAllocator:
         block = Block(self._next_address, size, small)
         self._next_address += size + ROUND_LARGE  # segments never adjacent: they never merge
         self.reserved += size
-        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
         return block
 
 
@@ -209,15 +220,17 @@ Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f
 def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
     """Replay `events` through a fresh allocator under `cap` (bytes it may reserve), stopping at an out-of-memory."""
     allocator = CachingAllocator(cap)
+    malloc, free = allocator.malloc, allocator.free
     live: dict[int, Block] = {}
-    for index, (kind, key, nbytes) in enumerate(events):
-        if kind == "a":
-            try:
-                live[key] = allocator.malloc(nbytes)
-            except OutOfMemory:
-                return _result(allocator, index)
-        else:
-            allocator.free(live.pop(key))
+    index = 0
+    try:
+        for index, (kind, key, nbytes) in enumerate(events):
+            if kind == "a":
+                live[key] = malloc(nbytes)
+            else:
+                free(live.pop(key))
+    except OutOfMemory:
+        return _result(allocator, index)
     return _result(allocator, None)
 
 

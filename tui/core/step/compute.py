@@ -192,13 +192,12 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
     table = [Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes]
     config, workload = result.config, result.workload
     if _replayed(config, workload, result.method):
-        answers: dict[int, int] = {}  # by size: a smaller size's answer runs on a larger one
-        for fit in sorted(table, key=lambda fit: fit.bytes):
-            if fit.bytes not in answers:
-                known = max((answers[size] for size in answers if size < fit.bytes), default=0)
-                answers[fit.bytes] = allocations.largest_batch(config, workload, usable(fit.bytes), fit.max_batch,
-                                                               MAX_BATCH, known)
-        table = [replace(fit, max_batch=answers[fit.bytes]) for fit in table]
+        rooms: dict[int, int] = {}  # usable bytes → the peak rule's answer, the search's first guess
+        for fit in table:
+            rooms.setdefault(usable(fit.bytes), fit.max_batch)
+        slope = max(peaks[3][name] - peaks[2][name] for name in peaks[2])
+        answers = allocations.largest_batches(config, workload, rooms, MAX_BATCH, slope)
+        table = [replace(fit, max_batch=answers[usable(fit.bytes)]) for fit in table]
     return tuple(table)
 
 
