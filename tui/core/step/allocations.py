@@ -659,8 +659,9 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
     batch up to `limit` whose three steps never run out of the room (0: not even one).
 
     Each answer rests on replays: its batch runs, the next runs out (or is past `limit`). A run's most-pinned
-    bytes are nearly affine in the batch, so the line through the batches that ran so far (at first, the guess
-    and the peak rule's `slope`, bytes per example) says where to look; from there the search gallops away (1,
+    bytes are nearly affine in the batch, so a line through the batches that ran says where to look (the peak
+    rule's `slope`, bytes per example, until runs far enough apart give one of their own, within a factor of two
+    of it); from there the search gallops away (1,
     2, 4 … batches) until the answer flips, then halves the bracket. Rooms go in ascending order, a smaller
     room's answer the floor of the next (what runs under a cap runs under a larger one), their runs shared."""
     pinned: dict[int, int] = {}  # batch → the most-pinned bytes of its run, for runs that ran
@@ -668,8 +669,10 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
 
     def predict(room: int) -> int:
         top, low = max(pinned), min(pinned)
-        per = (pinned[top] - pinned[low]) // (top - low) if top > low else 0
-        return top + (room - pinned[top]) // (per if per > 0 else max(1, slope))
+        per = max(1, slope)
+        if 4 * (top - low) >= top:  # runs far enough apart that fragmentation's noise does not tilt the line
+            per = min(max((pinned[top] - pinned[low]) // (top - low), per // 2), 2 * per)
+        return top + (room - pinned[top]) // per
 
     for room, guess in sorted(rooms.items()):
         good, bad = max(answers.values(), default=0), limit + 1
