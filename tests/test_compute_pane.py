@@ -21,6 +21,17 @@ def result_text(app: Any) -> str:
     return str(app.query_one("#compute-result", Static).render())
 
 
+async def settled(pilot: Any) -> None:
+    """Until no worker runs (a cancelled one's thread may still finish: its answer is not shown), then idle."""
+    from textual.worker import WorkerState
+
+    for _ in range(3000):
+        if not any(worker.state in (WorkerState.PENDING, WorkerState.RUNNING) for worker in pilot.app.workers):
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
 def error_text(app: Any) -> str:
     line = app.query_one("#compute-error", Static)
     return str(line.render()) if line.display else ""
@@ -321,3 +332,47 @@ async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains(
         tree = app.query_one(ParamTreeView)
         node = next(child for child in tree.root.children if child.data == "classifier.bias")
         assert "trains (a trained copy)" in str(tree.render_label(node, tree.rich_style, tree.rich_style))
+
+
+async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_edit_wins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: float32 BERT on CUDA replays the caching allocator on every card (tenths of a second): a worker asks
+    the core, the pane says it is working meanwhile (the core held back here until the test has looked), and an
+    answer to an earlier edit is never shown as the fields' (three batches typed in a row: the pane ends on the
+    last)."""
+    import threading
+
+    from textual.widgets import Select
+
+    import tui.core.step.compute as core
+    from tui.explorer.widgets.compute import render_result
+
+    looked = threading.Event()
+    unheld = core.compute
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            assert looked.wait(30)
+        return unheld(*args, **kwargs)
+
+    monkeypatch.setattr(core, "compute", held)
+    app = make_app(load_catalog())
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#head", Select).value = "mlm"
+        await pilot.press("f5")
+        await pilot.pause()
+        pane = app.query_one(ComputePane)
+        pane.query_one("#precision", Select).value = "fp32"
+        await pilot.pause()
+        assert "working out what fits" in result_text(app)  # the last figures, marked, while the worker runs
+        looked.set()
+        await settled(pilot)
+        expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, precision="fp32", device="cuda"))
+        assert expected.replayed and result_text(app) == str(render_result(expected))
+        batch = pane.query_one("#batch", Input)
+        for typed in ("8", "16", "24"):
+            batch.value = typed
+            await pilot.pause(0)
+        await settled(pilot)
+        last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=128, precision="fp32", device="cuda"))
+        assert app.main.workload == last.workload and result_text(app) == str(render_result(last))

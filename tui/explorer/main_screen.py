@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
+from textual.worker import get_current_worker
 
 from ..core import BertConfig, ConfigError, ParamTree, build_tree, marginal_costs
 from ..core.count.compare import Comparison, compare
@@ -89,6 +90,7 @@ class MainScreen(Screen[None]):
         self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
+        self._compute_asked = 0  # the fields' edits so far: a worker's answer counts for the last one only
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
         self._how: Lora | Ia3 | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
@@ -243,17 +245,19 @@ class MainScreen(Screen[None]):
     def _show_compute(self) -> None:
         """Ask the core for the workload on the current config. A refusal (a field the core refuses, a sequence
         longer than the positions, a model type not modelled) shows at the fields; the last valid result stays,
-        marked stale and saying why, while it is this model's (another model's figures go)."""
+        marked stale and saying why, while it is this model's (another model's figures go). Where what fits is
+        the caching allocator replayed on every card (tenths of a second), a worker asks, off the event loop."""
         pane = self._compute_pane
         if pane is None or self.model is None or self.workload is None:
             return
         from ..core.count.frozen import Freeze
         from ..core.count.lora import Lora
-        from ..core.step.compute import compute
+        from ..core.step.compute import compute, fits_replayed
         from ..core.step.method import method_of
 
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
             return
+        self._compute_asked += 1  # a worker's answer to an earlier question is not shown
         error = self._workload_error
         if error is None:
             try:
@@ -262,10 +266,44 @@ class MainScreen(Screen[None]):
                     raise ConfigError("fine-tuning", "IA3", "the adapter's compute and memory under IA3 are not "
                                       "modelled yet (its parameters are counted)")
                 method = None if how is None else method_of(self.model, self.model.config, how)
+                if fits_replayed(self.model.config, self.workload, method):
+                    self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked)
+                    result = self._compute_result
+                    if result is not None and result.config == self.model.config:
+                        pane.show(result, "working out what fits: the caching allocator, replayed on every card…")
+                    return
                 self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
                                                method=method)
             except ConfigError as refused:
                 error = refused
+        self._present_compute(error)
+
+    @work(thread=True, exclusive=True, group="compute")
+    def _compute_off_loop(self, model: ParamTree, workload: Workload, gpu_memory: int | None, asked: int) -> None:
+        from ..core.step.compute import compute
+
+        try:
+            result: Compute | None = compute(model.config, workload, gpu_memory, tree=model)
+            error = None
+        except ConfigError as refused:
+            result, error = None, refused
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._computed, asked, result, error)
+
+    def _computed(self, asked: int, result: Compute | None, error: ConfigError | None) -> None:
+        if asked != self._compute_asked or self._compute_pane is None:
+            return  # the fields changed while it worked: their own answer is on its way
+        if result is not None:
+            self._compute_result = result
+        self._present_compute(error)
+
+    def _present_compute(self, error: ConfigError | None) -> None:
+        """The pane shows the error (or none) and the last result: the fields' own, or stale saying why."""
+        pane = self._compute_pane
+        if pane is None or self.model is None:
+            return
+        from ..core.step.compute import compute
+
         pane.show_error(error)
         result = self._compute_result
         if result is not None and error is not None and result.config != self.model.config:

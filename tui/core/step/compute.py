@@ -100,7 +100,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
-    if _replayed(config, workload, method):
+    if fits_replayed(config, workload, method):
         run = replay(allocations.events_at(config, workload, workload.batch))
         result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
     return _same_terms(result, replace(result, fits=table))
@@ -191,7 +191,7 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
         peaks[b] = {name: peak + other.stranded for name, peak in other.phase_peaks().items()}
     table = [Fit(gib, size, max_batch(peaks, size, MAX_BATCH), asked) for gib, size, asked in sizes]
     config, workload = result.config, result.workload
-    if _replayed(config, workload, result.method):
+    if fits_replayed(config, workload, result.method):
         rooms: dict[int, int] = {}  # usable bytes → the peak rule's answer, the search's first guess
         for fit in table:
             rooms.setdefault(usable(fit.bytes), fit.max_batch)
@@ -201,7 +201,7 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
     return tuple(table)
 
 
-def _replayed(config: BertConfig, workload: Workload, method: Method | None) -> bool:
+def fits_replayed(config: BertConfig, workload: Workload, method: Method | None) -> bool:
     """Whether the step's fits and reserved peak come from replaying its derived allocation order."""
     return method is None and allocations.covers(config, workload) is None
 
