@@ -58,7 +58,8 @@ def test_its_replay_is_the_recorded_runs_under_any_cap(name: str) -> None:
 def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     base, run = BertConfig(head="mlm"), Workload(8, 128, precision="fp32", attention="eager", device="cuda")
     assert covers(base, run) is None
-    assert "model type roberta" in (covers(base.as_family("roberta"), run) or "")
+    assert covers(base.as_family("roberta"), run) is None and covers(base.as_family("camembert"), run) is None
+    assert "model type distilbert" in (covers(base.as_family("distilbert"), run) or "")
     assert "head token-classification" in (covers(base.replace(head="token-classification"), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
@@ -76,7 +77,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
     assert is_contiguous((2, 1, 3), (3, 99, 1)) and not is_contiguous((2, 3), (1, 2))
 
 
-@pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one"])
+@pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one", "roberta-sc-one",
+                                  "xlm-roberta-sc-b-sdpa"])
 @pytest.mark.parametrize("batch", [2, 3, 7, 64])
 def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order

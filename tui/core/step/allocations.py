@@ -21,8 +21,10 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
   `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
   `zero_grad(set_to_none=True)` releases the gradients in parameter order.
 
-Covered so far: BERT (`bert`) with a sequence-classification or masked-LM head, float32, eager attention or
-sdpa's memory-efficient kernel, no padding mask, either loop; anything else is refused by name (`covers`).
+Covered so far: BERT and the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids,
+its classification head, the head assigned first in the generated classes) with a sequence-classification or
+masked-LM head, float32, eager attention or sdpa's memory-efficient kernel, no padding mask, either loop;
+anything else is refused by name (`covers`).
 
 Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
 the search for what fits (`largest_batches`) replays a new batch without running the step again.
@@ -46,6 +48,8 @@ CUBLAS_WORKSPACE = 32 * 1024 * 1024
 CUBLASLT_WORKSPACE = 1024 * 1024
 FLOAT = 4
 LONG = 8
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
+HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
 
 
 class Storage:
@@ -157,8 +161,9 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
 
 def covers(config: BertConfig, workload: Workload) -> str | None:
     """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
-    if config.model_type != "bert" or config.add_cross_attention:
-        return f"model type {config.model_type}: its allocation order is not derived yet (bert only)"
+    if config.model_type not in ("bert", *ROBERTA_LIKE) or config.add_cross_attention:
+        return (f"model type {config.model_type}: its allocation order is not derived yet (bert, "
+                f"{', '.join(ROBERTA_LIKE)})")
     if not (config.head == "mlm" or (config.head == "sequence-classification" and config.num_labels > 1)):
         return f"head {config.head}: its allocation order is not derived yet (masked LM, sequence classification)"
     if workload.device != "cuda":
@@ -269,7 +274,7 @@ def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event
 
 
 class _Bert:
-    """BertForSequenceClassification's or BertForMaskedLM's run, op by op."""
+    """BertFor{SequenceClassification,MaskedLM}'s run, op by op, or RoBERTa's (the same encoder)."""
 
     def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
@@ -279,9 +284,14 @@ class _Bert:
         self.h, self.i = config.hidden_size, config.intermediate_size
         self.heads = config.num_attention_heads
         self.mlm = config.head == "mlm"
+        self.roberta = config.model_type in ROBERTA_LIKE
+        self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
+        """The parameters and buffers moved to the device as `Module.to` moves them (children first, in the order
+        they were assigned; a tied tensor once, where first met), and the optimizer's parameter order (the
+        same walk, a module's own parameters before its children's)."""
         t, h, i, c = self.tape, self.h, self.i, self.c
 
         def linear(inputs: int, outputs: int) -> tuple[Param, Param]:
@@ -290,28 +300,50 @@ class _Bert:
         def norm() -> tuple[Param, Param]:
             return Param(t, h * FLOAT), Param(t, h * FLOAT)
 
-        self.word = Param(t, c.vocab_size * h * FLOAT)
-        self.position = Param(t, c.max_position_embeddings * h * FLOAT)
-        self.types = Param(t, c.type_vocab_size * h * FLOAT)
-        self.embedding_norm = norm()
-        self.position_ids = t.new(c.max_position_embeddings * LONG)
-        self.type_ids = t.new(c.max_position_embeddings * LONG)
-        self.layers = []
-        for _ in range(c.num_hidden_layers):
-            self.layers.append({"q": linear(h, h), "k": linear(h, h), "v": linear(h, h), "o": linear(h, h),
-                                "norm1": norm(), "up": linear(h, i), "down": linear(i, h), "norm2": norm()})
-        self.params: list[Param] = [self.word, self.position, self.types, *self.embedding_norm]
-        for layer in self.layers:
-            for key in ("q", "k", "v", "o", "norm1", "up", "down", "norm2"):
-                self.params += layer[key]
-        if self.mlm:  # cls.predictions: its transform, then the decoder's bias (its weight is the word table's)
-            self.transform, self.transform_norm = linear(h, h), norm()
-            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
-            self.params += [self.decoder_bias, *self.transform, *self.transform_norm]  # (bias first: its own)
-        else:
+        def head() -> list[Param]:
+            if self.mlm:  # the transform, then the decoder (its weight the word table, then its own bias)
+                self.transform, self.transform_norm = linear(h, h), norm()
+                if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
+                    self.word = Param(t, c.vocab_size * h * FLOAT)
+                self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+                owned = [self.word] if self.head_first else []
+                return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
+            # BERT's pooler and classifier; RoBERTa's classification head (dense, out_proj), no pooler
             self.pooler = linear(h, h)
             self.classifier = linear(h, c.num_labels)
-            self.params += [*self.pooler, *self.classifier]
+            return [*self.pooler, *self.classifier]
+
+        def body() -> list[Param]:
+            owned = not hasattr(self, "word")
+            if owned:
+                self.word = Param(t, c.vocab_size * h * FLOAT)
+            table = [self.word] if owned else []
+            if self.roberta:  # (RoBERTa assigns its position table last, with a padding index)
+                self.types = Param(t, c.type_vocab_size * h * FLOAT)
+                self.embedding_norm = norm()
+                self.position = Param(t, c.max_position_embeddings * h * FLOAT)
+                params = [*table, self.types, *self.embedding_norm, self.position]
+            else:
+                self.position = Param(t, c.max_position_embeddings * h * FLOAT)
+                self.types = Param(t, c.type_vocab_size * h * FLOAT)
+                self.embedding_norm = norm()
+                params = [*table, self.position, self.types, *self.embedding_norm]
+            self.position_ids = t.new(c.max_position_embeddings * LONG)
+            self.type_ids = t.new(c.max_position_embeddings * LONG)
+            self.layers: list[dict[str, tuple[Param, Param]]] = []
+            for _ in range(c.num_hidden_layers):
+                self.layers.append({"q": linear(h, h), "k": linear(h, h), "v": linear(h, h), "o": linear(h, h),
+                                    "norm1": norm(), "up": linear(h, i), "down": linear(i, h), "norm2": norm()})
+            for layer in self.layers:
+                for key in ("q", "k", "v", "o", "norm1", "up", "down", "norm2"):
+                    params += layer[key]
+            return params
+
+        if self.head_first:
+            first = head()
+            self.params: list[Param] = first + body()
+        else:
+            self.params = body() + head()
         self.ids = t.new(self.n * LONG)
         self.labels = t.new((self.n if self.mlm else self.b) * LONG)
         self.states: list[Storage] = []
@@ -341,7 +373,9 @@ class _Bert:
         x, x_node = self._embeddings()
         for layer in self.layers:
             x, x_node = self._layer(layer, x, x_node)
-        return self._mlm(x, x_node) if self.mlm else self._classifier(x, x_node)
+        if self.mlm:
+            return self._mlm(x, x_node)
+        return self._roberta_classifier(x, x_node) if self.roberta else self._classifier(x, x_node)
 
     def _classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
         t = self.tape
@@ -362,15 +396,45 @@ class _Bert:
         head = t.node(self._linear_backward(self.classifier, self.b, self.h, self.c.num_labels),
                       [drop_node, self.classifier[0].node, self.classifier[1].node], [dropped])
         t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
-        # the loss: log_softmax (saves its output), nll_loss (saves the target and the total weight)
-        logp = t.new(self.b * self.c.num_labels * FLOAT)
-        logp_node = t.node(self._grads(self.b * self.c.num_labels * FLOAT), [head], [logp])
+        loss, loss_node = self._cross_entropy(head, self.b, self.c.num_labels)
+        return loss, logits, loss_node
+
+    def _roberta_classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+        """RobertaClassificationHead: the first token's state (a view), dropout, dense, tanh, dropout,
+        out_proj; the encoder's output goes as the model's forward returns."""
+        t, b, h, labels = self.tape, self.b, self.h, self.c.num_labels
+        dropped, mask = t.new(b * h * FLOAT), t.new(b * h)
+        drop_node = t.node(self._grads(b * h * FLOAT, select=self.n * h * FLOAT), [x_node], [mask])
+        t.drop(mask)
+        t.product("main", addmm=True)
+        dense = t.new(b * h * FLOAT)
+        dense_node = t.node(self._linear_backward(self.pooler, b, h, h),
+                            [drop_node, self.pooler[0].node, self.pooler[1].node], [dropped])
+        t.drop(dropped)
+        tanh = t.new(b * h * FLOAT)
+        tanh_node = t.node(self._grads(b * h * FLOAT), [dense_node], [tanh])
+        t.drop(dense)
+        out, out_node = self._dropout(tanh, tanh_node)
+        t.drop(tanh)
+        t.product("main", addmm=True)
+        logits = t.new(b * labels * FLOAT)
+        head = t.node(self._linear_backward(self.classifier, b, h, labels),
+                      [out_node, self.classifier[0].node, self.classifier[1].node], [out])
+        t.drop(out)
+        loss, loss_node = self._cross_entropy(head, b, labels)
+        t.drop(x)
+        return loss, logits, loss_node
+
+    def _cross_entropy(self, head: Node, rows: int, classes: int) -> tuple[Storage, Node]:
+        """log_softmax (saves its output), nll_loss (saves the target and the total weight)."""
+        t = self.tape
+        logp = t.new(rows * classes * FLOAT)
+        logp_node = t.node(self._grads(rows * classes * FLOAT), [head], [logp])
         t.drop(logp)
         loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._grads(self.b * self.c.num_labels * FLOAT), [logp_node],
-                           [self.labels, total])
+        loss_node = t.node(self._grads(rows * classes * FLOAT), [logp_node], [self.labels, total])
         t.drop(total)
-        return loss, logits, loss_node
+        return loss, loss_node
 
     def _mlm(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
         """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
@@ -391,17 +455,32 @@ class _Bert:
         decoder_node = t.node(self._linear_backward(decoder, n, h, vocab),
                               [norm_node, self.word.node, self.decoder_bias.node], [normed])
         t.drop(normed)
-        logp = t.new(n * vocab * FLOAT)
-        logp_node = t.node(self._grads(n * vocab * FLOAT), [decoder_node], [logp])
-        t.drop(logp)
-        loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._grads(n * vocab * FLOAT), [logp_node], [self.labels, total])
-        t.drop(total)
+        loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
         return loss, logits, loss_node
+
+    def _position_ids(self) -> Storage:
+        """RoBERTa's positions from the ids (`create_position_ids_from_input_ids`): `ne(pad).int()`, `cumsum`
+        (int64), `type_as`, `+ 0`, `* mask`, `long()`, `+ pad`, each a new (b, s) tensor."""
+        t, n = self.tape, self.n
+        ne = t.new(n)
+        mask = t.new(n * 4)
+        t.drop(ne)
+        summed = t.new(n * LONG)
+        cast = t.new(n * 4)
+        t.drop(summed)
+        shifted = t.new(n * 4)
+        t.drop(cast)
+        masked = t.new(n * 4)
+        t.drop(shifted)
+        wide = t.new(n * LONG)
+        positions = t.new(n * LONG)
+        t.drop(wide, mask, masked)
+        return positions
 
     def _embeddings(self) -> tuple[Storage, Node]:
         t, n, h, s = self.tape, self.n, self.h, self.s
-        type_ids = t.new(s * LONG)  # gather of the token-type buffer: (1, s)
+        position_ids = self._position_ids() if self.roberta else self.position_ids
+        type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
         words = t.new(n * h * FLOAT)
         words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
         types = t.new(n * h * FLOAT)
@@ -409,12 +488,11 @@ class _Bert:
         t.drop(type_ids)
         summed = t.new(n * h * FLOAT)
         sum_node = t.node(self._add_backward(), [words_node, types_node])
-        positions = t.new(s * h * FLOAT)
-        positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node],
-                                [self.position_ids])
+        positions = t.new((n if self.roberta else s) * h * FLOAT)
+        positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
         total = t.new(n * h * FLOAT)
-        # (the positions' (1, s, H) broadcast over the batch: their gradient summed over it)
-        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 else 0),
+        # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
+        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not self.roberta else 0),
                             [sum_node, positions_node])
         t.drop(summed)
         normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm)
@@ -422,6 +500,8 @@ class _Bert:
         out, out_node = self._dropout(normed, norm_node)
         t.drop(normed)
         t.drop(words, types, positions)  # the function's locals, as it returns
+        if self.roberta:
+            t.drop(position_ids)
         return out, out_node
 
     def _layer(self, layer: dict[str, tuple[Param, Param]], x: Storage, x_node: Node) -> tuple[Storage, Node]:
@@ -568,13 +648,18 @@ class _Bert:
             return [given]
         return rule
 
-    def _grads(self, *sizes: int) -> Rule:
+    def _grads(self, *sizes: int, select: int = 0) -> Rule:
         """New gradients of these sizes, in order (a pointwise op's, softmax's, dropout's, the loss's: one of
         its input's size; a view that copies a gradient that is not contiguous; LayerNorm's input, weight and
-        bias; an embedding's table), then the input gradient and what the op saved go."""
+        bias; an embedding's table), then the input gradient and what the op saved go; `select`: the op's
+        input was a select view, whose gradient is zeros of the whole (these bytes) with the first's in it."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             grads = [t.new(nbytes) for nbytes in sizes]
             self._finish(t, given, node)
+            if select:
+                whole = t.new(select)
+                t.drop(grads[0])
+                grads[0] = whole
             return grads
         return rule
 
