@@ -481,18 +481,20 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
             assert not runs(result.config, result.workload, fit.max_batch + 1, room), fit
 
 
-@pytest.mark.parametrize("head", ["sequence-classification", "mlm"])
+@pytest.mark.parametrize("head", ["sequence-classification", "mlm", "causal-lm"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("loop", ["hand-written", "trainer"])
+@pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(head: str, attention: str,
-                                                                           loop: str) -> None:
-    """BERT in float32 (`tui.core.step.allocations.covers`): every size's batch runs three steps through the
-    replayed caching allocator within the usable bytes, one more runs out; the reserved peak is the replay's."""
+                                                                           loop: str, family: str) -> None:
+    """BERT and RoBERTa in float32 (`tui.core.step.allocations.covers`): every size's batch runs three steps
+    through the replayed caching allocator within the usable bytes, one more runs out; the reserved peak is the
+    replay's."""
     from tui.core.step.allocations import events_at
     from tui.core.step.allocator import replay
 
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                        head=head)
+                        head=head).as_family(family)
     workload = Workload(batch=8, seq=256, precision="fp32", attention=attention, device="cuda", loop=loop)
     result = compute(config, workload, gpu_memory=5 * 1024**3)
     assert result.replayed

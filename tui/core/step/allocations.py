@@ -22,9 +22,9 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
   `zero_grad(set_to_none=True)` releases the gradients in parameter order.
 
 Covered so far: BERT and the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids,
-its classification head, the head assigned first in the generated classes) with a sequence-classification or
-masked-LM head, float32, eager attention or sdpa's memory-efficient kernel, no padding mask, either loop;
-anything else is refused by name (`covers`).
+its classification head, the head assigned first in the generated classes) with a sequence-classification,
+masked-LM or causal-LM head (eager attention's causal mask, the shifted labels), float32, eager attention or
+sdpa's memory-efficient kernel, no padding mask, either loop; anything else is refused by name (`covers`).
 
 Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
 the search for what fits (`largest_batches`) replays a new batch without running the step again.
@@ -164,8 +164,10 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     if config.model_type not in ("bert", *ROBERTA_LIKE) or config.add_cross_attention:
         return (f"model type {config.model_type}: its allocation order is not derived yet (bert, "
                 f"{', '.join(ROBERTA_LIKE)})")
-    if not (config.head == "mlm" or (config.head == "sequence-classification" and config.num_labels > 1)):
-        return f"head {config.head}: its allocation order is not derived yet (masked LM, sequence classification)"
+    if not (config.head in ("mlm", "causal-lm") or (config.head == "sequence-classification"
+                                                     and config.num_labels > 1)):
+        return (f"head {config.head}: its allocation order is not derived yet (masked LM, causal LM, sequence "
+                "classification)")
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
     if (workload.precision, workload.padding_mask, workload.checkpointing, workload.optimizer,
@@ -274,7 +276,8 @@ def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event
 
 
 class _Bert:
-    """BertFor{SequenceClassification,MaskedLM}'s run, op by op, or RoBERTa's (the same encoder)."""
+    """BertFor{SequenceClassification,MaskedLM}'s or BertLMHeadModel's run, op by op, or RoBERTa's (the same
+    encoder)."""
 
     def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
@@ -283,7 +286,8 @@ class _Bert:
         self.n = self.b * self.s
         self.h, self.i = config.hidden_size, config.intermediate_size
         self.heads = config.num_attention_heads
-        self.mlm = config.head == "mlm"
+        self.mlm = config.head in ("mlm", "causal-lm")  # the LM head (the decoder tied to the word table)
+        self.causal = config.head == "causal-lm"
         self.roberta = config.model_type in ROBERTA_LIKE
         self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
 
@@ -371,8 +375,10 @@ class _Bert:
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> tuple[Storage, Storage, Node]:
         x, x_node = self._embeddings()
+        mask = self._causal_mask() if self.causal and self.w.attention == "eager" else None
         for layer in self.layers:
-            x, x_node = self._layer(layer, x, x_node)
+            x, x_node = self._layer(layer, x, x_node, mask)
+        self.tape.drop(mask)  # (the model's local, as its forward returns)
         if self.mlm:
             return self._mlm(x, x_node)
         return self._roberta_classifier(x, x_node) if self.roberta else self._classifier(x, x_node)
@@ -425,14 +431,16 @@ class _Bert:
         t.drop(x)
         return loss, logits, loss_node
 
-    def _cross_entropy(self, head: Node, rows: int, classes: int) -> tuple[Storage, Node]:
-        """log_softmax (saves its output), nll_loss (saves the target and the total weight)."""
+    def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None
+                       ) -> tuple[Storage, Node]:
+        """log_softmax (saves its output), nll_loss (saves the target, the labels unless given, and the total
+        weight)."""
         t = self.tape
         logp = t.new(rows * classes * FLOAT)
         logp_node = t.node(self._grads(rows * classes * FLOAT), [head], [logp])
         t.drop(logp)
         loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._grads(rows * classes * FLOAT), [logp_node], [self.labels, total])
+        loss_node = t.node(self._grads(rows * classes * FLOAT), [logp_node], [target or self.labels, total])
         t.drop(total)
         return loss, loss_node
 
@@ -455,7 +463,15 @@ class _Bert:
         decoder_node = t.node(self._linear_backward(decoder, n, h, vocab),
                               [norm_node, self.word.node, self.decoder_bias.node], [normed])
         t.drop(normed)
-        loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
+        if not self.causal:
+            loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
+            return loss, logits, loss_node
+        # ForCausalLMLoss: the labels padded by one (b, s + 1), shifted as `[..., 1:].contiguous()` (a copy,
+        # but a view of one sequence), the cross-entropy's target; the padded labels go as it returns
+        padded = t.new(self.b * (self.s + 1) * LONG)
+        shifted = t.new(n * LONG) if self.b > 1 else t.hold(padded)
+        loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted)
+        t.drop(padded, shifted)
         return loss, logits, loss_node
 
     def _position_ids(self) -> Storage:
@@ -504,7 +520,26 @@ class _Bert:
             t.drop(position_ids)
         return out, out_node
 
-    def _layer(self, layer: dict[str, tuple[Param, Param]], x: Storage, x_node: Node) -> tuple[Storage, Node]:
+    def _causal_mask(self) -> Storage:
+        """transformers' causal mask for eager attention (`masking_utils`: sdpa gets none, `is_causal` instead):
+        the batch, head, query and key positions as aranges (offsets added), `kv ≤ q` as a (1, 1, s, s) bool,
+        then `where(mask, 0.0, min)` over the mask expanded to the batch: a (b, 1, s, s) float32 tensor."""
+        t, b, s = self.tape, self.b, self.s
+        batch, head = t.new(b * LONG), t.new(LONG)
+        aranged = []
+        for _ in range(2):  # the keys' positions, then the queries': each arange + offset
+            arange = t.new(s * LONG)
+            aranged.append(t.new(s * LONG))
+            t.drop(arange)
+        allowed = t.new(s * s)
+        t.drop(batch, head, *aranged)
+        zero, least = t.new(FLOAT), t.new(FLOAT)
+        mask = t.new(b * s * s * FLOAT)
+        t.drop(least, zero, allowed)
+        return mask
+
+    def _layer(self, layer: dict[str, tuple[Param, Param]], x: Storage, x_node: Node,
+               mask: Storage | None) -> tuple[Storage, Node]:
         t, n, h = self.tape, self.n, self.h
         b, heads, s = self.b, self.heads, self.s
         eager = self.w.attention == "eager"
@@ -518,7 +553,7 @@ class _Bert:
                                           [x_node, layer[key][0].node, layer[key][1].node], [x])))
         (q, q_node), (k, k_node), (v, v_node) = qkv
         if eager:
-            merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies)
+            merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
         else:
             merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
         t.drop(q, k, v)  # the attention's locals as it returns (saved where the backward reads them)
@@ -567,7 +602,7 @@ class _Bert:
         return rule
 
     def _eager_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
-                         copies: _AttentionCopies) -> tuple[Storage, Node]:
+                         copies: _AttentionCopies, mask: Storage | None) -> tuple[Storage, Node]:
         """softmax(q·kᵀ × scaling), dropout, · v, the heads merged back: matmul's reshapes copy where no view can
         (`_AttentionCopies`)."""
         t, n, h = self.tape, self.n, self.h
@@ -585,6 +620,11 @@ class _Bert:
         scaled = t.new(b * heads * s * s * FLOAT)
         mul = t.node(self._grads(b * heads * s * s * FLOAT), [bmm1])
         t.drop(scores)
+        if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
+            masked = t.new(b * heads * s * s * FLOAT)
+            mul = t.node(self._pass(), [mul])
+            t.drop(scaled)
+            scaled = masked
         probs = t.new(b * heads * s * s * FLOAT)
         softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
         t.drop(scaled)
