@@ -484,12 +484,12 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
 @pytest.mark.parametrize("head", ["sequence-classification", "mlm", "causal-lm"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("loop", ["hand-written", "trainer"])
-@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra"])
 def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(head: str, attention: str,
                                                                            loop: str, family: str) -> None:
-    """BERT and RoBERTa in float32 (`tui.core.step.allocations.covers`): every size's batch runs three steps
-    through the replayed caching allocator within the usable bytes, one more runs out; the reserved peak is the
-    replay's."""
+    """BERT, RoBERTa and ELECTRA in float32 (`tui.core.step.allocations.covers`): every size's batch runs three
+    steps through the replayed caching allocator within the usable bytes, one more runs out; the reserved peak is
+    the replay's."""
     from tui.core.step.allocations import events_at
     from tui.core.step.allocator import replay
 

@@ -21,10 +21,12 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
   `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
   `zero_grad(set_to_none=True)` releases the gradients in parameter order.
 
-Covered so far: BERT and the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids,
-its classification head, the head assigned first in the generated classes) with a sequence-classification,
+Covered so far: BERT, the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids, its
+classification head, the head assigned first in the generated classes) and ELECTRA (embeddings of width E
+projected to H, the generator's head, gelu in its classification head) with a sequence-classification,
 masked-LM or causal-LM head (eager attention's causal mask, the shifted labels), float32, eager attention or
-sdpa's memory-efficient kernel, no padding mask, either loop; anything else is refused by name (`covers`).
+sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
+(`covers`).
 
 Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
 the search for what fits (`largest_batches`) replays a new batch without running the step again.
@@ -50,6 +52,7 @@ FLOAT = 4
 LONG = 8
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
+DERIVED = ("bert", *ROBERTA_LIKE, "electra")  # the families whose allocation order is derived
 
 
 class Storage:
@@ -161,9 +164,10 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
 
 def covers(config: BertConfig, workload: Workload) -> str | None:
     """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
-    if config.model_type not in ("bert", *ROBERTA_LIKE) or config.add_cross_attention:
-        return (f"model type {config.model_type}: its allocation order is not derived yet (bert, "
-                f"{', '.join(ROBERTA_LIKE)})")
+    if config.model_type not in DERIVED or config.add_cross_attention:
+        return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(DERIVED)})"
+    if config.head in ("mlm", "causal-lm") and not config.tie_word_embeddings:
+        return "an untied decoder (tie_word_embeddings false): its allocation order is not derived yet"
     if not (config.head in ("mlm", "causal-lm") or (config.head == "sequence-classification"
                                                      and config.num_labels > 1)):
         return (f"head {config.head}: its allocation order is not derived yet (masked LM, causal LM, sequence "
@@ -290,21 +294,28 @@ class _Bert:
         self.causal = config.head == "causal-lm"
         self.roberta = config.model_type in ROBERTA_LIKE
         self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
+        self.electra = config.model_type == "electra"
+        self.e = config.embedding_width  # E: the embeddings' width
+        self.projected = self.electra and self.e != self.h
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
         """The parameters and buffers moved to the device as `Module.to` moves them (children first, in the order
         they were assigned; a tied tensor once, where first met), and the optimizer's parameter order (the
         same walk, a module's own parameters before its children's)."""
-        t, h, i, c = self.tape, self.h, self.i, self.c
+        t, h, i, c, e = self.tape, self.h, self.i, self.c, self.e
 
         def linear(inputs: int, outputs: int) -> tuple[Param, Param]:
             return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT)
 
-        def norm() -> tuple[Param, Param]:
-            return Param(t, h * FLOAT), Param(t, h * FLOAT)
+        def norm(width: int = h) -> tuple[Param, Param]:
+            return Param(t, width * FLOAT), Param(t, width * FLOAT)
 
         def head() -> list[Param]:
+            if self.mlm and self.electra:  # generator_predictions (LayerNorm assigned first, dense), then the
+                self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied)
+                self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+                return [*self.transform_norm, *self.transform, self.decoder_bias]
             if self.mlm:  # the transform, then the decoder (its weight the word table, then its own bias)
                 self.transform, self.transform_norm = linear(h, h), norm()
                 if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
@@ -312,7 +323,7 @@ class _Bert:
                 self.decoder_bias = Param(t, c.vocab_size * FLOAT)
                 owned = [self.word] if self.head_first else []
                 return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
-            # BERT's pooler and classifier; RoBERTa's classification head (dense, out_proj), no pooler
+            # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj)
             self.pooler = linear(h, h)
             self.classifier = linear(h, c.num_labels)
             return [*self.pooler, *self.classifier]
@@ -320,20 +331,23 @@ class _Bert:
         def body() -> list[Param]:
             owned = not hasattr(self, "word")
             if owned:
-                self.word = Param(t, c.vocab_size * h * FLOAT)
+                self.word = Param(t, c.vocab_size * e * FLOAT)
             table = [self.word] if owned else []
             if self.roberta:  # (RoBERTa assigns its position table last, with a padding index)
-                self.types = Param(t, c.type_vocab_size * h * FLOAT)
-                self.embedding_norm = norm()
-                self.position = Param(t, c.max_position_embeddings * h * FLOAT)
+                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.embedding_norm = norm(e)
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
                 params = [*table, self.types, *self.embedding_norm, self.position]
             else:
-                self.position = Param(t, c.max_position_embeddings * h * FLOAT)
-                self.types = Param(t, c.type_vocab_size * h * FLOAT)
-                self.embedding_norm = norm()
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.embedding_norm = norm(e)
                 params = [*table, self.position, self.types, *self.embedding_norm]
             self.position_ids = t.new(c.max_position_embeddings * LONG)
             self.type_ids = t.new(c.max_position_embeddings * LONG)
+            if self.projected:  # ELECTRA's embeddings_project (E → H)
+                self.projection = linear(e, h)
+                params += self.projection
             self.layers: list[dict[str, tuple[Param, Param]]] = []
             for _ in range(c.num_hidden_layers):
                 self.layers.append({"q": linear(h, h), "k": linear(h, h), "v": linear(h, h), "o": linear(h, h),
@@ -381,7 +395,9 @@ class _Bert:
         self.tape.drop(mask)  # (the model's local, as its forward returns)
         if self.mlm:
             return self._mlm(x, x_node)
-        return self._roberta_classifier(x, x_node) if self.roberta else self._classifier(x, x_node)
+        if self.roberta or self.electra:
+            return self._roberta_classifier(x, x_node)
+        return self._classifier(x, x_node)
 
     def _classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
         t = self.tape
@@ -406,8 +422,9 @@ class _Bert:
         return loss, logits, loss_node
 
     def _roberta_classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
-        """RobertaClassificationHead: the first token's state (a view), dropout, dense, tanh, dropout,
-        out_proj; the encoder's output goes as the model's forward returns."""
+        """RobertaClassificationHead (ElectraClassificationHead: gelu for tanh): the first token's state (a
+        view), dropout, dense, tanh, dropout, out_proj; the encoder's output goes as the model's forward
+        returns."""
         t, b, h, labels = self.tape, self.b, self.h, self.c.num_labels
         dropped, mask = t.new(b * h * FLOAT), t.new(b * h)
         drop_node = t.node(self._grads(b * h * FLOAT, select=self.n * h * FLOAT), [x_node], [mask])
@@ -417,11 +434,11 @@ class _Bert:
         dense_node = t.node(self._linear_backward(self.pooler, b, h, h),
                             [drop_node, self.pooler[0].node, self.pooler[1].node], [dropped])
         t.drop(dropped)
-        tanh = t.new(b * h * FLOAT)
-        tanh_node = t.node(self._grads(b * h * FLOAT), [dense_node], [tanh])
+        act = t.new(b * h * FLOAT)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
+        act_node = t.node(self._grads(b * h * FLOAT), [dense_node], [dense if self.electra else act])
         t.drop(dense)
-        out, out_node = self._dropout(tanh, tanh_node)
-        t.drop(tanh)
+        out, out_node = self._dropout(act, act_node)
+        t.drop(act)
         t.product("main", addmm=True)
         logits = t.new(b * labels * FLOAT)
         head = t.node(self._linear_backward(self.classifier, b, h, labels),
@@ -447,16 +464,16 @@ class _Bert:
     def _mlm(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
         """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
         cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
-        t, n, h, vocab = self.tape, self.n, self.h, self.c.vocab_size
+        t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
         t.product("main", addmm=True)
         dense = t.new(n * h * FLOAT)
-        dense_node = t.node(self._linear_backward(self.transform, n, h, h),
+        dense_node = t.node(self._linear_backward(self.transform, n, self.h, h),
                             [x_node, self.transform[0].node, self.transform[1].node], [x])
         t.drop(x)
         gelu = t.new(n * h * FLOAT)
         gelu_node = t.node(self._grads(n * h * FLOAT), [dense_node], [dense])
         t.drop(dense)
-        normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
+        normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
         logits = t.new(n * vocab * FLOAT)
         decoder = (self.word, self.decoder_bias)
@@ -494,7 +511,7 @@ class _Bert:
         return positions
 
     def _embeddings(self) -> tuple[Storage, Node]:
-        t, n, h, s = self.tape, self.n, self.h, self.s
+        t, n, h, s = self.tape, self.n, self.e, self.s  # (the embeddings' width: E)
         position_ids = self._position_ids() if self.roberta else self.position_ids
         type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
         words = t.new(n * h * FLOAT)
@@ -511,13 +528,20 @@ class _Bert:
         total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not self.roberta else 0),
                             [sum_node, positions_node])
         t.drop(summed)
-        normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm)
+        normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm, h)
         t.drop(total)
         out, out_node = self._dropout(normed, norm_node)
         t.drop(normed)
         t.drop(words, types, positions)  # the function's locals, as it returns
         if self.roberta:
             t.drop(position_ids)
+        if self.projected:  # ELECTRA's embeddings_project: E → H
+            t.product("main", addmm=True)
+            projected = t.new(n * self.h * FLOAT)
+            node = t.node(self._linear_backward(self.projection, n, h, self.h),
+                          [out_node, self.projection[0].node, self.projection[1].node], [out])
+            t.drop(out)
+            return projected, node
         return out, out_node
 
     def _causal_mask(self) -> Storage:
@@ -659,8 +683,9 @@ class _Bert:
         t.drop(summed, dropped)
         return normed, norm_node
 
-    def _layer_norm(self, x: Storage, x_node: Node, norm: tuple[Param, Param]) -> tuple[Storage, Node]:
-        t, n, h = self.tape, self.n, self.h
+    def _layer_norm(self, x: Storage, x_node: Node, norm: tuple[Param, Param], width: int = 0
+                    ) -> tuple[Storage, Node]:
+        t, n, h = self.tape, self.n, width or self.h
         out, mean, rstd = t.new(n * h * FLOAT), t.new(n * FLOAT), t.new(n * FLOAT)
         node = t.node(self._grads(n * h * FLOAT, h * FLOAT, h * FLOAT), [x_node, norm[0].node, norm[1].node],
                       [x, mean, rstd])  # (the input's gradient, the weight's, the bias's)
