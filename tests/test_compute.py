@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from tui.cli import main
 from tui.core import BertConfig, ConfigError
+from tui.core.config import FAMILY_HEADS
 from tui.core.poly import value as evaluate
+from tui.core.step.allocations import DERIVED
 from tui.core.step.compute import bytes_form, compute, flops_form, layer_times, peak_at
 from tui.core.step.workload import (
     ATTENTIONS,
@@ -481,15 +483,16 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
             assert not runs(result.config, result.workload, fit.max_batch + 1, room), fit
 
 
-@pytest.mark.parametrize("head", ["sequence-classification", "mlm", "causal-lm"])
+@pytest.mark.parametrize(("family", "head"), [
+    (family, head) for family in DERIVED for head in ("sequence-classification", "mlm", "causal-lm")
+    if head in FAMILY_HEADS[family]])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("loop", ["hand-written", "trainer"])
-@pytest.mark.parametrize("family", ["bert", "roberta", "electra"])
-def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(head: str, attention: str,
-                                                                           loop: str, family: str) -> None:
-    """BERT, RoBERTa and ELECTRA in float32 (`tui.core.step.allocations.covers`): every size's batch runs three
-    steps through the replayed caching allocator within the usable bytes, one more runs out; the reserved peak is
-    the replay's."""
+def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family: str, head: str, attention: str,
+                                                                           loop: str) -> None:
+    """Every family whose allocation order is derived (`tui.core.step.allocations.covers`), in float32: every
+    size's batch runs three steps through the replayed caching allocator within the usable bytes, one more runs
+    out; the reserved peak is the replay's."""
     from tui.core.step.allocations import events_at
     from tui.core.step.allocator import replay
 

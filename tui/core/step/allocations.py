@@ -23,7 +23,8 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
 
 Covered so far: BERT, the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids, its
 classification head, the head assigned first in the generated classes) and ELECTRA (embeddings of width E
-projected to H, the generator's head, gelu in its classification head) with a sequence-classification,
+projected to H, the generator's head, gelu in its classification head) and DistilBERT (no token types, no
+dropout after the attention's projection, which its attention runs itself) with a sequence-classification,
 masked-LM or causal-LM head (eager attention's causal mask, the shifted labels), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
@@ -52,7 +53,7 @@ FLOAT = 4
 LONG = 8
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
-DERIVED = ("bert", *ROBERTA_LIKE, "electra")  # the families whose allocation order is derived
+DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert")  # the families whose allocation order is derived
 
 
 class Storage:
@@ -295,6 +296,7 @@ class _Bert:
         self.roberta = config.model_type in ROBERTA_LIKE
         self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
         self.electra = config.model_type == "electra"
+        self.distil = config.model_type == "distilbert"
         self.e = config.embedding_width  # E: the embeddings' width
         self.projected = self.electra and self.e != self.h
 
@@ -322,6 +324,8 @@ class _Bert:
                     self.word = Param(t, c.vocab_size * h * FLOAT)
                 self.decoder_bias = Param(t, c.vocab_size * FLOAT)
                 owned = [self.word] if self.head_first else []
+                if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
+                    return [*self.transform, *self.transform_norm, self.decoder_bias]
                 return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
             # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj)
             self.pooler = linear(h, h)
@@ -338,13 +342,18 @@ class _Bert:
                 self.embedding_norm = norm(e)
                 self.position = Param(t, c.max_position_embeddings * e * FLOAT)
                 params = [*table, self.types, *self.embedding_norm, self.position]
+            elif self.distil:  # no token types
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.embedding_norm = norm(e)
+                params = [*table, self.position, *self.embedding_norm]
             else:
                 self.position = Param(t, c.max_position_embeddings * e * FLOAT)
                 self.types = Param(t, c.type_vocab_size * e * FLOAT)
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, self.types, *self.embedding_norm]
             self.position_ids = t.new(c.max_position_embeddings * LONG)
-            self.type_ids = t.new(c.max_position_embeddings * LONG)
+            if not self.distil:
+                self.type_ids = t.new(c.max_position_embeddings * LONG)
             if self.projected:  # ELECTRA's embeddings_project (E → H)
                 self.projection = linear(e, h)
                 params += self.projection
@@ -513,21 +522,27 @@ class _Bert:
     def _embeddings(self) -> tuple[Storage, Node]:
         t, n, h, s = self.tape, self.n, self.e, self.s  # (the embeddings' width: E)
         position_ids = self._position_ids() if self.roberta else self.position_ids
-        type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
-        words = t.new(n * h * FLOAT)
-        words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
-        types = t.new(n * h * FLOAT)
-        types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
-        t.drop(type_ids)
-        summed = t.new(n * h * FLOAT)
-        sum_node = t.node(self._add_backward(), [words_node, types_node])
+        if self.distil:  # no token types: the word embeddings are the sum so far
+            summed = words = t.new(n * h * FLOAT)
+            sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            types = None
+        else:
+            type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
+            words = t.new(n * h * FLOAT)
+            words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            types = t.new(n * h * FLOAT)
+            types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
+            t.drop(type_ids)
+            summed = t.new(n * h * FLOAT)
+            sum_node = t.node(self._add_backward(), [words_node, types_node])
         positions = t.new((n if self.roberta else s) * h * FLOAT)
         positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
         total = t.new(n * h * FLOAT)
         # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
         total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not self.roberta else 0),
                             [sum_node, positions_node])
-        t.drop(summed)
+        if not self.distil:
+            t.drop(summed)
         normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm, h)
         t.drop(total)
         out, out_node = self._dropout(normed, norm_node)
@@ -580,9 +595,14 @@ class _Bert:
             merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
         else:
             merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
-        t.drop(q, k, v)  # the attention's locals as it returns (saved where the backward reads them)
+        # the attention's locals as it returns (saved where the backward reads them): DistilBERT's after its
+        # output projection, which it runs itself
+        locals_ = (q, k, v)
+        if not self.distil:
+            t.drop(*locals_)
         # the attention's output: Linear, dropout, LayerNorm(· + x)
-        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
+        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
+                                                 dropout=not self.distil, then=locals_ if self.distil else ())
         t.drop(merged)
         t.product("main", addmm=True)
         up = t.new(n * self.i * FLOAT)
@@ -669,14 +689,20 @@ class _Bert:
         return merged, merge
 
     def _output(self, dense: tuple[Param, Param], norm: tuple[Param, Param], x: Storage, x_node: Node,
-                width: int, residual: Storage, residual_node: Node) -> tuple[Storage, Node]:
-        """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input)."""
+                width: int, residual: Storage, residual_node: Node, dropout: bool = True,
+                then: Sequence[Storage] = ()) -> tuple[Storage, Node]:
+        """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input) (DistilBERT's attention: no
+        dropout; `then`: released after the dense)."""
         t, n, h = self.tape, self.n, self.h
         t.product("main", addmm=True)
         projected = t.new(n * h * FLOAT)
         dense_node = t.node(self._linear_backward(dense, n, width, h), [x_node, dense[0].node, dense[1].node], [x])
-        dropped, drop_node = self._dropout(projected, dense_node)
-        t.drop(projected)
+        t.drop(*then)
+        if dropout:
+            dropped, drop_node = self._dropout(projected, dense_node)
+            t.drop(projected)
+        else:
+            dropped, drop_node = projected, dense_node
         summed = t.new(n * h * FLOAT)
         add = t.node(self._add_backward(), [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
