@@ -82,7 +82,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
 
 @pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one", "roberta-sc-one",
                                   "xlm-roberta-sc-b-sdpa", "bert-clm-a", "bert-clm-one",
-                                  "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b"])
+                                  "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b",
+                                  "albert-mlm-b-groups-sdpa-trainer"])
 @pytest.mark.parametrize("batch", [2, 3, 7, 64])
 def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order

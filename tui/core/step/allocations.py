@@ -24,7 +24,9 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
 Covered so far: BERT, the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids, its
 classification head, the head assigned first in the generated classes) and ELECTRA (embeddings of width E
 projected to H, the generator's head, gelu in its classification head) and DistilBERT (no token types, no
-dropout after the attention's projection, which its attention runs itself) with a sequence-classification,
+dropout after the attention's projection, which its attention runs itself) and ALBERT (G groups of K stored layers
+run L·K times, their parameters' gradients accumulated; gelu_new written out; no dropout but the classifier's)
+with a sequence-classification,
 masked-LM or causal-LM head (eager attention's causal mask, the shifted labels), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
@@ -51,9 +53,13 @@ CUBLAS_WORKSPACE = 32 * 1024 * 1024
 CUBLASLT_WORKSPACE = 1024 * 1024
 FLOAT = 4
 LONG = 8
+# A layer's Linear: (inputs, outputs) from H and I.
+LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
+    "q": lambda h, i: (h, h), "k": lambda h, i: (h, h), "v": lambda h, i: (h, h), "o": lambda h, i: (h, h),
+    "up": lambda h, i: (h, i), "down": lambda h, i: (i, h)}
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
-DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert")  # the families whose allocation order is derived
+DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert")  # the families whose allocation order is derived
 
 
 class Storage:
@@ -297,8 +303,10 @@ class _Bert:
         self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
         self.electra = config.model_type == "electra"
         self.distil = config.model_type == "distilbert"
+        self.albert = config.model_type == "albert"  # shared layers, gelu_new, no dropout but the classifier's
+        self.dropout = not self.albert  # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing)
         self.e = config.embedding_width  # E: the embeddings' width
-        self.projected = self.electra and self.e != self.h
+        self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
@@ -314,9 +322,11 @@ class _Bert:
             return Param(t, width * FLOAT), Param(t, width * FLOAT)
 
         def head() -> list[Param]:
-            if self.mlm and self.electra:  # generator_predictions (LayerNorm assigned first, dense), then the
-                self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied)
-                self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+            if self.mlm and (self.electra or self.albert):  # the LayerNorm assigned first, then dense (H → E),
+                self.transform_norm, self.transform = norm(e), linear(h, e)  # then the decoder's bias (its weight
+                self.decoder_bias = Param(t, c.vocab_size * FLOAT)  # tied); ALBERT's head owns that bias
+                if self.albert:
+                    return [self.decoder_bias, *self.transform_norm, *self.transform]
                 return [*self.transform_norm, *self.transform, self.decoder_bias]
             if self.mlm:  # the transform, then the decoder (its weight the word table, then its own bias)
                 self.transform, self.transform_norm = linear(h, h), norm()
@@ -354,16 +364,19 @@ class _Bert:
             self.position_ids = t.new(c.max_position_embeddings * LONG)
             if not self.distil:
                 self.type_ids = t.new(c.max_position_embeddings * LONG)
-            if self.projected:  # ELECTRA's embeddings_project (E → H)
+            if self.projected:  # ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (E → H)
                 self.projection = linear(e, h)
                 params += self.projection
             self.layers: list[dict[str, tuple[Param, Param]]] = []
-            for _ in range(c.num_hidden_layers):
-                self.layers.append({"q": linear(h, h), "k": linear(h, h), "v": linear(h, h), "o": linear(h, h),
-                                    "norm1": norm(), "up": linear(h, i), "down": linear(i, h), "norm2": norm()})
-            for layer in self.layers:
-                for key in ("q", "k", "v", "o", "norm1", "up", "down", "norm2"):
-                    params += layer[key]
+            # ALBERT's layer assigns its output LayerNorm first; it stores G groups of K layers
+            keys = ("norm2", "q", "k", "v", "o", "norm1", "up", "down") if self.albert else (
+                "q", "k", "v", "o", "norm1", "up", "down", "norm2")
+            stored = c.num_hidden_groups * c.inner_group_num if self.albert else c.num_hidden_layers
+            for _ in range(stored):
+                made = {key: norm() if key.startswith("norm") else linear(*LAYER_LINEARS[key](h, i)) for key in keys}
+                self.layers.append(made)
+                for key in keys:
+                    params += made[key]
             return params
 
         if self.head_first:
@@ -399,7 +412,7 @@ class _Bert:
     def _forward(self) -> tuple[Storage, Storage, Node]:
         x, x_node = self._embeddings()
         mask = self._causal_mask() if self.causal and self.w.attention == "eager" else None
-        for layer in self.layers:
+        for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
         self.tape.drop(mask)  # (the model's local, as its forward returns)
         if self.mlm:
@@ -413,8 +426,7 @@ class _Bert:
         # the pooler: the first token's state (a view), a Linear, tanh; the classifier behind dropout
         t.product("main", addmm=True)
         pooled = t.new(self.b * self.h * FLOAT)
-        dense = t.node(self._linear_backward(self.pooler, self.b, self.h, self.h, select=self.n * self.h),
-                       [x_node, self.pooler[0].node, self.pooler[1].node], [x])
+        dense = self._linear(self.pooler, x_node, x, self.b, self.h, self.h, select=self.n * self.h)
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
         tanh = t.new(self.b * self.h * FLOAT)
         tanh_node = t.node(self._grads(self.b * self.h * FLOAT), [dense], [tanh])
@@ -424,8 +436,7 @@ class _Bert:
         t.drop(mask)
         t.product("main", addmm=True)
         logits = t.new(self.b * self.c.num_labels * FLOAT)
-        head = t.node(self._linear_backward(self.classifier, self.b, self.h, self.c.num_labels),
-                      [drop_node, self.classifier[0].node, self.classifier[1].node], [dropped])
+        head = self._linear(self.classifier, drop_node, dropped, self.b, self.h, self.c.num_labels)
         t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
         loss, loss_node = self._cross_entropy(head, self.b, self.c.num_labels)
         return loss, logits, loss_node
@@ -440,8 +451,7 @@ class _Bert:
         t.drop(mask)
         t.product("main", addmm=True)
         dense = t.new(b * h * FLOAT)
-        dense_node = t.node(self._linear_backward(self.pooler, b, h, h),
-                            [drop_node, self.pooler[0].node, self.pooler[1].node], [dropped])
+        dense_node = self._linear(self.pooler, drop_node, dropped, b, h, h)
         t.drop(dropped)
         act = t.new(b * h * FLOAT)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
         act_node = t.node(self._grads(b * h * FLOAT), [dense_node], [dense if self.electra else act])
@@ -450,8 +460,7 @@ class _Bert:
         t.drop(act)
         t.product("main", addmm=True)
         logits = t.new(b * labels * FLOAT)
-        head = t.node(self._linear_backward(self.classifier, b, h, labels),
-                      [out_node, self.classifier[0].node, self.classifier[1].node], [out])
+        head = self._linear(self.classifier, out_node, out, b, h, labels)
         t.drop(out)
         loss, loss_node = self._cross_entropy(head, b, labels)
         t.drop(x)
@@ -476,18 +485,14 @@ class _Bert:
         t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
         t.product("main", addmm=True)
         dense = t.new(n * h * FLOAT)
-        dense_node = t.node(self._linear_backward(self.transform, n, self.h, h),
-                            [x_node, self.transform[0].node, self.transform[1].node], [x])
+        dense_node = self._linear(self.transform, x_node, x, n, self.h, h)
         t.drop(x)
-        gelu = t.new(n * h * FLOAT)
-        gelu_node = t.node(self._grads(n * h * FLOAT), [dense_node], [dense])
+        gelu, gelu_node = self._activation(dense, dense_node)
         t.drop(dense)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
         logits = t.new(n * vocab * FLOAT)
-        decoder = (self.word, self.decoder_bias)
-        decoder_node = t.node(self._linear_backward(decoder, n, h, vocab),
-                              [norm_node, self.word.node, self.decoder_bias.node], [normed])
+        decoder_node = self._linear((self.word, self.decoder_bias), norm_node, normed, n, h, vocab)
         t.drop(normed)
         if not self.causal:
             loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
@@ -545,7 +550,7 @@ class _Bert:
             t.drop(summed)
         normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm, h)
         t.drop(total)
-        out, out_node = self._dropout(normed, norm_node)
+        out, out_node = self._dropout(normed, norm_node) if self.dropout else (t.hold(normed), norm_node)
         t.drop(normed)
         t.drop(words, types, positions)  # the function's locals, as it returns
         if self.roberta:
@@ -553,11 +558,20 @@ class _Bert:
         if self.projected:  # ELECTRA's embeddings_project: E → H
             t.product("main", addmm=True)
             projected = t.new(n * self.h * FLOAT)
-            node = t.node(self._linear_backward(self.projection, n, h, self.h),
-                          [out_node, self.projection[0].node, self.projection[1].node], [out])
+            node = self._linear(self.projection, out_node, out, n, h, self.h)
             t.drop(out)
             return projected, node
         return out, out_node
+
+    def _runs(self) -> list[dict[str, tuple[Param, Param]]]:
+        """The layers in the order they run: each once, or ALBERT's groups, layer i running group
+        `int(i / (L / G))`'s K layers (AlbertTransformer.forward)."""
+        c = self.c
+        if not self.albert:
+            return self.layers
+        k = c.inner_group_num
+        return [self.layers[int(i / (c.num_hidden_layers / c.num_hidden_groups)) * k + j]
+                for i in range(c.num_hidden_layers) for j in range(k)]
 
     def _causal_mask(self) -> Storage:
         """transformers' causal mask for eager attention (`masking_utils`: sdpa gets none, `is_causal` instead):
@@ -588,8 +602,7 @@ class _Bert:
             t.product("main", addmm=True)
             projected = t.new(n * h * FLOAT)
             copy = eager and (copies.k_backward if key == "k" else copies.q_backward)
-            qkv.append((projected, t.node(self._linear_backward(layer[key], n, h, h, copy=copy),
-                                          [x_node, layer[key][0].node, layer[key][1].node], [x])))
+            qkv.append((projected, self._linear(layer[key], x_node, x, n, h, h, copy=copy)))
         (q, q_node), (k, k_node), (v, v_node) = qkv
         if eager:
             merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
@@ -597,22 +610,24 @@ class _Bert:
             merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
         # the attention's locals as it returns (saved where the backward reads them): DistilBERT's after its
         # output projection, which it runs itself
+        # output projection, which it runs itself; ALBERT's after the LayerNorm, which it runs too
         locals_ = (q, k, v)
-        if not self.distil:
+        if not (self.distil or self.albert):
             t.drop(*locals_)
-        # the attention's output: Linear, dropout, LayerNorm(· + x)
+        # the attention's output: Linear, dropout, LayerNorm(· + x) (ALBERT: LayerNorm(x + ·))
         attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
-                                                 dropout=not self.distil, then=locals_ if self.distil else ())
+                                                 dropout=self.dropout and not self.distil,
+                                                 then=locals_ if self.distil else (), residual_first=self.albert)
+        if self.albert:
+            t.drop(*locals_)
         t.drop(merged)
         t.product("main", addmm=True)
         up = t.new(n * self.i * FLOAT)
-        up_node = t.node(self._linear_backward(layer["up"], n, h, self.i),
-                         [attention_node, layer["up"][0].node, layer["up"][1].node], [attention])
-        gelu = t.new(n * self.i * FLOAT)
-        gelu_node = t.node(self._grads(n * self.i * FLOAT), [up_node], [up])
+        up_node = self._linear(layer["up"], attention_node, attention, n, h, self.i)
+        gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
-                                     attention_node)
+                                     attention_node, dropout=self.dropout)
         t.drop(gelu, attention)
         t.drop(x)
         return out, out_node
@@ -672,9 +687,12 @@ class _Bert:
         probs = t.new(b * heads * s * s * FLOAT)
         softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
         t.drop(scaled)
-        dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
-        drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
-        t.drop(mask, probs)
+        if self.dropout:
+            dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
+            drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
+            t.drop(mask, probs)
+        else:
+            dropped, drop = probs, softmax
         v_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(v)
         v_pass = t.node(self._pass(), [v_node])
         t.product("main")
@@ -690,13 +708,13 @@ class _Bert:
 
     def _output(self, dense: tuple[Param, Param], norm: tuple[Param, Param], x: Storage, x_node: Node,
                 width: int, residual: Storage, residual_node: Node, dropout: bool = True,
-                then: Sequence[Storage] = ()) -> tuple[Storage, Node]:
+                then: Sequence[Storage] = (), residual_first: bool = False) -> tuple[Storage, Node]:
         """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input) (DistilBERT's attention: no
-        dropout; `then`: released after the dense)."""
+        dropout; `then`: released after the dense; `residual_first`: LayerNorm(input + hidden))."""
         t, n, h = self.tape, self.n, self.h
         t.product("main", addmm=True)
         projected = t.new(n * h * FLOAT)
-        dense_node = t.node(self._linear_backward(dense, n, width, h), [x_node, dense[0].node, dense[1].node], [x])
+        dense_node = self._linear(dense, x_node, x, n, width, h)
         t.drop(*then)
         if dropout:
             dropped, drop_node = self._dropout(projected, dense_node)
@@ -704,10 +722,40 @@ class _Bert:
         else:
             dropped, drop_node = projected, dense_node
         summed = t.new(n * h * FLOAT)
-        add = t.node(self._add_backward(), [drop_node, residual_node])
+        add = t.node(self._add_backward(), [residual_node, drop_node] if residual_first else [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
         t.drop(summed, dropped)
         return normed, norm_node
+
+    def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
+        `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
+        t, size = self.tape, x.nbytes
+        if not self.albert:
+            out = t.new(size)
+            return out, t.node(self._grads(size), [x_node], [x])
+        half = t.new(size)
+        half_node = t.node(self._grads(size), [x_node])  # (a product with a number saves nothing)
+        cube = t.new(size)
+        cube_node = t.node(self._pow_backward(size), [x_node], [x])
+        scaled = t.new(size)
+        scaled_node = t.node(self._grads(size), [cube_node])
+        t.drop(cube)
+        inner = t.new(size)
+        inner_node = t.node(self._add_backward(), [x_node, scaled_node])
+        t.drop(scaled)
+        arg = t.new(size)
+        arg_node = t.node(self._grads(size), [inner_node])
+        t.drop(inner)
+        tanh = t.new(size)
+        tanh_node = t.node(self._grads(size), [arg_node], [tanh])
+        t.drop(arg)
+        one = t.new(size)
+        one_node = t.node(self._pass(), [tanh_node])  # (+ 1.0)
+        out = t.new(size)
+        node = t.node(self._mul_backward(size), [half_node, one_node], [one, half])  # (released: other, self)
+        t.drop(half, tanh, one)
+        return out, node
 
     def _layer_norm(self, x: Storage, x_node: Node, norm: tuple[Param, Param], width: int = 0
                     ) -> tuple[Storage, Node]:
@@ -763,6 +811,23 @@ class _Bert:
             return [given, second]
         return rule
 
+    def _mul_backward(self, size: int) -> Rule:
+        """A product of two tensors: the second's gradient first, then the first's."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second, first = t.new(size), t.new(size)
+            self._finish(t, given, node)
+            return [first, second]
+        return rule
+
+    def _pow_backward(self, size: int) -> Rule:
+        """`pow(x, 3.0)`: `grad · 3 · pow(x, 2)` as three new tensors, the two temporaries released last first."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            squared, tripled, grad = t.new(size), t.new(size), t.new(size)
+            t.drop(tripled, squared)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
     def _bmm_backward(self, first: int, second: int) -> Rule:
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             t.product("backward")
@@ -771,23 +836,32 @@ class _Bert:
             return grads[::-1]
         return rule
 
-    def _linear_backward(self, params: tuple[Param, Param], rows: int, inputs: int, outputs: int,
-                         copy: bool = False, select: int = 0) -> Rule:
+    def _linear(self, params: tuple[Param, Param], x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
+                copy: bool = False, select: int = 0) -> Node:
+        """A Linear's node chain on `x` (saved for the weight's gradient), handing its gradients on as the engine
+        does: addmm's own edge to the bias first, then the nodes created just before it run, the weight's
+        transpose (created last) before the input's view."""
+        return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select),
+                              [params[1].node, params[0].node, x_node], [x])
+
+    def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0
+                         ) -> Rule:
         """A Linear's chain: (a copy of a gradient that is not contiguous, for q, k, v) addmm's backward, the
-        input's gradient first, then the weight's and the bias's; a select's gradient (zeros of the whole)."""
+        input's gradient first, then the weight's and the bias's; a select's gradient (zeros of the whole).
+        Handed on as `_linear` orders the edges (a shared parameter's second gradient goes at once)."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             if copy:
                 copied = t.new(rows * outputs * FLOAT)
                 t.drop(given)
                 given = copied
             t.product("backward")
-            grads = [t.new(rows * inputs * FLOAT), t.new(outputs * inputs * FLOAT), t.new(outputs * FLOAT)]
+            grad, weight, bias = t.new(rows * inputs * FLOAT), t.new(outputs * inputs * FLOAT), t.new(outputs * FLOAT)
             self._finish(t, given, node)
             if select:
                 whole = t.new(select * FLOAT)
-                t.drop(grads[0])
-                grads[0] = whole
-            return grads
+                t.drop(grad)
+                grad = whole
+            return [bias, weight, grad]
         return rule
 
     # The optimizer ------------------------------------------------------------------------------------------
