@@ -63,11 +63,12 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert "untied decoder" in (covers(base.replace(tie_word_embeddings=False), run) or "")
     assert covers(base.replace(head="sequence-classification", tie_word_embeddings=False), run) is None
     assert covers(base.replace(head="causal-lm"), run) is None
-    assert "head token-classification" in (covers(base.replace(head="token-classification"), run) or "")
+    assert covers(base.replace(head="question-answering"), run) is None
+    assert "head multiple-choice" in (covers(base.replace(head="multiple-choice"), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
-    with pytest.raises(ValueError, match="head question-answering"):
-        events(base.replace(head="question-answering"), run)
+    with pytest.raises(ValueError, match="head next-sentence"):
+        events(base.replace(head="next-sentence"), run)
 
 
 def test_views_and_copies_as_aten_computes_them() -> None:
@@ -83,7 +84,7 @@ def test_views_and_copies_as_aten_computes_them() -> None:
 @pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one", "roberta-sc-one",
                                   "xlm-roberta-sc-b-sdpa", "bert-clm-a", "bert-clm-one",
                                   "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b",
-                                  "albert-mlm-b-groups-sdpa-trainer"])
+                                  "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one"])
 @pytest.mark.parametrize("batch", [2, 3, 7, 64])
 def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order

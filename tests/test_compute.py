@@ -22,7 +22,7 @@ from tui.cli import main
 from tui.core import BertConfig, ConfigError
 from tui.core.config import FAMILY_HEADS
 from tui.core.poly import value as evaluate
-from tui.core.step.allocations import DERIVED
+from tui.core.step.allocations import DERIVED, DERIVED_HEADS
 from tui.core.step.compute import bytes_form, compute, flops_form, layer_times, peak_at
 from tui.core.step.workload import (
     ATTENTIONS,
@@ -484,7 +484,7 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
 
 
 @pytest.mark.parametrize(("family", "head"), [
-    (family, head) for family in DERIVED for head in ("sequence-classification", "mlm", "causal-lm")
+    (family, head) for family in DERIVED for head in ("sequence-classification", *DERIVED_HEADS)
     if head in FAMILY_HEADS[family]])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("loop", ["hand-written", "trainer"])

@@ -27,7 +27,8 @@ projected to H, the generator's head, gelu in its classification head) and Disti
 dropout after the attention's projection, which its attention runs itself) and ALBERT (G groups of K stored layers
 run L·K times, their parameters' gradients accumulated; gelu_new written out; no dropout but the classifier's)
 with a sequence-classification,
-masked-LM or causal-LM head (eager attention's causal mask, the shifted labels), float32, eager attention or
+masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
+question-answering head (start and end logits split, copied, their gradients concatenated), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
 
@@ -60,6 +61,7 @@ LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert")  # the families whose allocation order is derived
+DERIVED_HEADS = ("mlm", "causal-lm", "token-classification", "question-answering")  # and sequence classification
 
 
 class Storage:
@@ -79,11 +81,17 @@ class Node:
     """An autograd node (or a chain of nodes created one after the other): what it waits for, what it saved."""
 
     seq: float
-    edges: list[Node]  # the nodes its outputs go to, in order
+    edges: list[Edge]  # where its outputs go, in order
     saved: list[Storage]
     rule: Rule | None = None  # what its backward does, given its input gradient; None: a parameter's AccumulateGrad
     buffer: Storage | None = None
     grad: Storage | None = None  # a parameter's gradient, once accumulated
+    inputs: int = 1  # gradients it takes (more than one: its rule is given the list)
+    buffers: list[Storage | None] = field(default_factory=list)
+
+
+Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
+Head = tuple["Storage", tuple["Storage", ...], Node]  # the loss, the outputs a loop keeps, the loss's node
 
 
 @dataclass
@@ -121,12 +129,12 @@ class Tape:
             self.workspaces.add(f"cublasLt {thread}")
             self.new(CUBLASLT_WORKSPACE)
 
-    def node(self, rule: Rule, edges: Sequence[Node | None], saved: Sequence[Storage] = ()) -> Node:
+    def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Storage] = (), inputs: int = 1) -> Node:
         """A node created now (the next sequence number), holding what it saved."""
         self.seq += 1
         for storage in saved:
             self.hold(storage)
-        return Node(self.seq, [edge for edge in edges if edge is not None], list(saved), rule)
+        return Node(self.seq, [edge for edge in edges if edge is not None], list(saved), rule, inputs=inputs)
 
     def release(self, node: Node) -> None:
         """`release_variables`: what the node saved, in the order it saved it."""
@@ -141,10 +149,11 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
     while stack:
         node = stack.pop()
         for edge in node.edges:
-            waits[id(edge)] = waits.get(id(edge), 0) + 1
-            if id(edge) not in seen:
-                seen.add(id(edge))
-                stack.append(edge)
+            dest = edge[0] if isinstance(edge, tuple) else edge
+            waits[id(dest)] = waits.get(id(dest), 0) + 1
+            if id(dest) not in seen:
+                seen.add(id(dest))
+                stack.append(dest)
     root.buffer = tape.hold(grad)
     ready: list[tuple[float, int, Node]] = [(-root.seq, 0, root)]
     pushed = 0
@@ -154,18 +163,24 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
         if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
             node.grad = given
             continue
-        assert given is not None
-        outputs = node.rule(tape, given, node)
+        outputs = node.rule(tape, node.buffers if node.inputs > 1 else given, node)  # type: ignore[arg-type]
         for edge, output in zip(node.edges, outputs, strict=True):
+            dest, slot = edge if isinstance(edge, tuple) else (edge, 0)
             if output is not None:
-                if edge.buffer is None:
-                    edge.buffer = output
+                if dest.inputs > 1:
+                    dest.buffers = dest.buffers or [None] * dest.inputs
+                    if dest.buffers[slot] is None:
+                        dest.buffers[slot] = output
+                    else:
+                        tape.drop(output)
+                elif dest.buffer is None:
+                    dest.buffer = output
                 else:  # added into the first, then released
                     tape.drop(output)
-            waits[id(edge)] -= 1
-            if waits[id(edge)] == 0:
+            waits[id(dest)] -= 1
+            if waits[id(dest)] == 0:
                 pushed += 1
-                heapq.heappush(ready, (-edge.seq, pushed, edge))
+                heapq.heappush(ready, (-dest.seq, pushed, dest))
     tape.drop(grad)
 
 
@@ -173,12 +188,13 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
     if config.model_type not in DERIVED or config.add_cross_attention:
         return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(DERIVED)})"
+    if config.head == "question-answering" and config.num_labels != 2:
+        return f"question answering with num_labels = {config.num_labels}: transformers splits start and end (2)"
     if config.head in ("mlm", "causal-lm") and not config.tie_word_embeddings:
         return "an untied decoder (tie_word_embeddings false): its allocation order is not derived yet"
-    if not (config.head in ("mlm", "causal-lm") or (config.head == "sequence-classification"
-                                                     and config.num_labels > 1)):
-        return (f"head {config.head}: its allocation order is not derived yet (masked LM, causal LM, sequence "
-                "classification)")
+    if not (config.head in DERIVED_HEADS or (config.head == "sequence-classification" and config.num_labels > 1)):
+        return (f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)}, "
+                "sequence-classification with more than one label)")
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
     if (workload.precision, workload.padding_mask, workload.checkpointing, workload.optimizer,
@@ -299,6 +315,8 @@ class _Bert:
         self.heads = config.num_attention_heads
         self.mlm = config.head in ("mlm", "causal-lm")  # the LM head (the decoder tied to the word table)
         self.causal = config.head == "causal-lm"
+        self.tokens = config.head == "token-classification"
+        self.qa = config.head == "question-answering"
         self.roberta = config.model_type in ROBERTA_LIKE
         self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
         self.electra = config.model_type == "electra"
@@ -337,6 +355,9 @@ class _Bert:
                 if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
                     return [*self.transform, *self.transform_norm, self.decoder_bias]
                 return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
+            if self.tokens or self.qa:  # a classifier on every token's state (qa_outputs: start and end)
+                self.classifier = linear(h, 2 if self.qa else c.num_labels)
+                return [*self.classifier]
             # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj)
             self.pooler = linear(h, h)
             self.classifier = linear(h, c.num_labels)
@@ -385,7 +406,9 @@ class _Bert:
         else:
             self.params = body() + head()
         self.ids = t.new(self.n * LONG)
-        self.labels = t.new((self.n if self.mlm else self.b) * LONG)
+        self.labels = t.new((self.n if self.mlm or self.tokens else self.b) * LONG)
+        if self.qa:  # start and end positions
+            self.ends = t.new(self.b * LONG)
         self.states: list[Storage] = []
 
     def run(self, steps: int) -> list[Event]:
@@ -395,7 +418,7 @@ class _Bert:
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
             if trainer:  # del out: the logits go before the backward
-                t.drop(logits)
+                t.drop(*logits)
             grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
             if trainer:  # del loss
@@ -405,11 +428,11 @@ class _Bert:
                 t.drop(param.node.grad)
                 param.node.grad = None
             if not trainer:  # out = None, after the optimizer's step
-                t.drop(loss, logits)
+                t.drop(loss, *logits)
         return t.events
 
     # Forward ------------------------------------------------------------------------------------------------
-    def _forward(self) -> tuple[Storage, Storage, Node]:
+    def _forward(self) -> Head:
         x, x_node = self._embeddings()
         mask = self._causal_mask() if self.causal and self.w.attention == "eager" else None
         for layer in self._runs():
@@ -417,11 +440,15 @@ class _Bert:
         self.tape.drop(mask)  # (the model's local, as its forward returns)
         if self.mlm:
             return self._mlm(x, x_node)
+        if self.tokens:
+            return self._token_classifier(x, x_node)
+        if self.qa:
+            return self._question_answering(x, x_node)
         if self.roberta or self.electra:
             return self._roberta_classifier(x, x_node)
         return self._classifier(x, x_node)
 
-    def _classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+    def _classifier(self, x: Storage, x_node: Node) -> Head:
         t = self.tape
         # the pooler: the first token's state (a view), a Linear, tanh; the classifier behind dropout
         t.product("main", addmm=True)
@@ -439,9 +466,9 @@ class _Bert:
         head = self._linear(self.classifier, drop_node, dropped, self.b, self.h, self.c.num_labels)
         t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
         loss, loss_node = self._cross_entropy(head, self.b, self.c.num_labels)
-        return loss, logits, loss_node
+        return loss, (logits,), loss_node
 
-    def _roberta_classifier(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+    def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
         """RobertaClassificationHead (ElectraClassificationHead: gelu for tanh): the first token's state (a
         view), dropout, dense, tanh, dropout, out_proj; the encoder's output goes as the model's forward
         returns."""
@@ -464,7 +491,52 @@ class _Bert:
         t.drop(out)
         loss, loss_node = self._cross_entropy(head, b, labels)
         t.drop(x)
-        return loss, logits, loss_node
+        return loss, (logits,), loss_node
+
+    def _token_classifier(self, x: Storage, x_node: Node) -> Head:
+        """Token classification: dropout, a classifier on every token's state, cross-entropy over the n rows;
+        the encoder's output goes as the model's forward returns."""
+        t, n, h, labels = self.tape, self.n, self.h, self.c.num_labels
+        dropped, drop_node = self._dropout(x, x_node)
+        t.product("main", addmm=True)
+        logits = t.new(n * labels * FLOAT)
+        head = self._linear(self.classifier, drop_node, dropped, n, h, labels)
+        t.drop(dropped)
+        loss, loss_node = self._cross_entropy(head, n, labels)
+        t.drop(x)
+        return loss, (logits,), loss_node
+
+    def _question_answering(self, x: Storage, x_node: Node) -> Head:
+        """qa_outputs on every token (DistilBERT's behind dropout), split into start and end logits, each
+        squeezed and made contiguous (copies: the loop keeps them), the positions clamped, two cross-entropies,
+        their mean; the split's backward concatenates the two gradients."""
+        t, n, h, b, s = self.tape, self.n, self.h, self.b, self.s
+        hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
+        t.product("main", addmm=True)
+        logits = t.new(n * 2 * FLOAT)
+        qa_node = self._linear(self.classifier, hidden_node, hidden, n, h, 2)
+        split = t.node(self._cat_backward(n * 2 * FLOAT), [qa_node], inputs=2)
+        start, end = t.new(n * FLOAT), t.new(n * FLOAT)
+        start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
+        starts, ends = t.new(b * LONG), t.new(b * LONG)  # clamp(0, s)
+        start_loss, start_loss_node = self._cross_entropy(start_node, b, s, starts)
+        end_loss, end_loss_node = self._cross_entropy(end_node, b, s, ends)
+        summed = t.new(FLOAT)
+        add = t.node(self._add_backward(), [start_loss_node, end_loss_node])
+        loss = t.new(FLOAT)
+        loss_node = t.node(self._grads(FLOAT), [add])  # / 2
+        t.drop(summed)
+        t.drop(x, hidden, logits, start_loss, end_loss, starts, ends)  # the forward's locals, as it returns
+        return loss, (start, end), loss_node
+
+    def _cat_backward(self, size: int) -> Rule:
+        """A split's backward: its outputs' gradients concatenated, then released in order."""
+        def rule(t: Tape, given: Sequence[Storage | None], node: Node) -> Sequence[Storage | None]:
+            whole = t.new(size)
+            t.drop(*given)
+            t.release(node)
+            return [whole]
+        return rule  # type: ignore[return-value]
 
     def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None
                        ) -> tuple[Storage, Node]:
@@ -479,7 +551,7 @@ class _Bert:
         t.drop(total)
         return loss, loss_node
 
-    def _mlm(self, x: Storage, x_node: Node) -> tuple[Storage, Storage, Node]:
+    def _mlm(self, x: Storage, x_node: Node) -> Head:
         """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
         cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
         t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
@@ -496,14 +568,14 @@ class _Bert:
         t.drop(normed)
         if not self.causal:
             loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
-            return loss, logits, loss_node
+            return loss, (logits,), loss_node
         # ForCausalLMLoss: the labels padded by one (b, s + 1), shifted as `[..., 1:].contiguous()` (a copy,
         # but a view of one sequence), the cross-entropy's target; the padded labels go as it returns
         padded = t.new(self.b * (self.s + 1) * LONG)
         shifted = t.new(n * LONG) if self.b > 1 else t.hold(padded)
         loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted)
         t.drop(padded, shifted)
-        return loss, logits, loss_node
+        return loss, (logits,), loss_node
 
     def _position_ids(self) -> Storage:
         """RoBERTa's positions from the ids (`create_position_ids_from_input_ids`): `ne(pad).int()`, `cumsum`
