@@ -59,7 +59,7 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     base, run = BertConfig(head="mlm"), Workload(8, 128, precision="fp32", attention="eager", device="cuda")
     assert covers(base, run) is None
     assert covers(base.as_family("roberta"), run) is None and covers(base.as_family("camembert"), run) is None
-    assert "model type mpnet" in (covers(base.as_family("mpnet"), run) or "")
+    assert "model type modernbert" in (covers(base.as_family("modernbert"), run) or "")
     assert "untied decoder" in (covers(base.replace(tie_word_embeddings=False), run) or "")
     assert covers(base.replace(head="sequence-classification", tie_word_embeddings=False), run) is None
     assert covers(base.replace(head="causal-lm"), run) is None
@@ -84,7 +84,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
 @pytest.mark.parametrize("name", ["bert-mlm-a", "bert-sc-b", "bert-sc-one", "bert-mlm-one", "roberta-sc-one",
                                   "xlm-roberta-sc-b-sdpa", "bert-clm-a", "bert-clm-one",
                                   "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b",
-                                  "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one"])
+                                  "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one",
+                                  "mpnet-mlm-a", "mpnet-mlm-one-trainer"])
 @pytest.mark.parametrize("batch", [2, 3, 7, 64])
 def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order

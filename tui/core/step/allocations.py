@@ -26,7 +26,8 @@ classification head, the head assigned first in the generated classes) and ELECT
 projected to H, the generator's head, gelu in its classification head) and DistilBERT (no token types, no
 dropout after the attention's projection, which its attention runs itself) and ALBERT (G groups of K stored layers
 run L·K times, their parameters' gradients accumulated; gelu_new written out; no dropout but the classifier's)
-with a sequence-classification,
+and MPNet (eager attention only; a relative position bias made once a forward, op by op, added to every layer's
+scores) with a sequence-classification,
 masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
 question-answering head (start and end logits split, copied, their gradients concatenated), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
@@ -47,6 +48,7 @@ from operator import add, mul
 
 from ..config import BertConfig
 from .allocator import replay
+from .symbols import attention_run
 from .workload import Workload
 
 Event = tuple[str, int, int]
@@ -60,7 +62,8 @@ LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
     "up": lambda h, i: (h, i), "down": lambda h, i: (i, h)}
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
-DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert")  # the families whose allocation order is derived
+# the families whose allocation order is derived
+DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
 DERIVED_HEADS = ("mlm", "causal-lm", "token-classification", "question-answering")  # and sequence classification
 
 
@@ -322,6 +325,8 @@ class _Bert:
         self.electra = config.model_type == "electra"
         self.distil = config.model_type == "distilbert"
         self.albert = config.model_type == "albert"  # shared layers, gelu_new, no dropout but the classifier's
+        self.mpnet = config.model_type == "mpnet"  # a relative position bias; eager attention only
+        self.eager = attention_run(config, workload).attention == "eager"
         self.dropout = not self.albert  # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing)
         self.e = config.embedding_width  # E: the embeddings' width
         self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
@@ -373,7 +378,7 @@ class _Bert:
                 self.embedding_norm = norm(e)
                 self.position = Param(t, c.max_position_embeddings * e * FLOAT)
                 params = [*table, self.types, *self.embedding_norm, self.position]
-            elif self.distil:  # no token types
+            elif self.distil or self.mpnet:  # no token types
                 self.position = Param(t, c.max_position_embeddings * e * FLOAT)
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, *self.embedding_norm]
@@ -383,7 +388,7 @@ class _Bert:
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, self.types, *self.embedding_norm]
             self.position_ids = t.new(c.max_position_embeddings * LONG)
-            if not self.distil:
+            if not (self.distil or self.mpnet):
                 self.type_ids = t.new(c.max_position_embeddings * LONG)
             if self.projected:  # ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (E → H)
                 self.projection = linear(e, h)
@@ -398,6 +403,9 @@ class _Bert:
                 self.layers.append(made)
                 for key in keys:
                     params += made[key]
+            if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
+                self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
+                params.append(self.relative)
             return params
 
         if self.head_first:
@@ -434,17 +442,18 @@ class _Bert:
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         x, x_node = self._embeddings()
-        mask = self._causal_mask() if self.causal and self.w.attention == "eager" else None
+        mask = self._causal_mask() if self.causal and self.eager else None
+        self.bias = self._position_bias() if self.mpnet else None
         for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
-        self.tape.drop(mask)  # (the model's local, as its forward returns)
+        self.tape.drop(mask, self.bias[0] if self.bias else None)  # (the model's locals, as its forward returns)
         if self.mlm:
             return self._mlm(x, x_node)
         if self.tokens:
             return self._token_classifier(x, x_node)
         if self.qa:
             return self._question_answering(x, x_node)
-        if self.roberta or self.electra:
+        if self.roberta or self.electra or self.mpnet:
             return self._roberta_classifier(x, x_node)
         return self._classifier(x, x_node)
 
@@ -579,7 +588,8 @@ class _Bert:
 
     def _position_ids(self) -> Storage:
         """RoBERTa's positions from the ids (`create_position_ids_from_input_ids`): `ne(pad).int()`, `cumsum`
-        (int64), `type_as`, `+ 0`, `* mask`, `long()`, `+ pad`, each a new (b, s) tensor."""
+        (int64), `type_as`, `+ 0` (MPNet's has no offset), `* mask`, `long()`, `+ pad`, each a new (b, s)
+        tensor."""
         t, n = self.tape, self.n
         ne = t.new(n)
         mask = t.new(n * 4)
@@ -587,10 +597,12 @@ class _Bert:
         summed = t.new(n * LONG)
         cast = t.new(n * 4)
         t.drop(summed)
-        shifted = t.new(n * 4)
-        t.drop(cast)
+        if not self.mpnet:
+            shifted = t.new(n * 4)
+            t.drop(cast)
+            cast = shifted
         masked = t.new(n * 4)
-        t.drop(shifted)
+        t.drop(cast)
         wide = t.new(n * LONG)
         positions = t.new(n * LONG)
         t.drop(wide, mask, masked)
@@ -598,8 +610,9 @@ class _Bert:
 
     def _embeddings(self) -> tuple[Storage, Node]:
         t, n, h, s = self.tape, self.n, self.e, self.s  # (the embeddings' width: E)
-        position_ids = self._position_ids() if self.roberta else self.position_ids
-        if self.distil:  # no token types: the word embeddings are the sum so far
+        from_ids = self.roberta or self.mpnet
+        position_ids = self._position_ids() if from_ids else self.position_ids
+        if self.distil or self.mpnet:  # no token types: the word embeddings are the sum so far
             summed = words = t.new(n * h * FLOAT)
             sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
             types = None
@@ -612,20 +625,20 @@ class _Bert:
             t.drop(type_ids)
             summed = t.new(n * h * FLOAT)
             sum_node = t.node(self._add_backward(), [words_node, types_node])
-        positions = t.new((n if self.roberta else s) * h * FLOAT)
+        positions = t.new((n if from_ids else s) * h * FLOAT)
         positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
         total = t.new(n * h * FLOAT)
         # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
-        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not self.roberta else 0),
+        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not from_ids else 0),
                             [sum_node, positions_node])
-        if not self.distil:
+        if types is not None:
             t.drop(summed)
         normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm, h)
         t.drop(total)
         out, out_node = self._dropout(normed, norm_node) if self.dropout else (t.hold(normed), norm_node)
         t.drop(normed)
         t.drop(words, types, positions)  # the function's locals, as it returns
-        if self.roberta:
+        if from_ids:
             t.drop(position_ids)
         if self.projected:  # ELECTRA's embeddings_project: E → H
             t.product("main", addmm=True)
@@ -634,6 +647,62 @@ class _Bert:
             t.drop(out)
             return projected, node
         return out, out_node
+
+    def _position_bias(self) -> tuple[Storage, Node]:
+        """MPNet's relative position bias (MPNetEncoder.compute_position_bias), once a forward: the positions'
+        differences (s × s, int64), their buckets as `relative_position_bucket` computes them op by op (no
+        gradient), the bias table looked up (s × s × A), permuted and expanded to the batch, made contiguous:
+        (b, A, s, s) float32, added to every layer's scores. Its backward sums the layers' gradients over the
+        batch, then into the table."""
+        t, s, b, heads = self.tape, self.s, self.b, self.heads
+        pair, pair_bool, pair_float = s * s * LONG, s * s, s * s * FLOAT
+        context, memory = t.new(s * LONG), t.new(s * LONG)
+        relative = t.new(pair)
+        n = t.new(pair)  # -relative
+        negative = t.new(pair_bool)
+        wide = t.new(pair)
+        t.drop(negative)
+        offset = t.new(pair)  # * num_buckets
+        t.drop(wide)
+        ret = t.new(pair)  # 0 + …
+        t.drop(offset)
+        distance = t.new(pair)  # abs
+        t.drop(n)
+        small = t.new(pair_bool)
+        steps = [t.new(pair_float)]  # float(), / max_exact, log, / log(…), * (…): each releases the one before
+        for _ in range(4):
+            steps.append(t.new(pair_float))
+            t.drop(steps[-2])
+        large = t.new(pair)  # .to(long)
+        t.drop(steps[-1])
+        shifted = t.new(pair)  # max_exact + …
+        t.drop(large)
+        full = t.new(pair)
+        least = t.new(pair)  # torch.min
+        t.drop(full, shifted)
+        chosen = t.new(pair)  # where(is_small, n, large), added into ret in place
+        t.drop(chosen, distance, small, least)  # (relative_position_bucket's locals, as it returns)
+        values = t.new(s * s * heads * FLOAT)
+        # (s, s, A) permuted to (A, s, s), unsqueezed, expanded to (b, A, s, s): a copy unless that is contiguous
+        expanded = (b, heads, s, s), (0 if b > 1 else heads * s * s, 1, s * heads, heads)
+        bias = t.hold(values) if is_contiguous(*expanded) else t.new(b * heads * s * s * FLOAT)
+        node = t.node(self._bias_backward(), [self.relative.node], [ret])
+        t.drop(values, context, memory, relative, ret)  # (compute_position_bias's locals, as it returns)
+        return bias, node
+
+    def _bias_backward(self) -> Rule:
+        """The position bias's chain: the copy's gradient summed over the batch (none for one sequence), then the
+        table's gradient (the buckets, saved, go)."""
+        heads, s = self.heads, self.s
+
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            summed = t.new(heads * s * s * FLOAT) if self.b > 1 else t.hold(given)
+            t.drop(given)
+            table = t.new(self.relative.data.nbytes)
+            t.drop(summed)
+            t.release(node)
+            return [table]
+        return rule
 
     def _runs(self) -> list[dict[str, tuple[Param, Param]]]:
         """The layers in the order they run: each once, or ALBERT's groups, layer i running group
@@ -667,7 +736,7 @@ class _Bert:
                mask: Storage | None) -> tuple[Storage, Node]:
         t, n, h = self.tape, self.n, self.h
         b, heads, s = self.b, self.heads, self.s
-        eager = self.w.attention == "eager"
+        eager = self.eager
         copies = _AttentionCopies(b, heads, s, h // heads)
         qkv = []
         for key in ("q", "k", "v"):
@@ -684,12 +753,15 @@ class _Bert:
         # output projection, which it runs itself
         # output projection, which it runs itself; ALBERT's after the LayerNorm, which it runs too
         locals_ = (q, k, v)
-        if not (self.distil or self.albert):
+        if self.mpnet:  # its attention runs the output projection, then returns: q, k, v and the scores go
+            attention, attention_node = self._mpnet_output(layer, merged, merge, x, x_node, (*locals_, self.scores))
+        if not (self.distil or self.albert or self.mpnet):
             t.drop(*locals_)
         # the attention's output: Linear, dropout, LayerNorm(· + x) (ALBERT: LayerNorm(x + ·))
-        attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
-                                                 dropout=self.dropout and not self.distil,
-                                                 then=locals_ if self.distil else (), residual_first=self.albert)
+        if not self.mpnet:
+            attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
+                                                     dropout=self.dropout and not self.distil,
+                                                     then=locals_ if self.distil else (), residual_first=self.albert)
         if self.albert:
             t.drop(*locals_)
         t.drop(merged)
@@ -751,6 +823,8 @@ class _Bert:
         scaled = t.new(b * heads * s * s * FLOAT)
         mul = t.node(self._grads(b * heads * s * s * FLOAT), [bmm1])
         t.drop(scores)
+        if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
+            mul = t.node(self._add_backward(), [mul, self.bias[1]])
         if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
             masked = t.new(b * heads * s * s * FLOAT)
             mul = t.node(self._pass(), [mul])
@@ -758,7 +832,8 @@ class _Bert:
             scaled = masked
         probs = t.new(b * heads * s * s * FLOAT)
         softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
-        t.drop(scaled)
+        if not self.mpnet:  # (MPNet keeps its scores' name: they go as its attention returns)
+            t.drop(scaled)
         if self.dropout:
             dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
             drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
@@ -776,7 +851,26 @@ class _Bert:
         merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
         merge = t.node(self._grads(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
         t.drop(context, dropped)  # (the probabilities: saved by bmm)
+        if self.mpnet:
+            self.scores = scaled
         return merged, merge
+
+    def _mpnet_output(self, layer: dict[str, tuple[Param, Param]], merged: Storage, merge: Node, x: Storage,
+                      x_node: Node, locals_: Sequence[Storage]) -> tuple[Storage, Node]:
+        """MPNet's attention: its own output projection (then its locals go), and MPNetAttention's
+        LayerNorm(dropout(o) + x), the dropped copy a temporary of the sum."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        out = t.new(n * h * FLOAT)
+        out_node = self._linear(layer["o"], merge, merged, n, h, h)
+        t.drop(*locals_)
+        dropped, drop_node = self._dropout(out, out_node)
+        summed = t.new(n * h * FLOAT)
+        add = t.node(self._add_backward(), [drop_node, x_node])
+        t.drop(dropped)
+        normed, norm_node = self._layer_norm(summed, add, layer["norm1"])
+        t.drop(summed, out)
+        return normed, norm_node
 
     def _output(self, dense: tuple[Param, Param], norm: tuple[Param, Param], x: Storage, x_node: Node,
                 width: int, residual: Storage, residual_node: Node, dropout: bool = True,
