@@ -29,7 +29,8 @@ run L·K times, their parameters' gradients accumulated; gelu_new written out; n
 and MPNet (eager attention only; a relative position bias made once a forward, op by op, added to every layer's
 scores) with a sequence-classification,
 masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
-question-answering head (start and end logits split, copied, their gradients concatenated), float32, eager attention or
+question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
+head (b·C sequences, one logit a choice), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
 
@@ -64,7 +65,7 @@ ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: pos
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
 # the families whose allocation order is derived
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
-DERIVED_HEADS = ("mlm", "causal-lm", "token-classification", "question-answering")  # and sequence classification
+DERIVED_HEADS = ("mlm", "causal-lm", "token-classification", "question-answering", "multiple-choice")  # and seq-cls
 
 
 class Storage:
@@ -312,7 +313,9 @@ class _Bert:
     def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
         self.tape = Tape()
-        self.b, self.s = workload.batch if batch is None else batch, workload.seq
+        self.choices = config.head == "multiple-choice"
+        self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
+        self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
         self.n = self.b * self.s
         self.h, self.i = config.hidden_size, config.intermediate_size
         self.heads = config.num_attention_heads
@@ -363,10 +366,13 @@ class _Bert:
             if self.tokens or self.qa:  # a classifier on every token's state (qa_outputs: start and end)
                 self.classifier = linear(h, 2 if self.qa else c.num_labels)
                 return [*self.classifier]
-            # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj)
-            self.pooler = linear(h, h)
-            self.classifier = linear(h, c.num_labels)
-            return [*self.pooler, *self.classifier]
+            # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj);
+            # multiple choice: one logit a choice (a head assigned first: the body's pooler comes after it)
+            pooler = [] if self.head_first and self.choices else [*linear(h, h)]
+            self.classifier = linear(h, 1 if self.choices else c.num_labels)
+            if pooler:
+                self.pooler = (pooler[0], pooler[1])
+            return [*pooler, *self.classifier]
 
         def body() -> list[Param]:
             owned = not hasattr(self, "word")
@@ -406,6 +412,9 @@ class _Bert:
             if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
                 self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
                 params.append(self.relative)
+            if self.head_first and self.choices:  # the body's pooler
+                self.pooler = linear(h, h)
+                params += self.pooler
             return params
 
         if self.head_first:
@@ -414,7 +423,7 @@ class _Bert:
         else:
             self.params = body() + head()
         self.ids = t.new(self.n * LONG)
-        self.labels = t.new((self.n if self.mlm or self.tokens else self.b) * LONG)
+        self.labels = t.new((self.n if self.mlm or self.tokens else self.examples) * LONG)
         if self.qa:  # start and end positions
             self.ends = t.new(self.b * LONG)
         self.states: list[Storage] = []
@@ -453,28 +462,36 @@ class _Bert:
             return self._token_classifier(x, x_node)
         if self.qa:
             return self._question_answering(x, x_node)
-        if self.roberta or self.electra or self.mpnet:
+        if (self.roberta or self.electra or self.mpnet) and not self.choices:
             return self._roberta_classifier(x, x_node)
         return self._classifier(x, x_node)
 
     def _classifier(self, x: Storage, x_node: Node) -> Head:
-        t = self.tape
-        # the pooler: the first token's state (a view), a Linear, tanh; the classifier behind dropout
+        """The pooler (the first token's state, a view; a Linear; tanh: BERT's pooler, DistilBERT's
+        pre_classifier with ReLU, ELECTRA's sequence summary with gelu, which saves its input), dropout, the
+        classifier; for multiple choice one logit an example's choice, cross-entropy over the choices."""
+        t, rows, h = self.tape, self.b, self.h
+        classes = 1 if self.choices else self.c.num_labels
         t.product("main", addmm=True)
-        pooled = t.new(self.b * self.h * FLOAT)
-        dense = self._linear(self.pooler, x_node, x, self.b, self.h, self.h, select=self.n * self.h)
+        pooled = t.new(rows * h * FLOAT)
+        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
-        tanh = t.new(self.b * self.h * FLOAT)
-        tanh_node = t.node(self._grads(self.b * self.h * FLOAT), [dense], [tanh])
+        act = t.new(rows * h * FLOAT)
+        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled if self.electra else act])
         t.drop(pooled)
-        dropped, mask = t.new(self.b * self.h * FLOAT), t.new(self.b * self.h)
-        drop_node = t.node(self._grads(self.b * self.h * FLOAT), [tanh_node], [mask])
+        dropped, mask = t.new(rows * h * FLOAT), t.new(rows * h)
+        drop_node = t.node(self._grads(rows * h * FLOAT), [act_node], [mask])
         t.drop(mask)
+        if self.electra:
+            t.drop(act)
         t.product("main", addmm=True)
-        logits = t.new(self.b * self.c.num_labels * FLOAT)
-        head = self._linear(self.classifier, drop_node, dropped, self.b, self.h, self.c.num_labels)
-        t.drop(dropped, tanh)  # (tanh's output: saved by its own backward)
-        loss, loss_node = self._cross_entropy(head, self.b, self.c.num_labels)
+        logits = t.new(rows * classes * FLOAT)
+        head = self._linear(self.classifier, drop_node, dropped, rows, h, classes)
+        t.drop(dropped, act)  # (tanh's output: saved by its own backward)
+        if self.choices:  # the logits viewed as (b, C)
+            loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
+        else:
+            loss, loss_node = self._cross_entropy(head, rows, classes)
         return loss, (logits,), loss_node
 
     def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
