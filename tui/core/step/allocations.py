@@ -65,7 +65,8 @@ ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: pos
 HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
 # the families whose allocation order is derived
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
-DERIVED_HEADS = ("mlm", "causal-lm", "token-classification", "question-answering", "multiple-choice")  # and seq-cls
+DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
+                 "multiple-choice")
 
 
 class Storage:
@@ -196,9 +197,8 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"question answering with num_labels = {config.num_labels}: transformers splits start and end (2)"
     if config.head in ("mlm", "causal-lm") and not config.tie_word_embeddings:
         return "an untied decoder (tie_word_embeddings false): its allocation order is not derived yet"
-    if not (config.head in DERIVED_HEADS or (config.head == "sequence-classification" and config.num_labels > 1)):
-        return (f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)}, "
-                "sequence-classification with more than one label)")
+    if config.head not in DERIVED_HEADS:
+        return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
     if (workload.precision, workload.padding_mask, workload.checkpointing, workload.optimizer,
@@ -314,6 +314,7 @@ class _Bert:
         self.c, self.w = config, workload
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
+        self.regression = config.head == "sequence-classification" and config.num_labels == 1  # MSE
         self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
         self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
         self.n = self.b * self.s
@@ -423,7 +424,8 @@ class _Bert:
         else:
             self.params = body() + head()
         self.ids = t.new(self.n * LONG)
-        self.labels = t.new((self.n if self.mlm or self.tokens else self.examples) * LONG)
+        rows = self.n if self.mlm or self.tokens else self.examples
+        self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
         if self.qa:  # start and end positions
             self.ends = t.new(self.b * LONG)
         self.states: list[Storage] = []
@@ -491,7 +493,7 @@ class _Bert:
         if self.choices:  # the logits viewed as (b, C)
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         else:
-            loss, loss_node = self._cross_entropy(head, rows, classes)
+            loss, loss_node = self._classification_loss(head, rows, classes, logits)
         return loss, (logits,), loss_node
 
     def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
@@ -515,7 +517,7 @@ class _Bert:
         logits = t.new(b * labels * FLOAT)
         head = self._linear(self.classifier, out_node, out, b, h, labels)
         t.drop(out)
-        loss, loss_node = self._cross_entropy(head, b, labels)
+        loss, loss_node = self._classification_loss(head, b, labels, logits)
         t.drop(x)
         return loss, (logits,), loss_node
 
@@ -563,6 +565,14 @@ class _Bert:
             t.release(node)
             return [whole]
         return rule  # type: ignore[return-value]
+
+    def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage) -> tuple[Storage, Node]:
+        """Cross-entropy; one label: regression, MSE (which saves the logits and the float labels)."""
+        if not self.regression:
+            return self._cross_entropy(head, rows, classes)
+        t = self.tape
+        loss = t.new(FLOAT)
+        return loss, t.node(self._grads(rows * FLOAT), [head], [logits, self.labels])
 
     def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None
                        ) -> tuple[Storage, Node]:
