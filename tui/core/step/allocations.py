@@ -30,7 +30,8 @@ and MPNet (eager attention only; a relative position bias made once a forward, o
 scores) with a sequence-classification,
 masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
 question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
-head (b·C sequences, one logit a choice), float32, eager attention or
+head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
+order, ELECTRA's discriminator) or next-sentence head, float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
 
@@ -66,7 +67,7 @@ HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the h
 # the families whose allocation order is derived
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
-                 "multiple-choice")
+                 "multiple-choice", "pretraining", "next-sentence")
 
 
 class Storage:
@@ -195,7 +196,8 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(DERIVED)})"
     if config.head == "question-answering" and config.num_labels != 2:
         return f"question answering with num_labels = {config.num_labels}: transformers splits start and end (2)"
-    if config.head in ("mlm", "causal-lm") and not config.tie_word_embeddings:
+    decoder = config.head in ("mlm", "causal-lm") or (config.head == "pretraining" and config.model_type != "electra")
+    if decoder and not config.tie_word_embeddings:
         return "an untied decoder (tie_word_embeddings false): its allocation order is not derived yet"
     if config.head not in DERIVED_HEADS:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
@@ -314,6 +316,10 @@ class _Bert:
         self.c, self.w = config, workload
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
+        self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
+        self.pretraining = config.head == "pretraining" and not self.discriminator  # BERT's MLM + NSP, ALBERT's + SOP
+        self.sentences = self.pretraining or config.head == "next-sentence"  # a classifier on the pooled state
+        self.sentence_classes = config.num_labels if config.model_type == "albert" else 2  # ALBERT's order: N
         self.regression = config.head == "sequence-classification" and config.num_labels == 1  # MSE
         self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
         self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
@@ -348,22 +354,34 @@ class _Bert:
         def norm(width: int = h) -> tuple[Param, Param]:
             return Param(t, width * FLOAT), Param(t, width * FLOAT)
 
-        def head() -> list[Param]:
-            if self.mlm and (self.electra or self.albert):  # the LayerNorm assigned first, then dense (H → E),
-                self.transform_norm, self.transform = norm(e), linear(h, e)  # then the decoder's bias (its weight
-                self.decoder_bias = Param(t, c.vocab_size * FLOAT)  # tied); ALBERT's head owns that bias
+        def lm_head() -> list[Param]:
+            if self.electra or self.albert:  # the LayerNorm assigned first, then dense (H → E), then the
+                self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied);
+                self.decoder_bias = Param(t, c.vocab_size * FLOAT)  # ALBERT's head owns that bias
                 if self.albert:
                     return [self.decoder_bias, *self.transform_norm, *self.transform]
                 return [*self.transform_norm, *self.transform, self.decoder_bias]
-            if self.mlm:  # the transform, then the decoder (its weight the word table, then its own bias)
-                self.transform, self.transform_norm = linear(h, h), norm()
-                if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
-                    self.word = Param(t, c.vocab_size * h * FLOAT)
-                self.decoder_bias = Param(t, c.vocab_size * FLOAT)
-                owned = [self.word] if self.head_first else []
-                if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
-                    return [*self.transform, *self.transform_norm, self.decoder_bias]
-                return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
+            # the transform, then the decoder (its weight the word table, then its own bias)
+            self.transform, self.transform_norm = linear(h, h), norm()
+            if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
+                self.word = Param(t, c.vocab_size * h * FLOAT)
+            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+            owned = [self.word] if self.head_first else []
+            if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
+                return [*self.transform, *self.transform_norm, self.decoder_bias]
+            return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
+
+        def head() -> list[Param]:
+            if self.mlm:
+                return lm_head()
+            if self.discriminator:  # discriminator_predictions: dense, dense_prediction (one logit a token)
+                self.transform, self.classifier = linear(h, h), linear(h, 1)
+                return [*self.transform, *self.classifier]
+            if self.sentences:  # the body's pooler, (pre-training) the LM head, the sentence classifier
+                self.pooler = linear(h, h)
+                lm = lm_head() if self.pretraining else []
+                self.classifier = linear(h, self.sentence_classes)
+                return [*self.pooler, *lm, *self.classifier]
             if self.tokens or self.qa:  # a classifier on every token's state (qa_outputs: start and end)
                 self.classifier = linear(h, 2 if self.qa else c.num_labels)
                 return [*self.classifier]
@@ -424,8 +442,10 @@ class _Bert:
         else:
             self.params = body() + head()
         self.ids = t.new(self.n * LONG)
-        rows = self.n if self.mlm or self.tokens else self.examples
+        rows = self.n if self.mlm or self.tokens or self.pretraining or self.discriminator else self.examples
         self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
+        if self.pretraining:  # the sentences' labels
+            self.sentence_labels = t.new(self.b * LONG)
         if self.qa:  # start and end positions
             self.ends = t.new(self.b * LONG)
         self.states: list[Storage] = []
@@ -460,6 +480,10 @@ class _Bert:
         self.tape.drop(mask, self.bias[0] if self.bias else None)  # (the model's locals, as its forward returns)
         if self.mlm:
             return self._mlm(x, x_node)
+        if self.sentences:
+            return self._sentences(x, x_node)
+        if self.discriminator:
+            return self._discriminator(x, x_node)
         if self.tokens:
             return self._token_classifier(x, x_node)
         if self.qa:
@@ -474,13 +498,8 @@ class _Bert:
         classifier; for multiple choice one logit an example's choice, cross-entropy over the choices."""
         t, rows, h = self.tape, self.b, self.h
         classes = 1 if self.choices else self.c.num_labels
-        t.product("main", addmm=True)
-        pooled = t.new(rows * h * FLOAT)
-        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
+        act, act_node = self._pooler(x, x_node)
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
-        act = t.new(rows * h * FLOAT)
-        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled if self.electra else act])
-        t.drop(pooled)
         dropped, mask = t.new(rows * h * FLOAT), t.new(rows * h)
         drop_node = t.node(self._grads(rows * h * FLOAT), [act_node], [mask])
         t.drop(mask)
@@ -495,6 +514,79 @@ class _Bert:
         else:
             loss, loss_node = self._classification_loss(head, rows, classes, logits)
         return loss, (logits,), loss_node
+
+    def _pooler(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
+        t, rows, h = self.tape, self.b, self.h
+        t.product("main", addmm=True)
+        pooled = t.new(rows * h * FLOAT)
+        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
+        act = t.new(rows * h * FLOAT)
+        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled if self.electra else act])
+        t.drop(pooled)
+        return act, act_node
+
+    def _sentences(self, x: Storage, x_node: Node) -> Head:
+        """Next-sentence prediction (BERT's seq_relationship on the pooled state), and with pre-training the LM
+        head first, their two cross-entropies summed (ALBERT's sentence-order head: behind dropout)."""
+        t, b, h = self.tape, self.b, self.h
+        pooled, pooled_node = self._pooler(x, x_node)
+        kept = []
+        if self.pretraining:
+            logits, decoder_node = self._lm_logits(x, x_node)
+            kept.append(logits)
+        else:
+            t.drop(x)
+        if self.albert:
+            dropped, drop_node = self._dropout(pooled, pooled_node)
+        else:
+            dropped, drop_node = t.hold(pooled), pooled_node
+        t.product("main", addmm=True)
+        classes = self.sentence_classes
+        sentence = t.new(b * classes * FLOAT)
+        sentence_node = self._linear(self.classifier, drop_node, dropped, b, h, classes)
+        t.drop(dropped, pooled)
+        kept.append(sentence)
+        if not self.pretraining:
+            loss, loss_node = self._cross_entropy(sentence_node, b, classes)
+            return loss, tuple(kept), loss_node
+        words, words_node = self._cross_entropy(decoder_node, self.n, self.c.vocab_size)
+        sentences, sentences_node = self._cross_entropy(sentence_node, b, classes, self.sentence_labels)
+        total = t.new(FLOAT)
+        total_node = t.node(self._add_backward(), [words_node, sentences_node])
+        t.drop(words, sentences)
+        return total, tuple(kept), total_node
+
+    def _discriminator(self, x: Storage, x_node: Node) -> Head:
+        """ELECTRA's discriminator: dense, gelu, one logit a token; binary cross-entropy with logits against the
+        labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient)."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        dense = t.new(n * h * FLOAT)
+        dense_node = self._linear(self.transform, x_node, x, n, h, h)
+        t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        t.product("main", addmm=True)
+        logits = t.new(n * FLOAT)
+        logits_node = self._linear(self.classifier, act_node, act, n, h, 1)
+        t.drop(act)
+        target = t.new(n * FLOAT)
+        loss = t.new(FLOAT)
+        loss_node = t.node(self._bce_backward(n * FLOAT), [logits_node], [logits, target])
+        t.drop(target)
+        return loss, (logits,), loss_node
+
+    def _bce_backward(self, size: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            sigmoid = t.new(size)
+            minus = t.new(size)
+            t.drop(sigmoid)
+            grad = t.new(size)
+            t.drop(minus)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
 
     def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
         """RobertaClassificationHead (ElectraClassificationHead: gelu for tanh): the first token's state (a
@@ -587,9 +679,8 @@ class _Bert:
         t.drop(total)
         return loss, loss_node
 
-    def _mlm(self, x: Storage, x_node: Node) -> Head:
-        """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
-        cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
+    def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """The LM head: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias)."""
         t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
         t.product("main", addmm=True)
         dense = t.new(n * h * FLOAT)
@@ -602,6 +693,13 @@ class _Bert:
         logits = t.new(n * vocab * FLOAT)
         decoder_node = self._linear((self.word, self.decoder_bias), norm_node, normed, n, h, vocab)
         t.drop(normed)
+        return logits, decoder_node
+
+    def _mlm(self, x: Storage, x_node: Node) -> Head:
+        """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
+        cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
+        t, n, vocab = self.tape, self.n, self.c.vocab_size
+        logits, decoder_node = self._lm_logits(x, x_node)
         if not self.causal:
             loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
             return loss, (logits,), loss_node
