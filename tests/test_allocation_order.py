@@ -64,12 +64,13 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert covers(base.replace(head="sequence-classification", tie_word_embeddings=False), run) is None
     assert covers(base.replace(head="causal-lm"), run) is None
     assert covers(base.replace(head="question-answering"), run) is None
-    assert covers(base.replace(head="pretraining"), run) is None
-    assert "head none" in (covers(base.replace(head="none"), run) or "")
+    assert covers(base.replace(head="pretraining"), run) is None and covers(base.replace(head="none"), run) is None
+    assert "num_labels = 3" in (covers(base.replace(head="question-answering", num_labels=3), run) or "")
+    assert "model type deberta-v2" in (covers(base.as_family("deberta-v2"), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
-    with pytest.raises(ValueError, match="head none"):
-        events(base.replace(head="none"), run)
+    with pytest.raises(ValueError, match="model type modernbert"):
+        events(base.as_family("modernbert"), run)
 
 
 def test_views_and_copies_as_aten_computes_them() -> None:
@@ -88,7 +89,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
                                   "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one",
                                   "mpnet-mlm-a", "mpnet-mlm-one-trainer",
                                   "bert-mc-a-c3", "xlm-roberta-mc-one-sdpa-trainer",
-                                  "bert-pre-a", "electra-pre-b-e48"])
+                                  "bert-pre-a", "electra-pre-b-e48", "bert-none-a",
+                                  "albert-none-b-sdpa-trainer"])
 @pytest.mark.parametrize("batch", [2, 3, 7, 64])
 def test_the_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     """`events_at` reads every size as c + d·b off one run at a batch of 2⁶⁴: the same events, sizes and order

@@ -31,7 +31,8 @@ scores) with a sequence-classification,
 masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
 question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
 head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
-order, ELECTRA's discriminator) or next-sentence head, float32, eager attention or
+order, ELECTRA's discriminator), next-sentence head or none (the bare model, its loss the sum of its
+outputs), float32, eager attention or
 sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
 (`covers`).
 
@@ -67,7 +68,7 @@ HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the h
 # the families whose allocation order is derived
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
-                 "multiple-choice", "pretraining", "next-sentence")
+                 "multiple-choice", "pretraining", "next-sentence", "none")
 
 
 class Storage:
@@ -77,6 +78,17 @@ class Storage:
 
     def __init__(self, sid: int, nbytes: int) -> None:
         self.id, self.nbytes, self.refs = sid, nbytes, 1
+
+
+class View(Storage):
+    """A view of another storage (a sum's gradient expanded back to its input's shape): holding or releasing it
+    holds or releases its base; `nbytes` is the view's own extent, what a sum with it must allocate."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Storage, nbytes: int) -> None:
+        super().__init__(base.id, nbytes)
+        self.base = base
 
 
 Rule = Callable[["Tape", Storage, "Node"], Sequence["Storage | None"]]
@@ -116,12 +128,14 @@ class Tape:
 
     @staticmethod
     def hold(storage: Storage) -> Storage:
-        storage.refs += 1
+        (storage.base if isinstance(storage, View) else storage).refs += 1
         return storage
 
     def drop(self, *storages: Storage | None) -> None:
         for storage in storages:
             if storage is not None:
+                if isinstance(storage, View):
+                    storage = storage.base
                 storage.refs -= 1
                 if storage.refs == 0:
                     self.events.append(("f", storage.id, 0))
@@ -181,6 +195,9 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
                         tape.drop(output)
                 elif dest.buffer is None:
                     dest.buffer = output
+                elif isinstance(dest.buffer, View):  # a view cannot take the sum: a new one, both released
+                    first, dest.buffer = dest.buffer, tape.new(dest.buffer.nbytes)
+                    tape.drop(output, first)
                 else:  # added into the first, then released
                     tape.drop(output)
             waits[id(dest)] -= 1
@@ -317,6 +334,7 @@ class _Bert:
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
         self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
+        self.bare = config.head == "none"  # the model without a head: its loss the sum of its outputs
         self.pretraining = config.head == "pretraining" and not self.discriminator  # BERT's MLM + NSP, ALBERT's + SOP
         self.sentences = self.pretraining or config.head == "next-sentence"  # a classifier on the pooled state
         self.sentence_classes = config.num_labels if config.model_type == "albert" else 2  # ALBERT's order: N
@@ -374,6 +392,11 @@ class _Bert:
         def head() -> list[Param]:
             if self.mlm:
                 return lm_head()
+            if self.bare:  # the body's pooler, if it has one (made with the body where the head comes first)
+                if c.has_pooler and not self.head_first:
+                    self.pooler = linear(h, h)
+                    return [*self.pooler]
+                return []
             if self.discriminator:  # discriminator_predictions: dense, dense_prediction (one logit a token)
                 self.transform, self.classifier = linear(h, h), linear(h, 1)
                 return [*self.transform, *self.classifier]
@@ -431,7 +454,7 @@ class _Bert:
             if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
                 self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
                 params.append(self.relative)
-            if self.head_first and self.choices:  # the body's pooler
+            if self.head_first and (self.choices or (self.bare and c.has_pooler)):  # the body's pooler
                 self.pooler = linear(h, h)
                 params += self.pooler
             return params
@@ -443,7 +466,8 @@ class _Bert:
             self.params = body() + head()
         self.ids = t.new(self.n * LONG)
         rows = self.n if self.mlm or self.tokens or self.pretraining or self.discriminator else self.examples
-        self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
+        if not self.bare:  # (the bare model: no labels)
+            self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
         if self.pretraining:  # the sentences' labels
             self.sentence_labels = t.new(self.b * LONG)
         if self.qa:  # start and end positions
@@ -460,14 +484,14 @@ class _Bert:
                 t.drop(*logits)
             grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
-            if trainer:  # del loss
+            if trainer or self.bare:  # del loss (the bare model's: computed outside it, `out` does not hold it)
                 t.drop(loss)
             self._adamw()
             for param in self.params:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
             if not trainer:  # out = None, after the optimizer's step
-                t.drop(loss, *logits)
+                t.drop(None if self.bare else loss, *logits)
         return t.events
 
     # Forward ------------------------------------------------------------------------------------------------
@@ -484,6 +508,8 @@ class _Bert:
             return self._sentences(x, x_node)
         if self.discriminator:
             return self._discriminator(x, x_node)
+        if self.bare:
+            return self._bare(x, x_node)
         if self.tokens:
             return self._token_classifier(x, x_node)
         if self.qa:
@@ -556,6 +582,32 @@ class _Bert:
         total_node = t.node(self._add_backward(), [words_node, sentences_node])
         t.drop(words, sentences)
         return total, tuple(kept), total_node
+
+    def _bare(self, x: Storage, x_node: Node) -> Head:
+        """The bare model (BertModel): its outputs (the last hidden state, the pooler's if it has one) kept, the
+        loss their sum (`tui.reference.measure.loss_of`), whose gradient is the loss's own, expanded: a view."""
+        t = self.tape
+        kept = [x]
+        if self.c.has_pooler:
+            pooled, pooled_node = self._pooler(x, x_node)
+            kept.append(pooled)
+        total = t.new(FLOAT)
+        total_node = t.node(self._sum_backward(x.nbytes), [x_node])
+        if not self.c.has_pooler:
+            return total, tuple(kept), total_node
+        second = t.new(FLOAT)
+        second_node = t.node(self._sum_backward(pooled.nbytes), [pooled_node])
+        summed = t.new(FLOAT)
+        node = t.node(self._add_backward(), [total_node, second_node])
+        t.drop(second, total)
+        return summed, tuple(kept), node
+
+    def _sum_backward(self, size: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.hold(given)
+            self._finish(t, given, node)
+            return [View(given.base if isinstance(given, View) else given, size)]
+        return rule
 
     def _discriminator(self, x: Storage, x_node: Node) -> Head:
         """ELECTRA's discriminator: dense, gelu, one logit a token; binary cross-entropy with logits against the
