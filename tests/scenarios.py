@@ -25,6 +25,17 @@ LORA_KEYS = (*COMPUTE_KEYS, *["tab"] * 7, "enter", "down", "enter")
 QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "enter", "down", "enter", "down")
 
 
+async def settled(pilot: Pilot[Any]) -> None:
+    """Until no worker runs (a superseded one's thread may still finish: its answer is not shown), then idle."""
+    from textual.worker import WorkerState
+
+    for _ in range(3000):
+        if not any(worker.state in (WorkerState.PENDING, WorkerState.RUNNING) for worker in pilot.app.workers):
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -56,7 +67,8 @@ class Scenario:
             for field in pilot.app.query(Input):  # and those mounted by the keys (the Compute pane's): a loaded
                 field.cursor_blink = False  # machine caught one mid-blink
             pilot.app.clear_notifications()
-            await pilot.wait_for_scheduled_animations()  # the tabs' underline slides in: a loaded machine caught it mid-way
+            await settled(pilot)  # what fits, replayed in a worker, has landed
+            await pilot.wait_for_scheduled_animations()  # the tabs' underline slides in: a loaded machine: mid-way
             await pilot.pause()
 
         return run_before

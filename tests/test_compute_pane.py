@@ -16,20 +16,11 @@ from tui.explorer.app import make_app
 from tui.explorer.widgets.compute import ComputePane
 from tui.presets import load_catalog
 
+from .scenarios import settled
+
 
 def result_text(app: Any) -> str:
     return str(app.query_one("#compute-result", Static).render())
-
-
-async def settled(pilot: Any) -> None:
-    """Until no worker runs (a cancelled one's thread may still finish: its answer is not shown), then idle."""
-    from textual.worker import WorkerState
-
-    for _ in range(3000):
-        if not any(worker.state in (WorkerState.PENDING, WorkerState.RUNNING) for worker in pilot.app.workers):
-            break
-        await pilot.pause(0.01)
-    await pilot.pause()
 
 
 def error_text(app: Any) -> str:

@@ -90,7 +90,9 @@ class MainScreen(Screen[None]):
         self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
-        self._compute_asked = 0  # the fields' edits so far: a worker's answer counts for the last one only
+        self._compute_asked = 0  # the fields' edits so far
+        self._compute_valid = 0  # the last of them the core was asked about: a worker's answer counts for it only
+        self._compute_error: ConfigError | None = None  # the last edit's refusal, if it was refused
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
         self._how: Lora | Ia3 | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
@@ -257,7 +259,7 @@ class MainScreen(Screen[None]):
 
         if not pane.query("#compute-error"):  # still composing its fields: `_mount_compute` shows it after
             return
-        self._compute_asked += 1  # a worker's answer to an earlier question is not shown
+        self._compute_asked += 1  # the fields' edits so far
         error = self._workload_error
         if error is None:
             try:
@@ -267,6 +269,7 @@ class MainScreen(Screen[None]):
                                       "modelled yet (its parameters are counted)")
                 method = None if how is None else method_of(self.model, self.model.config, how)
                 if fits_replayed(self.model.config, self.workload, method):
+                    self._compute_valid = self._compute_asked
                     self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked)
                     result = self._compute_result
                     if result is not None and result.config == self.model.config:
@@ -276,6 +279,9 @@ class MainScreen(Screen[None]):
                                                method=method)
             except ConfigError as refused:
                 error = refused
+        if error is None:
+            self._compute_valid = self._compute_asked
+        self._compute_error = error
         self._present_compute(error)
 
     @work(thread=True, exclusive=True, group="compute")
@@ -291,11 +297,15 @@ class MainScreen(Screen[None]):
             self.app.call_from_thread(self._computed, asked, result, error)
 
     def _computed(self, asked: int, result: Compute | None, error: ConfigError | None) -> None:
-        if asked != self._compute_asked or self._compute_pane is None:
-            return  # the fields changed while it worked: their own answer is on its way
+        """A worker's answer: shown if it answers the last valid workload (a refused edit since then keeps its
+        message, the answer becoming the last valid result it shows)."""
+        if asked != self._compute_valid or self._compute_pane is None:
+            return  # a later valid workload's answer is on its way
         if result is not None:
             self._compute_result = result
-        self._present_compute(error)
+        if asked == self._compute_asked:
+            self._compute_error = error
+        self._present_compute(self._compute_error)
 
     def _present_compute(self, error: ConfigError | None) -> None:
         """The pane shows the error (or none) and the last result: the fields' own, or stale saying why."""
