@@ -33,18 +33,18 @@ async def test_compute_pane_mounts_on_f5_and_follows_edits() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         assert not app.query(ComputePane)  # composed on first use: start-up pays nothing for it
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)  # (what fits, where replayed, comes from a worker)
         assert app.focused is app.query_one("#batch", Input)
         expected = compute(BertConfig(), Workload(batch=32, seq=128, device="cuda"))
         assert short_bytes(expected.total) in result_text(app)
         await pilot.press("ctrl+u", *"8")
-        await pilot.pause()
+        await settled(pilot)
         eight = compute(BertConfig(), Workload(batch=8, seq=128, device="cuda"))
         assert short_bytes(eight.total) in result_text(app)
         await pilot.press("f2")
         await pilot.pause()  # a frame: Tab's order is Textual's, by where fields were laid out (see tests/frames.py)
         await pilot.press("tab", "tab", "tab", "ctrl+u", *"24", "f5")  # layers 24 in the form
-        await pilot.pause()
+        await settled(pilot)
         deeper = compute(BertConfig(num_hidden_layers=24), Workload(batch=8, seq=128, device="cuda"))
         assert short_bytes(deeper.total) in result_text(app)
 
@@ -53,16 +53,16 @@ async def test_a_refused_sequence_keeps_the_last_result_marked_stale() -> None:
     app = make_app(load_catalog())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5", "tab", "ctrl+u", *"1024")
-        await pilot.pause()
+        await settled(pilot)
         assert "seq 1024: must be at most max_position_embeddings (512)" in error_text(app)
         assert "stale" in result_text(app)
         last = compute(BertConfig(), Workload(batch=32, seq=102, device="cuda"))
         assert short_bytes(last.total) in result_text(app)  # 102 was the last valid value typed
         await pilot.press("backspace")
-        await pilot.pause()
+        await settled(pilot)
         assert error_text(app) == "" and "stale" not in result_text(app)
         await pilot.press("ctrl+u")
-        await pilot.pause()
+        await settled(pilot)
         assert "seq: is empty" in error_text(app)
 
 
@@ -71,7 +71,7 @@ async def test_a_config_compute_does_not_model_is_refused_by_name() -> None:
     app = make_app(catalog, BertConfig(add_cross_attention=True), title="a decoder")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         assert "add_cross_attention True: compute and memory do not model a decoder's" in error_text(app)
 
 
@@ -84,7 +84,7 @@ async def test_every_modelled_family_shows_its_step_at_80_columns() -> None:
         app = make_app(catalog, config, title=preset, preset=preset)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("f5")
-            await pilot.pause()
+            await settled(pilot)
             expected = compute(config, Workload(batch=32, seq=128, device="cuda"))
             assert not error_text(app), preset
             assert short_bytes(expected.total) in result_text(app), preset
@@ -99,8 +99,8 @@ async def test_keys_typed_right_after_the_first_f5_reach_the_pane_in_order() -> 
     async with app.run_test(size=(80, 24)) as pilot:
         for key in ("f5", "tab", "ctrl+u", "6", "4"):  # one burst, as one read of a fast typist delivers it
             app.post_message(events.Key(key, key if len(key) == 1 else None))
-        await pilot.pause()
-        await pilot.pause()
+        await settled(pilot)
+        await settled(pilot)
         assert app.query_one("#batch", Input).value == "32"
         assert app.query_one("#seq", Input).value == "64"
         assert app.focused is app.query_one("#seq", Input)
@@ -112,11 +112,11 @@ async def test_keys_typed_right_after_f2_from_the_compute_pane_reach_the_form_in
     app = make_app(load_catalog())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         for key in ("f2", "tab", "ctrl+u", "4", "0"):  # one burst: no frame lays the form out before the Tab
             app.post_message(events.Key(key, key if len(key) == 1 else None))
-        await pilot.pause()
-        await pilot.pause()
+        await settled(pilot)
+        await settled(pilot)
         assert app.focused is app.query_one("#vocab_size", Input)
         assert app.query_one("#vocab_size", Input).value == "40"
         assert app.query_one("#hidden_size", Input).value == "768"
@@ -128,11 +128,11 @@ async def test_the_focus_order_of_a_pane_is_the_same_before_and_after_its_first_
     app = make_app(load_catalog())
     async with app.run_test(size=size) as pilot:
         await pilot.press("f5", "f3")  # every pane has been shown and hidden once
-        await pilot.pause()
+        await settled(pilot)
         for pane in ("form", "tree", "totals", "compute", "form"):
             await app.screen.action_show_pane(pane)
             before = [widget.id for widget in app.screen.focus_chain]
-            await pilot.pause()
+            await settled(pilot)
             assert [widget.id for widget in app.screen.focus_chain] == before, pane
 
 
@@ -141,11 +141,11 @@ async def test_pane_keys_do_nothing_under_a_dialog() -> None:
     app = make_app(load_catalog())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f1", "f5", "f3")
-        await pilot.pause()
+        await settled(pilot)
         assert type(app.screen).__name__ == "HelpScreen"
         assert not app.query(ComputePane)
         await pilot.press("escape", "f5")
-        await pilot.pause()
+        await settled(pilot)
         assert app.query(ComputePane) and app.focused is app.query_one("#batch", Input)
 
 
@@ -157,14 +157,14 @@ async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
     app = make_app(load_catalog())
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         app.query_one("#mode", Select).value = "inference"
         app.query_one("#attention", Select).value = "eager"
         app.query_one("#padding_mask", Switch).value = True
-        await pilot.pause()
+        await settled(pilot)
         app.query_one("#gpu_memory", Input).focus()
         await pilot.press(*"12GiB")
-        await pilot.pause()
+        await settled(pilot)
         expected = compute(BertConfig(), Workload(batch=32, seq=128, mode="inference", attention="eager",
                                                   padding_mask=True, device="cuda"), 12 * 1024**3)
         assert app.main.workload == expected.workload
@@ -172,7 +172,7 @@ async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
         assert short_bytes(expected.peak) in shown and f"12 GiB ≤ {expected.fits[-1].max_batch:,}*" in shown
         assert "one layer" in shown
         await pilot.press("backspace", "backspace", "backspace", "x")
-        await pilot.pause()
+        await settled(pilot)
         assert "gpu_memory 12x" in error_text(app) and "stale" in result_text(app)
 
 
@@ -186,14 +186,14 @@ async def test_the_loop_is_chosen_in_the_pane_and_changes_what_fits() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#head", Select).value = "mlm"
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         pane = app.query_one(ComputePane)
         pane.query_one("#gpu_memory", Input).value = "24GiB"
-        await pilot.pause()
+        await settled(pilot)
         shown = {}
         for loop in ("hand-written", "trainer"):
             pane.query_one("#loop", Select).value = loop
-            await pilot.pause()
+            await settled(pilot)
             expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, device="cuda", loop=loop), 24 << 30)
             assert result_text(app) == str(render_result(expected))
             assert f"{loop} loop" in result_text(app)
@@ -216,10 +216,10 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
     app = make_app(catalog, config, title="roberta-base", preset="roberta-base")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         assert not app.query_one("#lora-row").display and not app.query_one("#freeze-row").display
         app.query_one("#method", Select).value = "lora"
-        await pilot.pause()
+        await settled(pilot)
         assert app.query_one("#lora-row").display
         workload = Workload(batch=32, seq=128, device="cuda")
         lora = compute(config, workload, method=method_of(build_tree(config), config, Lora(r=8, target_modules=(
@@ -227,24 +227,24 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
         assert "LoRA r=8 on query, value: trains 294,912 of" in result_text(app)
         assert short_bytes(lora.total) in result_text(app)
         app.query_one("#lora_r", Input).value = "0"
-        await pilot.pause()
+        await settled(pilot)
         assert "lora_r 0: must be a whole number between 1" in error_text(app)
         assert "stale" in result_text(app) and short_bytes(lora.total) in result_text(app)
         app.query_one("#lora_r", Input).value = "8"
         app.query_one("#lora_targets", Input).value = "nope"
-        await pilot.pause()
+        await settled(pilot)
         assert "target_modules nope: matches no module of RobertaModel" in error_text(app)
         app.query_one("#method", Select).value = "freeze"
-        await pilot.pause()
+        await settled(pilot)
         assert app.query_one("#freeze-row").display and not app.query_one("#lora-row").display
         frozen = compute(config, workload, method=method_of(build_tree(config), config, Freeze(embeddings=True)))
         assert not error_text(app) and short_bytes(frozen.total) in result_text(app)
         assert "embeddings frozen: trains" in result_text(app)
         app.query_one("#freeze_body", Switch).value = True
-        await pilot.pause()
+        await settled(pilot)
         assert "freeze_body True: RobertaModel has no head" in error_text(app)
         app.query_one("#method", Select).value = "full"
-        await pilot.pause()
+        await settled(pilot)
         assert not error_text(app) and "trains" not in result_text(app)
         assert short_bytes(compute(config, workload).total) in result_text(app)
 
@@ -265,18 +265,18 @@ async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
     app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         assert app.query_one("#method", Select).value == "adapter"
         workload = Workload(batch=32, seq=16, device="cuda")
         app.query_one("#seq", Input).value = "16"
-        await pilot.pause()
+        await settled(pilot)
         expected = compute(source.config, workload, method=method_of(build_tree(source.config), source.config,
                                                                        source.lora))
         assert "LoRA r=2 on query, value: trains" in result_text(app) and not error_text(app)
         assert short_bytes(expected.total) in result_text(app)
         assert not app.query_one("#lora-row").display and not app.query_one("#freeze-row").display
         app.main._opened((load_source("bert-base-uncased", "name"), None))
-        await pilot.pause()
+        await settled(pilot)
         assert app.query_one("#method", Select).value == "full" and "trains" not in result_text(app)
 
 
@@ -295,11 +295,11 @@ async def test_the_totals_say_what_an_open_adapter_trains() -> None:
     adapted = adapt(build_tree(source.config), source.config, source.lora)  # type: ignore[arg-type]
     app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        await settled(pilot)
         totals = text_of(app, "#totals")
         assert f"trains {adapted.trainable:,}" in totals and f"frozen {adapted.frozen:,} of {adapted.total:,}" in totals
         await pilot.press("tab", "tab", "tab", "ctrl+u", *"1")  # one layer: the adapter still fits
-        await pilot.pause()
+        await settled(pilot)
         one = adapt(build_tree(source.config.replace(num_hidden_layers=1)), source.config.replace(
             num_hidden_layers=1), source.lora)  # type: ignore[arg-type]
         assert f"trains {one.trainable:,}" in text_of(app, "#totals")
@@ -314,7 +314,7 @@ async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains(
     source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
     app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
     async with app.run_test(size=(160, 40)) as pilot:
-        await pilot.pause()
+        await settled(pilot)
         marks = app.main._marks()
         assert marks["encoder.layer.0.attention.self.query.weight"] == "frozen + A [2, 16], B [16, 2]"
         assert marks["encoder.layer.2.attention.self.value.weight"] == "frozen + A [2, 16], B [16, 2]"
@@ -338,11 +338,11 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     import tui.core.step.compute as core
     from tui.explorer.widgets.compute import render_result
 
-    looked = threading.Event()
+    holding, looked = threading.Event(), threading.Event()
     unheld = core.compute
 
     def held(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread() and holding.is_set():
             assert looked.wait(30)
         return unheld(*args, **kwargs)
 
@@ -351,19 +351,22 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#head", Select).value = "mlm"
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
+        first = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, precision="fp32", device="cuda"))
+        assert first.replayed and result_text(app) == str(render_result(first))
         pane = app.query_one(ComputePane)
-        pane.query_one("#precision", Select).value = "fp32"
+        holding.set()
+        pane.query_one("#seq", Input).value = "64"
         await pilot.pause()
         assert "working out what fits" in result_text(app)  # the last figures, marked, while the worker runs
         looked.set()
         await settled(pilot)
-        expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, precision="fp32", device="cuda"))
-        assert expected.replayed and result_text(app) == str(render_result(expected))
+        expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=64, precision="fp32", device="cuda"))
+        assert result_text(app) == str(render_result(expected))
         batch = pane.query_one("#batch", Input)
         for typed in ("8", "16", "24"):
             batch.value = typed
             await pilot.pause(0)
         await settled(pilot)
-        last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=128, precision="fp32", device="cuda"))
+        last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=64, precision="fp32", device="cuda"))
         assert app.main.workload == last.workload and result_text(app) == str(render_result(last))

@@ -14,6 +14,7 @@ from tui.formats.compute import compute_text, convention_lines
 from tui.presets import load_catalog
 
 from .clirun import run
+from .scenarios import settled
 from .test_app import WIDE, app_for, total_shown
 
 DEBERTA = load_catalog().get("deberta-v3-base").config
@@ -115,9 +116,9 @@ async def test_a_refused_config_is_named_as_why_the_compute_pane_is_stale() -> N
     app = app_for("bert-large-uncased")
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("f5")
-        await pilot.pause()
+        await settled(pilot)
         app.query_one("#hidden_size", Input).value = "1000"
-        await pilot.pause()
+        await settled(pilot)  # (bert-large's bare model on CUDA in float32: what fits comes from a worker)
         shown = str(app.query_one("#compute-result", Static).render())
         assert app.main.stale and "the form holds a refused value" in shown and "workload" not in shown
 
