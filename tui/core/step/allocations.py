@@ -183,6 +183,7 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
         if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
             node.grad = given
             continue
+        # (a node of several inputs is given their list: its rule is written for that, `_cat_backward`)
         outputs = node.rule(tape, node.buffers if node.inputs > 1 else given, node)  # type: ignore[arg-type]
         for edge, output in zip(node.edges, outputs, strict=True):
             dest, slot = edge if isinstance(edge, tuple) else (edge, 0)
@@ -708,7 +709,7 @@ class _Bert:
             t.drop(*given)
             t.release(node)
             return [whole]
-        return rule  # type: ignore[return-value]
+        return rule  # type: ignore[return-value]  # (given its inputs' list: see `backward`)
 
     def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage) -> tuple[Storage, Node]:
         """Cross-entropy; one label: regression, MSE (which saves the logits and the float labels)."""
