@@ -390,32 +390,35 @@ class _Bert:
                 return [*self.transform, *self.transform_norm, self.decoder_bias]
             return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
 
+        # The body's pooler (multiple choice, the bare model) is made just before the head's own parameters, or
+        # at the body's end where a class assigns its head first
+        late_pooler = self.head_first and (self.choices or self.bare)
+
+        def pooler() -> list[Param]:
+            self.pooler = linear(h, h)
+            return [*self.pooler]
+
         def head() -> list[Param]:
             if self.mlm:
                 return lm_head()
-            if self.bare:  # the body's pooler, if it has one (made with the body where the head comes first)
-                if c.has_pooler and not self.head_first:
-                    self.pooler = linear(h, h)
-                    return [*self.pooler]
-                return []
+            if self.bare:  # the body's pooler, if it has one
+                return pooler() if c.has_pooler and not late_pooler else []
             if self.discriminator:  # discriminator_predictions: dense, dense_prediction (one logit a token)
                 self.transform, self.classifier = linear(h, h), linear(h, 1)
                 return [*self.transform, *self.classifier]
             if self.sentences:  # the body's pooler, (pre-training) the LM head, the sentence classifier
-                self.pooler = linear(h, h)
+                pooled = pooler()
                 lm = lm_head() if self.pretraining else []
                 self.classifier = linear(h, self.sentence_classes)
-                return [*self.pooler, *lm, *self.classifier]
+                return [*pooled, *lm, *self.classifier]
             if self.tokens or self.qa:  # a classifier on every token's state (qa_outputs: start and end)
                 self.classifier = linear(h, 2 if self.qa else c.num_labels)
                 return [*self.classifier]
             # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj);
-            # multiple choice: one logit a choice (a head assigned first: the body's pooler comes after it)
-            pooler = [] if self.head_first and self.choices else [*linear(h, h)]
+            # multiple choice: one logit a choice
+            pooled = [] if late_pooler else pooler()
             self.classifier = linear(h, 1 if self.choices else c.num_labels)
-            if pooler:
-                self.pooler = (pooler[0], pooler[1])
-            return [*pooler, *self.classifier]
+            return [*pooled, *self.classifier]
 
         def body() -> list[Param]:
             owned = not hasattr(self, "word")
@@ -455,9 +458,8 @@ class _Bert:
             if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
                 self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
                 params.append(self.relative)
-            if self.head_first and (self.choices or (self.bare and c.has_pooler)):  # the body's pooler
-                self.pooler = linear(h, h)
-                params += self.pooler
+            if late_pooler and (self.choices or c.has_pooler):
+                params += pooler()
             return params
 
         if self.head_first:
@@ -527,9 +529,7 @@ class _Bert:
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._pooler(x, x_node)
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
-        dropped, mask = t.new(rows * h * FLOAT), t.new(rows * h)
-        drop_node = t.node(self._grads(rows * h * FLOAT), [act_node], [mask])
-        t.drop(mask)
+        dropped, drop_node = self._dropout(act, act_node)
         if self.electra:
             t.drop(act)
         t.product("main", addmm=True)
