@@ -361,6 +361,16 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
         assert "working out what fits" in result_text(app)  # the last figures, marked, while the worker runs
         looked.set()
         await settled(pilot)
+        holding.set()
+        looked.clear()
+        pane.query_one("#batch", Input).value = "0"  # refused at the fields: its message, the figures stale
+        await pilot.pause()
+        assert "batch 0" in error_text(app)
+        pane.query_one("#batch", Input).value = "32"  # valid again: the message goes while the worker runs
+        await pilot.pause()
+        assert error_text(app) == "" and "working out what fits" in result_text(app)
+        looked.set()
+        await settled(pilot)
         expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=64, precision="fp32", device="cuda"))
         assert result_text(app) == str(render_result(expected))
         batch = pane.query_one("#batch", Input)

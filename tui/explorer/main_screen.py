@@ -269,8 +269,9 @@ class MainScreen(Screen[None]):
                                       "modelled yet (its parameters are counted)")
                 method = None if how is None else method_of(self.model, self.model.config, how)
                 if fits_replayed(self.model.config, self.workload, method):
-                    self._compute_valid = self._compute_asked
+                    self._compute_valid, self._compute_error = self._compute_asked, None
                     self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked)
+                    pane.show_error(None)  # (the fields are valid now: an earlier refusal's message goes)
                     result = self._compute_result
                     if result is not None and result.config == self.model.config:
                         pane.show(result, "working out what fits: the caching allocator, replayed on every card…")
