@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tui.core.config import BertConfig
-from tui.core.step.allocations import covers, events, events_at, is_contiguous, view_strides
+from tui.core.step.allocations import covers, events, events_at
 from tui.core.step.allocator import replay
+from tui.core.step.emulation import is_contiguous, view_strides
 from tui.core.step.workload import Workload
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))
@@ -59,7 +60,12 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     base, run = BertConfig(head="mlm"), Workload(8, 128, precision="fp32", attention="eager", device="cuda")
     assert covers(base, run) is None
     assert covers(base.as_family("roberta"), run) is None and covers(base.as_family("camembert"), run) is None
-    assert "model type modernbert" in (covers(base.as_family("modernbert"), run) or "")
+    assert covers(base.as_family("modernbert"), run) is None
+    modern_choice = base.replace(head="multiple-choice").as_family("modernbert")
+    assert "ModernBERT's multiple choice" in (covers(modern_choice, run) or "")
+    mean = base.replace(head="sequence-classification").as_family("modernbert").replace(
+        step_keys=(("classifier_pooling", "mean"),))
+    assert "classifier_pooling: mean" in (covers(mean, run) or "")
     assert "untied decoder" in (covers(base.replace(tie_word_embeddings=False), run) or "")
     assert covers(base.replace(head="sequence-classification", tie_word_embeddings=False), run) is None
     assert covers(base.replace(head="causal-lm"), run) is None
@@ -69,8 +75,8 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert "model type deberta-v2" in (covers(base.as_family("deberta-v2"), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
-    with pytest.raises(ValueError, match="model type modernbert"):
-        events(base.as_family("modernbert"), run)
+    with pytest.raises(ValueError, match="model type deberta-v2"):
+        events(base.as_family("deberta-v2"), run)
 
 
 def test_views_and_copies_as_aten_computes_them() -> None:
@@ -87,7 +93,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
                                   "xlm-roberta-sc-b-sdpa", "bert-clm-a", "bert-clm-one",
                                   "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b",
                                   "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one",
-                                  "mpnet-mlm-a", "mpnet-mlm-one-trainer",
+                                  "mpnet-mlm-a", "mpnet-mlm-one-trainer", "modernbert-mlm-p-sdpa",
+                                  "modernbert-qa-w", "modernbert-biases-sc-trainer",
                                   "bert-mc-a-c3", "xlm-roberta-mc-one-sdpa-trainer",
                                   "bert-pre-a", "electra-pre-b-e48", "bert-none-a",
                                   "albert-none-b-sdpa-trainer"])

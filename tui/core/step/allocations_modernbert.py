@@ -1,0 +1,301 @@
+"""ModernBERT's step, op by op, as `emulation` derives the other families' (read that module first).
+
+What ModernBERT's code does that the others' does not, each read off a recorded trace
+(`tests/fixtures/allocation/compare.py`):
+
+- Parameters: the word table and a LayerNorm (no position or type tables); every layer a pre-norm (none on
+  layer 0: `nn.Identity`), one fused Wqkv, Wo, the MLP's norm, Wi (H → 2I) and Wo; a final norm; then the
+  rotary embedding's buffers (`inv_freq` and `original_inv_freq` a layer type, types sorted), the head. Biases
+  and norm biases only where the config's switches ask (a Linear without a bias runs `mm`: no cuBLASLt
+  workspace, and its backward makes the weight's gradient before the input's).
+- The rotary tables (cos, sin: s × d) made once a forward for each layer type, global first (the forward walks
+  `set(layer_types)`, whose order is the string hash's: a process without PYTHONHASHSEED may take either; the
+  recorder pins it, and the two orders differ only in which of two equal-sized tables is allocated first);
+  `apply_rotary_pos_emb` on q and k: `q·cos + rotate_half(q)·sin`, rotate_half a `neg` and a `cat` (its
+  backward: views of the gradient to the neg and to a slice, each slice's gradient a zeros of the whole).
+- The sliding-window mask of the local layers (every layer but each third) where it is not all ones (s ≥ 64):
+  made once by `masking_utils` (aranges, |q − kv| ≤ w, and-ed, a boolean (s, s)); eager attention gets it as a
+  float (b, 1, s, s) bias at once, sdpa converts it in every local layer (`where`, padded to a multiple of 8
+  columns) and the memory-efficient kernel saves it.
+- Wqkv's output unbound into q, k, v (its backward stacks the three gradients); the MLP's Wi output chunked into
+  the input and the gate, `gelu(input) · gate` (the chunk's backward concatenates).
+- Dropouts are 0 in ModernBERT's configs (a config with others is refused by `covers`): nothing runs for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .emulation import (
+    FLOAT,
+    LONG,
+    AttentionCopies,
+    BertRun,
+    Head,
+    Node,
+    Pair,
+    Param,
+    Rule,
+    Storage,
+    Tape,
+    View,
+    view_strides,
+)
+from .symbols import GLOBAL_EVERY, HALF_WINDOW
+
+MASK_ALIGNMENT = 8  # sdpa pads a float bias whose rows are not a multiple of this many columns (`preprocess_mask`)
+
+
+class ModernBertRun(BertRun):
+    """ModernBertModel and ModernBertFor{MaskedLM,SequenceClassification,TokenClassification,QuestionAnswering,
+    MultipleChoice}, `classifier_pooling: cls`."""
+
+    def _setup(self) -> None:
+        t, c, h, i = self.tape, self.c, self.h, self.i
+        self.dropout, self.bias, self.qa_loss_function = False, None, True
+        self.d = h // self.heads
+        self.local = [index % GLOBAL_EVERY != 0 for index in range(c.num_hidden_layers)]
+        self.window = any(self.local) and self.s >= HALF_WINDOW  # a local layer's mask is not all ones
+
+        def linear(inputs: int, outputs: int, bias: bool) -> Pair:
+            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT) if bias else None
+
+        def norm() -> Pair:
+            return Param(t, h * FLOAT), Param(t, h * FLOAT) if c.norm_bias else None
+
+        def flat(*pairs: Pair) -> list[Param]:
+            return [param for pair in pairs for param in pair if param is not None]
+
+        self.word = Param(t, c.vocab_size * h * FLOAT)
+        self.embedding_norm = norm()
+        params = [self.word, *flat(self.embedding_norm)]
+        self.modern_layers: list[dict[str, Pair]] = []
+        for index in range(c.num_hidden_layers):
+            layer = {"norm1": norm()} if index else {}  # (layer 0's attention norm: nn.Identity)
+            layer["qkv"] = linear(h, 3 * h, c.attention_bias)
+            layer["o"] = linear(h, h, c.attention_bias)
+            layer["norm2"] = norm()
+            layer["up"] = linear(h, 2 * i, c.mlp_bias)
+            layer["down"] = linear(i, h, c.mlp_bias)
+            self.modern_layers.append(layer)
+            params += flat(*layer.values())
+        self.final_norm = norm()
+        params += flat(self.final_norm)
+        for _ in range(2 * (1 + any(self.local))):  # inv_freq, original_inv_freq: d/2 floats a layer type
+            t.new(self.d // 2 * FLOAT)
+        if not self.bare:  # ModernBertPredictionHead: dense (classifier_bias), GELU, norm
+            self.transform, self.transform_norm = linear(h, h, c.classifier_bias), norm()
+            params += flat(self.transform, self.transform_norm)
+        if self.mlm:  # the decoder: its weight the word table, a bias of its own if decoder_bias
+            self.lm_bias = Param(t, c.vocab_size * FLOAT) if c.decoder_bias else None
+            params += [self.lm_bias] if self.lm_bias else []
+        elif not self.bare:
+            self.classifier = linear(h, 1 if self.choices else c.num_labels, True)
+            params += flat(self.classifier)
+        self.params = params
+        self._inputs()
+        self.states = []
+
+    # Forward ------------------------------------------------------------------------------------------------
+    def _forward(self) -> Head:
+        t, n, h, s = self.tape, self.n, self.h, self.s
+        positions = t.new(s * LONG)  # arange(s)
+        words = t.new(n * h * FLOAT)
+        words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+        x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
+        t.drop(words)
+        mask = self._window_mask() if self.window else None
+        tables = [self._rotary() for _ in range(1 + any(self.local))]  # global, then local
+        for layer, local in zip(self.modern_layers, self.local, strict=True):
+            x, x_node = self._modern_layer(layer, x, x_node, tables[local], mask if local else None)
+        out, out_node = self._layer_norm(x, x_node, self.final_norm)
+        t.drop(x)
+        t.drop(positions, mask, *(table for pair in tables for table in pair))  # the model's locals
+        if self.bare:
+            return self._bare(out, out_node)
+        if self.mlm:
+            return self._mlm(out, out_node)
+        rows = self.n if self.tokens or self.qa else self.b
+        if self.choices:  # the [CLS] rows gathered by index: arange(b'), a zero position
+            indices, zero = t.new(self.b * LONG), t.new(LONG)
+            pooled = t.new(self.b * h * FLOAT)
+            pooled_node = t.node(self._grads(n * h * FLOAT), [out_node], [indices, zero])
+            t.drop(out)
+            x, x_node, select = pooled, pooled_node, 0
+        else:
+            x, x_node, select = out, out_node, 0 if rows == n else n * h
+        dense, dense_node = self._dense(self.transform, x, x_node, rows, h, select=select)
+        t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        normed, norm_node = self._layer_norm(act, act_node, self.transform_norm, rows=rows)
+        t.drop(act)
+        if self.qa:
+            return self._question_answering(normed, norm_node)
+        labels = 1 if self.choices else self.c.num_labels
+        logits, head = self._dense(self.classifier, normed, norm_node, rows, labels)
+        t.drop(normed)
+        if self.choices:
+            loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
+        elif self.tokens:
+            loss, loss_node = self._cross_entropy(head, rows, labels)
+        else:
+            loss, loss_node = self._classification_loss(head, rows, labels, logits)
+        return loss, (logits,), loss_node
+
+    def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """The prediction head (dense, GELU, norm) and the decoder (the word table, its bias if any)."""
+        t, n, h = self.tape, self.n, self.h
+        dense, dense_node = self._dense(self.transform, x, x_node, n, h)
+        t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        normed, norm_node = self._layer_norm(act, act_node, self.transform_norm)
+        t.drop(act)
+        logits, node = self._dense((self.word, self.lm_bias), normed, norm_node, n, self.c.vocab_size)
+        t.drop(normed)
+        return logits, node
+
+    def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
+               select: int = 0) -> tuple[Storage, Node]:
+        """A Linear on `rows` rows: `addmm` with a bias, `mm` without."""
+        t = self.tape
+        t.product("main", addmm=params[1] is not None)
+        out = t.new(rows * outputs * FLOAT)
+        return out, self._linear(params, x_node, x, rows, inputs or self.h, outputs, select=select)
+
+    def _window_mask(self) -> Storage:
+        """The local layers' sliding-window mask (`masking_utils`, no padding mask): the batch and head aranges,
+        the keys' and queries' positions (each arange + offset), |q − kv| ≤ w and-ed with ones, then with
+        kv ≥ 0 (a boolean (s, s), broadcast over the batch); eager attention's as a float bias (b, 1, s, s)."""
+        t, b, s = self.tape, self.b, self.s
+        batch, head = t.new(b * LONG), t.new(LONG)
+        aranged = []
+        for _ in range(2):
+            arange = t.new(s * LONG)
+            aranged.append(t.new(s * LONG))
+            t.drop(arange)
+        ones = t.new(1)
+        distance = t.new(s * s * LONG)
+        absolute = t.new(s * s * LONG)
+        t.drop(distance)
+        near = t.new(s * s)
+        t.drop(absolute)
+        both = t.new(s * s)
+        t.drop(near, ones)
+        valid = t.new(s)
+        mask = t.new(s * s)
+        t.drop(valid, both)
+        t.drop(batch, head, *aranged)
+        if not self.eager:
+            return mask
+        zero, least = t.new(FLOAT), t.new(FLOAT)
+        bias = t.new(b * s * s * FLOAT)
+        t.drop(least, zero, mask)
+        return bias
+
+    def _rotary(self) -> tuple[Storage, Storage]:
+        """One layer type's rotary table: the positions as floats times inv_freq, concatenated with itself,
+        cos and sin (each times the attention scaling: a new tensor)."""
+        t, s, d = self.tape, self.s, self.d
+        positions = t.new(s * FLOAT)
+        freqs = t.new(s * (d // 2) * FLOAT)
+        t.drop(positions)
+        emb = t.new(s * d * FLOAT)
+        made = []
+        for _ in range(2):  # cos, then sin
+            raw = t.new(s * d * FLOAT)
+            made.append(t.new(s * d * FLOAT))
+            t.drop(raw)
+        t.drop(freqs, emb)
+        return made[0], made[1]
+
+    def _modern_layer(self, layer: dict[str, Pair], x: Storage, x_node: Node, table: tuple[Storage, Storage],
+                      mask: Storage | None) -> tuple[Storage, Node]:
+        """x + attn(attn_norm(x)), then + mlp(mlp_norm(·))."""
+        t, n, h, i = self.tape, self.n, self.h, self.i
+        if "norm1" in layer:
+            normed, normed_node = self._layer_norm(x, x_node, layer["norm1"])
+        else:
+            normed, normed_node = t.hold(x), x_node
+        qkv, qkv_node = self._dense(layer["qkv"], normed, normed_node, n, 3 * h)
+        unbind = t.node(self._cat_backward(n * 3 * h * FLOAT), [qkv_node], inputs=3)  # (its backward: a stack)
+        q_view, k_view, v_view = (t.node(self._pass(), [(unbind, slot)]) for slot in range(3))
+        q, q_node = self._rotate(q_view, table)
+        k, k_node = self._rotate(k_view, table)
+        v = t.hold(qkv)
+        merged, merge = self._attention(q, q_node, k, k_node, v, v_view, mask)
+        attended, attended_node = self._dense(layer["o"], merged, merge, n, h)
+        t.drop(normed, qkv, q, k, v, merged)  # the attention's locals, as it returns
+        summed = t.new(n * h * FLOAT)
+        sum_node = t.node(self._add_backward(), [x_node, attended_node])
+        normed2, norm2_node = self._layer_norm(summed, sum_node, layer["norm2"])
+        up, up_node = self._dense(layer["up"], normed2, norm2_node, n, 2 * i)
+        chunk = t.node(self._cat_backward(n * 2 * i * FLOAT), [up_node], inputs=2)
+        gelu = t.new(n * i * FLOAT)
+        gelu_node = t.node(self._grads(n * i * FLOAT), [(chunk, 0)], [up])
+        gated = t.new(n * i * FLOAT)
+        gated_node = t.node(self._mul_backward(n * i * FLOAT), [gelu_node, (chunk, 1)], [up, gelu])
+        t.drop(gelu)
+        down, down_node = self._dense(layer["down"], gated, gated_node, n, h, inputs=i)
+        t.drop(gated, up)  # (the MLP's temporaries and locals)
+        out = t.new(n * h * FLOAT)
+        out_node = t.node(self._add_backward(), [sum_node, down_node])
+        t.drop(down, normed2, summed, attended)
+        t.drop(x)  # (the caller's name, rebound)
+        return out, out_node
+
+    def _attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                   mask: Storage | None) -> tuple[Storage, Node]:
+        """Eager attention (v a view of Wqkv's output: its reshape copies unless one sequence or one head), or
+        sdpa's memory-efficient kernel, given the local layers' mask as a float bias made here."""
+        t, b, heads, s, d = self.tape, self.b, self.heads, self.s, self.d
+        copies = AttentionCopies(b, heads, s, d)
+        if self.eager:
+            layout = (b, heads, s, d), (s * 3 * self.h, d, 3 * self.h, 1)
+            v_copy = view_strides(*layout, (b * heads, s, d)) is None
+            return self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask, v_copy)
+        bias = None
+        if mask is not None:  # where(mask, 0, -inf) over (b, 1, s, s); padded where rows are not aligned
+            zero, least = t.new(FLOAT), t.new(FLOAT)
+            bias = t.new(b * s * s * FLOAT)
+            t.drop(least, zero)
+            if s % MASK_ALIGNMENT:
+                padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * FLOAT)
+                t.drop(bias)
+                bias = padded
+        out, node = self._efficient_attention(q, q_node, k, k_node, v, v_node, bias)
+        t.drop(bias)
+        return out, node
+
+    def _rotate(self, view: Node, table: tuple[Storage, Storage]) -> tuple[Storage, Node]:
+        """`x·cos + rotate_half(x)·sin` on q or k (b, A, s, d): rotate_half slices x in halves, negates the second
+        and concatenates."""
+        t, size = self.tape, self.n * self.h * FLOAT
+        cos, sin = table
+        plain = t.new(size)
+        plain_node = t.node(self._grads(size), [view], [cos])
+        first = t.node(self._grads(size), [view])  # x[..., :d/2]: its gradient zeros of the whole, filled
+        second = t.node(self._grads(size), [view])  # x[..., d/2:]
+        negated = t.new(size // 2)
+        neg_node = t.node(self._grads(size // 2), [second])
+        rotated = t.new(size)
+        t.drop(negated)
+        cat_node = t.node(self._halves(size // 2), [neg_node, first])
+        turned = t.new(size)
+        t.drop(rotated)
+        turned_node = t.node(self._grads(size), [cat_node], [sin])
+        out = t.new(size)
+        t.drop(plain, turned)
+        return out, t.node(self._add_backward(), [plain_node, turned_node])
+
+    @staticmethod
+    def _halves(size: int) -> Rule:
+        """A cat's backward: its inputs' gradients are views of its own (each holds it)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            base = given.base if isinstance(given, View) else given
+            halves = [t.hold(View(base, size)), t.hold(View(base, size))]
+            t.drop(given)
+            t.release(node)
+            return halves
+        return rule

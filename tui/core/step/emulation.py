@@ -1,0 +1,1211 @@
+"""The step's allocation order, derived op by op: what a training run asks of the CUDA caching allocator, and when
+it gives each block back, as eager PyTorch runs transformers' forward, autograd's backward and the optimizer.
+
+The events are those `tests/fixtures/allocation/record.py` records with CUDA faked (`("a", id, bytes)`: a new
+storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay either. What decides the order:
+
+- **Python's references** in the forward: an op's output lives while a variable of transformers' code holds it
+  or autograd saved it; a rebound variable releases its old value at once, a function's locals at its return
+  (in the order the function first names them).
+- **Autograd's engine** (`torch/csrc/autograd/engine.cpp`): a node runs when every gradient it waits for has
+  arrived, the ready node created last first (`CompareNodeTaskTime`: the highest sequence number; a parameter's
+  AccumulateGrad before all). A node allocates its outputs, then its input gradient goes, then what it saved
+  (`release_variables`), then its outputs go to the next nodes' buffers; a second gradient for one buffer is
+  added into the first and released (`InputBuffer::accumulate`, as the recorder's rule takes it). The gradient
+  of the loss lives until the backward ends.
+- Nodes created one after the other in a chain (a Linear's views and product) run one after the other in the
+  backward, nothing in between: each such chain is one `Node` here, which frees and releases in its own order.
+- cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
+  (the backward runs on a thread of its own).
+- The optimizer (foreach AdamW): its states at the first step, parameter by parameter (`exp_avg`, then
+  `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
+  `zero_grad(set_to_none=True)` releases the gradients in parameter order.
+
+Covered so far: BERT, the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids, its
+classification head, the head assigned first in the generated classes) and ELECTRA (embeddings of width E
+projected to H, the generator's head, gelu in its classification head) and DistilBERT (no token types, no
+dropout after the attention's projection, which its attention runs itself) and ALBERT (G groups of K stored layers
+run L·K times, their parameters' gradients accumulated; gelu_new written out; no dropout but the classifier's)
+and MPNet (eager attention only; a relative position bias made once a forward, op by op, added to every layer's
+scores) and ModernBERT (`allocations_modernbert`: rotary positions, a fused Wqkv, a gated MLP, pre-norm layers,
+the local layers' sliding-window mask; no multiple choice yet) with a sequence-classification,
+masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
+question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
+head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
+order, ELECTRA's discriminator), next-sentence head or none (the bare model, its loss the sum of its
+outputs), float32, eager attention or
+sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
+(`allocations.covers`, which also gives the order to the search for what fits).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..config import BertConfig
+from .symbols import attention_run
+from .workload import Workload
+
+Event = tuple[str, int, int]
+CUBLAS_WORKSPACE = 32 * 1024 * 1024
+CUBLASLT_WORKSPACE = 1024 * 1024
+FLOAT = 4
+LONG = 8
+# A layer's Linear: (inputs, outputs) from H and I.
+LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
+    "q": lambda h, i: (h, h), "k": lambda h, i: (h, h), "v": lambda h, i: (h, h), "o": lambda h, i: (h, h),
+    "up": lambda h, i: (h, i), "down": lambda h, i: (i, h)}
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
+HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
+# the families whose allocation order is derived
+
+
+class Storage:
+    """A block of device memory and the references that keep it."""
+
+    __slots__ = ("id", "nbytes", "refs")
+
+    def __init__(self, sid: int, nbytes: int) -> None:
+        self.id, self.nbytes, self.refs = sid, nbytes, 1
+
+
+class View(Storage):
+    """A view of another storage (a sum's gradient expanded back to its input's shape): holding or releasing it
+    holds or releases its base; `nbytes` is the view's own extent, what a sum with it must allocate."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Storage, nbytes: int) -> None:
+        super().__init__(base.id, nbytes)
+        self.base = base
+
+
+Rule = Callable[["Tape", Storage, "Node"], Sequence["Storage | None"]]
+
+
+@dataclass(eq=False)
+class Node:
+    """An autograd node (or a chain of nodes created one after the other): what it waits for, what it saved."""
+
+    seq: float
+    edges: list[Edge]  # where its outputs go, in order
+    saved: list[Storage]
+    rule: Rule | None = None  # what its backward does, given its input gradient; None: a parameter's AccumulateGrad
+    buffer: Storage | None = None
+    grad: Storage | None = None  # a parameter's gradient, once accumulated
+    inputs: int = 1  # gradients it takes (more than one: its rule is given the list)
+    buffers: list[Storage | None] = field(default_factory=list)
+
+
+Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
+Head = tuple["Storage", tuple["Storage", ...], Node]  # the loss, the outputs a loop keeps, the loss's node
+
+
+@dataclass
+class Tape:
+    """The events so far, the storages' references, and the nodes' sequence numbers."""
+
+    events: list[Event] = field(default_factory=list)
+    count: int = 0
+    seq: int = 0
+    workspaces: set[str] = field(default_factory=set)
+
+    def new(self, nbytes: int) -> Storage:
+        self.count += 1
+        self.events.append(("a", self.count, nbytes))
+        return Storage(self.count, nbytes)
+
+    @staticmethod
+    def hold(storage: Storage) -> Storage:
+        (storage.base if isinstance(storage, View) else storage).refs += 1
+        return storage
+
+    def drop(self, *storages: Storage | None) -> None:
+        for storage in storages:
+            if storage is not None:
+                if isinstance(storage, View):
+                    storage = storage.base
+                storage.refs -= 1
+                if storage.refs == 0:
+                    self.events.append(("f", storage.id, 0))
+
+    def product(self, thread: str, addmm: bool = False) -> None:
+        """A matrix product on `thread`: its first asks cuBLAS for a workspace (and its first addmm, cuBLASLt)."""
+        if f"cublas {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublas {thread}")
+            self.new(CUBLAS_WORKSPACE)
+        if addmm and f"cublasLt {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublasLt {thread}")
+            self.new(CUBLASLT_WORKSPACE)
+
+    def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Storage] = (), inputs: int = 1) -> Node:
+        """A node created now (the next sequence number), holding what it saved."""
+        self.seq += 1
+        for storage in saved:
+            self.hold(storage)
+        return Node(self.seq, [edge for edge in edges if edge is not None], list(saved), rule, inputs=inputs)
+
+    def release(self, node: Node) -> None:
+        """`release_variables`: what the node saved, in the order it saved it."""
+        self.drop(*node.saved)
+        node.saved = []
+
+
+def backward(tape: Tape, root: Node, grad: Storage) -> None:
+    """Autograd's engine on one thread from `root`, whose input gradient is `grad` (held until the end)."""
+    waits: dict[int, int] = {}
+    stack, seen = [root], {id(root)}
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            dest = edge[0] if isinstance(edge, tuple) else edge
+            waits[id(dest)] = waits.get(id(dest), 0) + 1
+            if id(dest) not in seen:
+                seen.add(id(dest))
+                stack.append(dest)
+    root.buffer = tape.hold(grad)
+    ready: list[tuple[float, int, Node]] = [(-root.seq, 0, root)]
+    pushed = 0
+    while ready:
+        node = heapq.heappop(ready)[2]
+        given, node.buffer = node.buffer, None
+        if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
+            node.grad = given
+            continue
+        # (a node of several inputs is given their list: its rule is written for that, `_cat_backward`)
+        outputs = node.rule(tape, node.buffers if node.inputs > 1 else given, node)  # type: ignore[arg-type]
+        for edge, output in zip(node.edges, outputs, strict=True):
+            dest, slot = edge if isinstance(edge, tuple) else (edge, 0)
+            if output is not None:
+                if dest.inputs > 1:
+                    dest.buffers = dest.buffers or [None] * dest.inputs
+                    if dest.buffers[slot] is None:
+                        dest.buffers[slot] = output
+                    else:
+                        tape.drop(output)
+                elif dest.buffer is None:
+                    dest.buffer = output
+                elif isinstance(dest.buffer, View):  # a view cannot take the sum: a new one, both released
+                    first, dest.buffer = dest.buffer, tape.new(dest.buffer.nbytes)
+                    tape.drop(output, first)
+                else:  # added into the first, then released
+                    tape.drop(output)
+            waits[id(dest)] -= 1
+            if waits[id(dest)] == 0:
+                pushed += 1
+                heapq.heappush(ready, (-dest.seq, pushed, dest))
+    tape.drop(grad)
+
+def view_strides(sizes: tuple[int, ...], strides: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of `shape` as a view of a tensor of `sizes` and `strides`, or None where only a copy can give
+    it (ATen's `computeStride`: each run of dimensions the view merges or splits must be contiguous)."""
+    new = [0] * len(shape)
+    view_d = len(shape) - 1
+    chunk_stride = strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(sizes) - 1, -1, -1):
+        tensor_numel *= sizes[tensor_d]
+        if tensor_d == 0 or (sizes[tensor_d - 1] != 1 and strides[tensor_d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_stride
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[tensor_d - 1], 1, 1
+    return tuple(new) if view_d == -1 else None
+
+
+def contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def is_contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """As `Tensor.is_contiguous`: a dimension of size 1 may have any stride."""
+    return all(size == 1 or stride == expected
+               for size, stride, expected in zip(sizes, strides, contiguous(sizes), strict=True))
+
+
+Layout = tuple[tuple[int, ...], tuple[int, ...]]  # sizes, strides
+
+
+def transposed(sizes: tuple[int, ...], strides: tuple[int, ...], a: int, b: int) -> Layout:
+    sizes_, strides_ = list(sizes), list(strides)
+    sizes_[a], sizes_[b] = sizes_[b], sizes_[a]
+    strides_[a], strides_[b] = strides_[b], strides_[a]
+    return tuple(sizes_), tuple(strides_)
+
+
+class AttentionCopies:
+    """Where eager attention's reshapes copy (the heads' layout (b, A, s, d) against the tokens' (b, s, A, d)),
+    in the forward (matmul's operands, the context made contiguous) and in the backward (the gradients' way back
+    through the same views)."""
+
+    def __init__(self, b: int, heads: int, s: int, d: int) -> None:
+        h = heads * d
+        tokens = (b, s, heads, d)
+        q = transposed(tokens, contiguous(tokens), 1, 2)  # (b, A, s, d), as q, k and v are
+        self.q_forward = view_strides(*q, (b * heads, s, d)) is None
+        self.k_forward = view_strides(*transposed(*q, 2, 3), (b * heads, d, s)) is None
+        heads_out = (b, heads, s, d)
+        self.merge_forward = not is_contiguous(*transposed(heads_out, contiguous(heads_out), 1, 2))
+        back = transposed(tokens, contiguous(tokens), 1, 2)  # the context's gradient, back to (b, A, s, d)
+        self.merge_backward = view_strides(*back, (b * heads, s, d)) is None
+        self.q_backward = self._back(transposed(heads_out, contiguous(heads_out), 1, 2), b, s, h)
+        k_heads = (b, heads, d, s)
+        k_back = transposed(*transposed(k_heads, contiguous(k_heads), 2, 3), 1, 2)
+        self.k_backward = self._back(k_back, b, s, h)
+
+    @staticmethod
+    def _back(grad: Layout, b: int, s: int, h: int) -> bool:
+        """Whether a gradient of this layout, viewed back to (b, s, H) and then (b·s, H), needs a copy."""
+        tokens = view_strides(*grad, (b, s, h))
+        if tokens is None:
+            return True
+        return view_strides((b, s, h), tokens, (b * s, h)) is None
+
+
+def efficient_backward_workspace(b: int, heads: int, rows: int, dim: int, block: int = 64) -> int:
+    """The memory-efficient backward's gradient-of-Q accumulator on sm_80+ for float32 (`workspace_size` in
+    PyTorch's mem_eff_attention kernel_backward.h): per batch and head, ceil(s/64)² tiles of 64×64 floats and a
+    16-byte header, rounded to 4 floats."""
+    tiles = -(-rows // block) * -(-rows // block)
+    floats = tiles * (16 + block * block * 4) // 4
+    return b * heads * ((floats + 3) // 4 * 4) * 4
+
+
+class Param:
+    """A parameter: its storage and its AccumulateGrad node."""
+
+    def __init__(self, tape: Tape, nbytes: int) -> None:
+        self.data = tape.new(nbytes)
+        self.node = Node(float("inf"), [], [], None)
+
+
+Pair = tuple[Param, "Param | None"]  # a Linear's or a LayerNorm's weight and bias (None: built without one)
+Biased = tuple[Param, Param]  # (the families whose Linears and LayerNorms all have biases)
+
+class BertRun:
+    """BertFor{SequenceClassification,MaskedLM}'s or BertLMHeadModel's run, op by op, or RoBERTa's (the same
+    encoder)."""
+
+    embedding_norm: Pair
+    transform: Pair
+    transform_norm: Pair
+    classifier: Pair
+
+    def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
+        self.c, self.w = config, workload
+        self.tape = Tape()
+        self.choices = config.head == "multiple-choice"
+        self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
+        self.bare = config.head == "none"  # the model without a head: its loss the sum of its outputs
+        self.pretraining = config.head == "pretraining" and not self.discriminator  # BERT's MLM + NSP, ALBERT's + SOP
+        self.sentences = self.pretraining or config.head == "next-sentence"  # a classifier on the pooled state
+        self.sentence_classes = config.num_labels if config.model_type == "albert" else 2  # ALBERT's order: N
+        self.regression = config.head == "sequence-classification" and config.num_labels == 1  # MSE
+        self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
+        self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
+        self.n = self.b * self.s
+        self.h, self.i = config.hidden_size, config.intermediate_size
+        self.heads = config.num_attention_heads
+        self.mlm = config.head in ("mlm", "causal-lm")  # the LM head (the decoder tied to the word table)
+        self.causal = config.head == "causal-lm"
+        self.tokens = config.head == "token-classification"
+        self.qa = config.head == "question-answering"
+        self.roberta = config.model_type in ROBERTA_LIKE
+        self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
+        self.electra = config.model_type == "electra"
+        self.distil = config.model_type == "distilbert"
+        self.albert = config.model_type == "albert"  # shared layers, gelu_new, no dropout but the classifier's
+        self.mpnet = config.model_type == "mpnet"  # a relative position bias; eager attention only
+        self.eager = attention_run(config, workload).attention == "eager"
+        self.dropout = not self.albert  # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing)
+        self.e = config.embedding_width  # E: the embeddings' width
+        self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
+        self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
+
+    # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
+    def _setup(self) -> None:
+        """The parameters and buffers moved to the device as `Module.to` moves them (children first, in the order
+        they were assigned; a tied tensor once, where first met), and the optimizer's parameter order (the
+        same walk, a module's own parameters before its children's)."""
+        t, h, i, c, e = self.tape, self.h, self.i, self.c, self.e
+
+        def linear(inputs: int, outputs: int) -> Biased:
+            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT)
+
+        def norm(width: int = h) -> Biased:
+            return Param(t, width * FLOAT), Param(t, width * FLOAT)
+
+        def lm_head() -> list[Param]:
+            if self.electra or self.albert:  # the LayerNorm assigned first, then dense (H → E), then the
+                self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied);
+                self.decoder_bias = Param(t, c.vocab_size * FLOAT)  # ALBERT's head owns that bias
+                if self.albert:
+                    return [self.decoder_bias, *self.transform_norm, *self.transform]
+                return [*self.transform_norm, *self.transform, self.decoder_bias]
+            # the transform, then the decoder (its weight the word table, then its own bias)
+            self.transform, self.transform_norm = linear(h, h), norm()
+            if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
+                self.word = Param(t, c.vocab_size * h * FLOAT)
+            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+            owned = [self.word] if self.head_first else []
+            if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
+                return [*self.transform, *self.transform_norm, self.decoder_bias]
+            return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
+
+        # The body's pooler (multiple choice, the bare model) is made just before the head's own parameters, or
+        # at the body's end where a class assigns its head first
+        late_pooler = self.head_first and (self.choices or self.bare)
+
+        def pooler() -> list[Param]:
+            self.pooler = linear(h, h)
+            return [*self.pooler]
+
+        def head() -> list[Param]:
+            if self.mlm:
+                return lm_head()
+            if self.bare:  # the body's pooler, if it has one
+                return pooler() if c.has_pooler and not late_pooler else []
+            if self.discriminator:  # discriminator_predictions: dense, dense_prediction (one logit a token)
+                self.transform, self.classifier = linear(h, h), linear(h, 1)
+                return [*self.transform, *self.classifier]
+            if self.sentences:  # the body's pooler, (pre-training) the LM head, the sentence classifier
+                pooled = pooler()
+                lm = lm_head() if self.pretraining else []
+                self.classifier = linear(h, self.sentence_classes)
+                return [*pooled, *lm, *self.classifier]
+            if self.tokens or self.qa:  # a classifier on every token's state (qa_outputs: start and end)
+                self.classifier = linear(h, 2 if self.qa else c.num_labels)
+                return [*self.classifier]
+            # BERT's pooler and classifier; RoBERTa's and ELECTRA's classification head (dense, out_proj);
+            # multiple choice: one logit a choice
+            pooled = [] if late_pooler else pooler()
+            self.classifier = linear(h, 1 if self.choices else c.num_labels)
+            return [*pooled, *self.classifier]
+
+        def body() -> list[Param]:
+            owned = not hasattr(self, "word")
+            if owned:
+                self.word = Param(t, c.vocab_size * e * FLOAT)
+            table = [self.word] if owned else []
+            if self.roberta:  # (RoBERTa assigns its position table last, with a padding index)
+                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.embedding_norm = norm(e)
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                params = [*table, self.types, *self.embedding_norm, self.position]
+            elif self.distil or self.mpnet:  # no token types
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.embedding_norm = norm(e)
+                params = [*table, self.position, *self.embedding_norm]
+            else:
+                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.embedding_norm = norm(e)
+                params = [*table, self.position, self.types, *self.embedding_norm]
+            self.position_ids = t.new(c.max_position_embeddings * LONG)
+            if not (self.distil or self.mpnet):
+                self.type_ids = t.new(c.max_position_embeddings * LONG)
+            if self.projected:  # ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (E → H)
+                self.projection = linear(e, h)
+                params += self.projection
+            self.layers: list[dict[str, Biased]] = []
+            # ALBERT's layer assigns its output LayerNorm first; it stores G groups of K layers
+            keys = ("norm2", "q", "k", "v", "o", "norm1", "up", "down") if self.albert else (
+                "q", "k", "v", "o", "norm1", "up", "down", "norm2")
+            stored = c.num_hidden_groups * c.inner_group_num if self.albert else c.num_hidden_layers
+            for _ in range(stored):
+                made = {key: norm() if key.startswith("norm") else linear(*LAYER_LINEARS[key](h, i)) for key in keys}
+                self.layers.append(made)
+                for key in keys:
+                    params += made[key]
+            if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
+                self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
+                params.append(self.relative)
+            if late_pooler and (self.choices or c.has_pooler):
+                params += pooler()
+            return params
+
+        if self.head_first:
+            first = head()
+            self.params: list[Param] = first + body()
+        else:
+            self.params = body() + head()
+        self._inputs()
+
+    def _inputs(self) -> None:
+        """The batch moved to the device: the ids, then the labels the head reads."""
+        t = self.tape
+        self.ids = t.new(self.n * LONG)
+        rows = self.n if self.mlm or self.tokens or self.pretraining or self.discriminator else self.examples
+        if not self.bare:  # (the bare model: no labels)
+            self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
+        if self.pretraining:  # the sentences' labels
+            self.sentence_labels = t.new(self.b * LONG)
+        if self.qa:  # start and end positions
+            self.ends = t.new(self.b * LONG)
+        self.states: list[Storage] = []
+
+    def run(self, steps: int) -> list[Event]:
+        self._setup()
+        t = self.tape
+        trainer = self.w.loop == "trainer"
+        for _ in range(steps):
+            loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
+            if trainer:  # del out: the logits go before the backward
+                t.drop(*logits)
+            grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
+            backward(t, root, grad)
+            if trainer or self.bare:  # del loss (the bare model's: computed outside it, `out` does not hold it)
+                t.drop(loss)
+            self._adamw()
+            for param in self.params:  # zero_grad(set_to_none=True)
+                t.drop(param.node.grad)
+                param.node.grad = None
+            if not trainer:  # out = None, after the optimizer's step
+                t.drop(None if self.bare else loss, *logits)
+        return t.events
+
+    # Forward ------------------------------------------------------------------------------------------------
+    def _forward(self) -> Head:
+        x, x_node = self._embeddings()
+        mask = self._causal_mask() if self.causal and self.eager else None
+        self.bias = self._position_bias() if self.mpnet else None
+        for layer in self._runs():
+            x, x_node = self._layer(layer, x, x_node, mask)
+        self.tape.drop(mask, self.bias[0] if self.bias else None)  # (the model's locals, as its forward returns)
+        if self.mlm:
+            return self._mlm(x, x_node)
+        if self.sentences:
+            return self._sentences(x, x_node)
+        if self.discriminator:
+            return self._discriminator(x, x_node)
+        if self.bare:
+            return self._bare(x, x_node)
+        if self.tokens:
+            return self._token_classifier(x, x_node)
+        if self.qa:
+            return self._question_answering(x, x_node)
+        if (self.roberta or self.electra or self.mpnet) and not self.choices:
+            return self._roberta_classifier(x, x_node)
+        return self._classifier(x, x_node)
+
+    def _classifier(self, x: Storage, x_node: Node) -> Head:
+        """The pooler (the first token's state, a view; a Linear; tanh: BERT's pooler, DistilBERT's
+        pre_classifier with ReLU, ELECTRA's sequence summary with gelu, which saves its input), dropout, the
+        classifier; for multiple choice one logit an example's choice, cross-entropy over the choices."""
+        t, rows, h = self.tape, self.b, self.h
+        classes = 1 if self.choices else self.c.num_labels
+        act, act_node = self._pooler(x, x_node)
+        t.drop(x)  # the encoder's output: the select view the product saved keeps it
+        dropped, drop_node = self._dropout(act, act_node)
+        if self.electra:
+            t.drop(act)
+        t.product("main", addmm=True)
+        logits = t.new(rows * classes * FLOAT)
+        head = self._linear(self.classifier, drop_node, dropped, rows, h, classes)
+        t.drop(dropped, act)  # (tanh's output: saved by its own backward)
+        if self.choices:  # the logits viewed as (b, C)
+            loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
+        else:
+            loss, loss_node = self._classification_loss(head, rows, classes, logits)
+        return loss, (logits,), loss_node
+
+    def _pooler(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
+        t, rows, h = self.tape, self.b, self.h
+        t.product("main", addmm=True)
+        pooled = t.new(rows * h * FLOAT)
+        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
+        act = t.new(rows * h * FLOAT)
+        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled if self.electra else act])
+        t.drop(pooled)
+        return act, act_node
+
+    def _sentences(self, x: Storage, x_node: Node) -> Head:
+        """Next-sentence prediction (BERT's seq_relationship on the pooled state), and with pre-training the LM
+        head first, their two cross-entropies summed (ALBERT's sentence-order head: behind dropout)."""
+        t, b, h = self.tape, self.b, self.h
+        pooled, pooled_node = self._pooler(x, x_node)
+        kept = []
+        if self.pretraining:
+            logits, decoder_node = self._lm_logits(x, x_node)
+            kept.append(logits)
+        else:
+            t.drop(x)
+        if self.albert:
+            dropped, drop_node = self._dropout(pooled, pooled_node)
+        else:
+            dropped, drop_node = t.hold(pooled), pooled_node
+        t.product("main", addmm=True)
+        classes = self.sentence_classes
+        sentence = t.new(b * classes * FLOAT)
+        sentence_node = self._linear(self.classifier, drop_node, dropped, b, h, classes)
+        t.drop(dropped, pooled)
+        kept.append(sentence)
+        if not self.pretraining:
+            loss, loss_node = self._cross_entropy(sentence_node, b, classes)
+            return loss, tuple(kept), loss_node
+        words, words_node = self._cross_entropy(decoder_node, self.n, self.c.vocab_size)
+        sentences, sentences_node = self._cross_entropy(sentence_node, b, classes, self.sentence_labels)
+        total = t.new(FLOAT)
+        total_node = t.node(self._add_backward(), [words_node, sentences_node])
+        t.drop(words, sentences)
+        return total, tuple(kept), total_node
+
+    def _bare(self, x: Storage, x_node: Node) -> Head:
+        """The bare model (BertModel): its outputs (the last hidden state, the pooler's if it has one) kept, the
+        loss their sum (`tui.reference.measure.loss_of`), whose gradient is the loss's own, expanded: a view."""
+        t = self.tape
+        kept = [x]
+        if self.c.has_pooler:
+            pooled, pooled_node = self._pooler(x, x_node)
+            kept.append(pooled)
+        total = t.new(FLOAT)
+        total_node = t.node(self._sum_backward(x.nbytes), [x_node])
+        if not self.c.has_pooler:
+            return total, tuple(kept), total_node
+        second = t.new(FLOAT)
+        second_node = t.node(self._sum_backward(pooled.nbytes), [pooled_node])
+        summed = t.new(FLOAT)
+        node = t.node(self._add_backward(), [total_node, second_node])
+        t.drop(second, total)
+        return summed, tuple(kept), node
+
+    def _sum_backward(self, size: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.hold(given)
+            self._finish(t, given, node)
+            return [View(given.base if isinstance(given, View) else given, size)]
+        return rule
+
+    def _discriminator(self, x: Storage, x_node: Node) -> Head:
+        """ELECTRA's discriminator: dense, gelu, one logit a token; binary cross-entropy with logits against the
+        labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient)."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        dense = t.new(n * h * FLOAT)
+        dense_node = self._linear(self.transform, x_node, x, n, h, h)
+        t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        t.product("main", addmm=True)
+        logits = t.new(n * FLOAT)
+        logits_node = self._linear(self.classifier, act_node, act, n, h, 1)
+        t.drop(act)
+        target = t.new(n * FLOAT)
+        loss = t.new(FLOAT)
+        loss_node = t.node(self._bce_backward(n * FLOAT), [logits_node], [logits, target])
+        t.drop(target)
+        return loss, (logits,), loss_node
+
+    def _bce_backward(self, size: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            sigmoid = t.new(size)
+            minus = t.new(size)
+            t.drop(sigmoid)
+            grad = t.new(size)
+            t.drop(minus)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
+    def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
+        """RobertaClassificationHead (ElectraClassificationHead: gelu for tanh): the first token's state (a
+        view), dropout, dense, tanh, dropout, out_proj; the encoder's output goes as the model's forward
+        returns."""
+        t, b, h, labels = self.tape, self.b, self.h, self.c.num_labels
+        dropped, mask = t.new(b * h * FLOAT), t.new(b * h)
+        drop_node = t.node(self._grads(b * h * FLOAT, select=self.n * h * FLOAT), [x_node], [mask])
+        t.drop(mask)
+        t.product("main", addmm=True)
+        dense = t.new(b * h * FLOAT)
+        dense_node = self._linear(self.pooler, drop_node, dropped, b, h, h)
+        t.drop(dropped)
+        act = t.new(b * h * FLOAT)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
+        act_node = t.node(self._grads(b * h * FLOAT), [dense_node], [dense if self.electra else act])
+        t.drop(dense)
+        out, out_node = self._dropout(act, act_node)
+        t.drop(act)
+        t.product("main", addmm=True)
+        logits = t.new(b * labels * FLOAT)
+        head = self._linear(self.classifier, out_node, out, b, h, labels)
+        t.drop(out)
+        loss, loss_node = self._classification_loss(head, b, labels, logits)
+        t.drop(x)
+        return loss, (logits,), loss_node
+
+    def _token_classifier(self, x: Storage, x_node: Node) -> Head:
+        """Token classification: dropout, a classifier on every token's state, cross-entropy over the n rows;
+        the encoder's output goes as the model's forward returns."""
+        t, n, h, labels = self.tape, self.n, self.h, self.c.num_labels
+        dropped, drop_node = self._dropout(x, x_node)
+        t.product("main", addmm=True)
+        logits = t.new(n * labels * FLOAT)
+        head = self._linear(self.classifier, drop_node, dropped, n, h, labels)
+        t.drop(dropped)
+        loss, loss_node = self._cross_entropy(head, n, labels)
+        t.drop(x)
+        return loss, (logits,), loss_node
+
+    def _question_answering(self, x: Storage, x_node: Node) -> Head:
+        """qa_outputs on every token (DistilBERT's behind dropout), split into start and end logits, each
+        squeezed and made contiguous (copies: the loop keeps them), the positions clamped, two cross-entropies,
+        their mean; the split's backward concatenates the two gradients."""
+        t, n, h, b, s = self.tape, self.n, self.h, self.b, self.s
+        hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
+        t.product("main", addmm=True)
+        logits = t.new(n * 2 * FLOAT)
+        qa_node = self._linear(self.classifier, hidden_node, hidden, n, h, 2)
+        split = t.node(self._cat_backward(n * 2 * FLOAT), [qa_node], inputs=2)
+        start, end = t.new(n * FLOAT), t.new(n * FLOAT)
+        start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
+        starts, ends = t.new(b * LONG), t.new(b * LONG)  # clamp(0, s)
+        start_loss, start_loss_node = self._cross_entropy(start_node, b, s, starts)
+        end_loss, end_loss_node = self._cross_entropy(end_node, b, s, ends)
+        summed = t.new(FLOAT)
+        add = t.node(self._add_backward(), [start_loss_node, end_loss_node])
+        loss = t.new(FLOAT)
+        loss_node = t.node(self._grads(FLOAT), [add])  # / 2
+        t.drop(summed)
+        if self.qa_loss_function:  # ForQuestionAnsweringLoss's locals as it returns, then the forward's
+            t.drop(start_loss, end_loss, starts, ends, x, hidden, logits)
+        else:  # the forward's locals, as it returns
+            t.drop(x, hidden, logits, start_loss, end_loss, starts, ends)
+        return loss, (start, end), loss_node
+
+    def _cat_backward(self, size: int) -> Rule:
+        """A split's backward: its outputs' gradients concatenated, then released in order."""
+        def rule(t: Tape, given: Sequence[Storage | None], node: Node) -> Sequence[Storage | None]:
+            whole = t.new(size)
+            t.drop(*given)
+            t.release(node)
+            return [whole]
+        return rule  # type: ignore[return-value]  # (given its inputs' list: see `backward`)
+
+    def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage) -> tuple[Storage, Node]:
+        """Cross-entropy; one label: regression, MSE (which saves the logits and the float labels)."""
+        if not self.regression:
+            return self._cross_entropy(head, rows, classes)
+        t = self.tape
+        loss = t.new(FLOAT)
+        return loss, t.node(self._grads(rows * FLOAT), [head], [logits, self.labels])
+
+    def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None
+                       ) -> tuple[Storage, Node]:
+        """log_softmax (saves its output), nll_loss (saves the target, the labels unless given, and the total
+        weight)."""
+        t = self.tape
+        logp = t.new(rows * classes * FLOAT)
+        logp_node = t.node(self._grads(rows * classes * FLOAT), [head], [logp])
+        t.drop(logp)
+        loss, total = t.new(FLOAT), t.new(FLOAT)
+        loss_node = t.node(self._grads(rows * classes * FLOAT), [logp_node], [target or self.labels, total])
+        t.drop(total)
+        return loss, loss_node
+
+    def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """The LM head: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias)."""
+        t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
+        t.product("main", addmm=True)
+        dense = t.new(n * h * FLOAT)
+        dense_node = self._linear(self.transform, x_node, x, n, self.h, h)
+        t.drop(x)
+        gelu, gelu_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
+        t.drop(gelu)
+        logits = t.new(n * vocab * FLOAT)
+        decoder_node = self._linear((self.word, self.decoder_bias), norm_node, normed, n, h, vocab)
+        t.drop(normed)
+        return logits, decoder_node
+
+    def _mlm(self, x: Storage, x_node: Node) -> Head:
+        """cls.predictions: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias),
+        cross-entropy over the vocabulary (log_softmax saves its b·s·V output)."""
+        t, n, vocab = self.tape, self.n, self.c.vocab_size
+        logits, decoder_node = self._lm_logits(x, x_node)
+        if not self.causal:
+            loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
+            return loss, (logits,), loss_node
+        # ForCausalLMLoss: the labels padded by one (b, s + 1), shifted as `[..., 1:].contiguous()` (a copy,
+        # but a view of one sequence), the cross-entropy's target; the padded labels go as it returns
+        padded = t.new(self.b * (self.s + 1) * LONG)
+        shifted = t.new(n * LONG) if self.b > 1 else t.hold(padded)
+        loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted)
+        t.drop(padded, shifted)
+        return loss, (logits,), loss_node
+
+    def _position_ids(self) -> Storage:
+        """RoBERTa's positions from the ids (`create_position_ids_from_input_ids`): `ne(pad).int()`, `cumsum`
+        (int64), `type_as`, `+ 0` (MPNet's has no offset), `* mask`, `long()`, `+ pad`, each a new (b, s)
+        tensor."""
+        t, n = self.tape, self.n
+        ne = t.new(n)
+        mask = t.new(n * 4)
+        t.drop(ne)
+        summed = t.new(n * LONG)
+        cast = t.new(n * 4)
+        t.drop(summed)
+        if not self.mpnet:
+            shifted = t.new(n * 4)
+            t.drop(cast)
+            cast = shifted
+        masked = t.new(n * 4)
+        t.drop(cast)
+        wide = t.new(n * LONG)
+        positions = t.new(n * LONG)
+        t.drop(wide, mask, masked)
+        return positions
+
+    def _embeddings(self) -> tuple[Storage, Node]:
+        t, n, h, s = self.tape, self.n, self.e, self.s  # (the embeddings' width: E)
+        from_ids = self.roberta or self.mpnet
+        position_ids = self._position_ids() if from_ids else self.position_ids
+        if self.distil or self.mpnet:  # no token types: the word embeddings are the sum so far
+            summed = words = t.new(n * h * FLOAT)
+            sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            types = None
+        else:
+            type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
+            words = t.new(n * h * FLOAT)
+            words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            types = t.new(n * h * FLOAT)
+            types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
+            t.drop(type_ids)
+            summed = t.new(n * h * FLOAT)
+            sum_node = t.node(self._add_backward(), [words_node, types_node])
+        positions = t.new((n if from_ids else s) * h * FLOAT)
+        positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
+        total = t.new(n * h * FLOAT)
+        # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
+        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not from_ids else 0),
+                            [sum_node, positions_node])
+        if types is not None:
+            t.drop(summed)
+        normed, norm_node = self._layer_norm(total, total_node, self.embedding_norm, h)
+        t.drop(total)
+        out, out_node = self._dropout(normed, norm_node) if self.dropout else (t.hold(normed), norm_node)
+        t.drop(normed)
+        t.drop(words, types, positions)  # the function's locals, as it returns
+        if from_ids:
+            t.drop(position_ids)
+        if self.projected:  # ELECTRA's embeddings_project: E → H
+            t.product("main", addmm=True)
+            projected = t.new(n * self.h * FLOAT)
+            node = self._linear(self.projection, out_node, out, n, h, self.h)
+            t.drop(out)
+            return projected, node
+        return out, out_node
+
+    def _position_bias(self) -> tuple[Storage, Node]:
+        """MPNet's relative position bias (MPNetEncoder.compute_position_bias), once a forward: the positions'
+        differences (s × s, int64), their buckets as `relative_position_bucket` computes them op by op (no
+        gradient), the bias table looked up (s × s × A), permuted and expanded to the batch, made contiguous:
+        (b, A, s, s) float32, added to every layer's scores. Its backward sums the layers' gradients over the
+        batch, then into the table."""
+        t, s, b, heads = self.tape, self.s, self.b, self.heads
+        pair, pair_bool, pair_float = s * s * LONG, s * s, s * s * FLOAT
+        context, memory = t.new(s * LONG), t.new(s * LONG)
+        relative = t.new(pair)
+        n = t.new(pair)  # -relative
+        negative = t.new(pair_bool)
+        wide = t.new(pair)
+        t.drop(negative)
+        offset = t.new(pair)  # * num_buckets
+        t.drop(wide)
+        ret = t.new(pair)  # 0 + …
+        t.drop(offset)
+        distance = t.new(pair)  # abs
+        t.drop(n)
+        small = t.new(pair_bool)
+        steps = [t.new(pair_float)]  # float(), / max_exact, log, / log(…), * (…): each releases the one before
+        for _ in range(4):
+            steps.append(t.new(pair_float))
+            t.drop(steps[-2])
+        large = t.new(pair)  # .to(long)
+        t.drop(steps[-1])
+        shifted = t.new(pair)  # max_exact + …
+        t.drop(large)
+        full = t.new(pair)
+        least = t.new(pair)  # torch.min
+        t.drop(full, shifted)
+        chosen = t.new(pair)  # where(is_small, n, large), added into ret in place
+        t.drop(chosen, distance, small, least)  # (relative_position_bucket's locals, as it returns)
+        values = t.new(s * s * heads * FLOAT)
+        # (s, s, A) permuted to (A, s, s), unsqueezed, expanded to (b, A, s, s): a copy unless that is contiguous
+        expanded = (b, heads, s, s), (0 if b > 1 else heads * s * s, 1, s * heads, heads)
+        bias = t.hold(values) if is_contiguous(*expanded) else t.new(b * heads * s * s * FLOAT)
+        node = t.node(self._bias_backward(), [self.relative.node], [ret])
+        t.drop(values, context, memory, relative, ret)  # (compute_position_bias's locals, as it returns)
+        return bias, node
+
+    def _bias_backward(self) -> Rule:
+        """The position bias's chain: the copy's gradient summed over the batch (none for one sequence), then the
+        table's gradient (the buckets, saved, go)."""
+        heads, s = self.heads, self.s
+
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            summed = t.new(heads * s * s * FLOAT) if self.b > 1 else t.hold(given)
+            t.drop(given)
+            table = t.new(self.relative.data.nbytes)
+            t.drop(summed)
+            t.release(node)
+            return [table]
+        return rule
+
+    def _runs(self) -> list[dict[str, Biased]]:
+        """The layers in the order they run: each once, or ALBERT's groups, layer i running group
+        `int(i / (L / G))`'s K layers (AlbertTransformer.forward)."""
+        c = self.c
+        if not self.albert:
+            return self.layers
+        k = c.inner_group_num
+        return [self.layers[int(i / (c.num_hidden_layers / c.num_hidden_groups)) * k + j]
+                for i in range(c.num_hidden_layers) for j in range(k)]
+
+    def _causal_mask(self) -> Storage:
+        """transformers' causal mask for eager attention (`masking_utils`: sdpa gets none, `is_causal` instead):
+        the batch, head, query and key positions as aranges (offsets added), `kv ≤ q` as a (1, 1, s, s) bool,
+        then `where(mask, 0.0, min)` over the mask expanded to the batch: a (b, 1, s, s) float32 tensor."""
+        t, b, s = self.tape, self.b, self.s
+        batch, head = t.new(b * LONG), t.new(LONG)
+        aranged = []
+        for _ in range(2):  # the keys' positions, then the queries': each arange + offset
+            arange = t.new(s * LONG)
+            aranged.append(t.new(s * LONG))
+            t.drop(arange)
+        allowed = t.new(s * s)
+        t.drop(batch, head, *aranged)
+        zero, least = t.new(FLOAT), t.new(FLOAT)
+        mask = t.new(b * s * s * FLOAT)
+        t.drop(least, zero, allowed)
+        return mask
+
+    def _layer(self, layer: Mapping[str, Pair], x: Storage, x_node: Node,
+               mask: Storage | None) -> tuple[Storage, Node]:
+        t, n, h = self.tape, self.n, self.h
+        b, heads, s = self.b, self.heads, self.s
+        eager = self.eager
+        copies = AttentionCopies(b, heads, s, h // heads)
+        qkv = []
+        for key in ("q", "k", "v"):
+            t.product("main", addmm=True)
+            projected = t.new(n * h * FLOAT)
+            copy = eager and (copies.k_backward if key == "k" else copies.q_backward)
+            qkv.append((projected, self._linear(layer[key], x_node, x, n, h, h, copy=copy)))
+        (q, q_node), (k, k_node), (v, v_node) = qkv
+        if eager:
+            merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
+        else:
+            merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
+        # the attention's locals as it returns (saved where the backward reads them): DistilBERT's after its
+        # output projection, which it runs itself
+        # output projection, which it runs itself; ALBERT's after the LayerNorm, which it runs too
+        locals_ = (q, k, v)
+        if self.mpnet:  # its attention runs the output projection, then returns: q, k, v and the scores go
+            attention, attention_node = self._mpnet_output(layer, merged, merge, x, x_node, (*locals_, self.scores))
+        if not (self.distil or self.albert or self.mpnet):
+            t.drop(*locals_)
+        # the attention's output: Linear, dropout, LayerNorm(· + x) (ALBERT: LayerNorm(x + ·))
+        if not self.mpnet:
+            attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
+                                                     dropout=self.dropout and not self.distil,
+                                                     then=locals_ if self.distil else (), residual_first=self.albert)
+        if self.albert:
+            t.drop(*locals_)
+        t.drop(merged)
+        t.product("main", addmm=True)
+        up = t.new(n * self.i * FLOAT)
+        up_node = self._linear(layer["up"], attention_node, attention, n, h, self.i)
+        gelu, gelu_node = self._activation(up, up_node)
+        t.drop(up)
+        out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
+                                     attention_node, dropout=self.dropout)
+        t.drop(gelu, attention)
+        t.drop(x)
+        return out, out_node
+
+    def _efficient_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                             bias: Storage | None = None) -> tuple[Storage, Node]:
+        """sdpa's memory-efficient kernel (float32 on sm_80+): its output, laid out as the tokens' (so no copy to
+        merge the heads), and the log-sum-exp per row (rows rounded up to 32); q, k, v read in place (a float
+        bias too, where a mask is given)."""
+        t, b, heads, s = self.tape, self.b, self.heads, self.s
+        out = t.new(self.n * self.h * FLOAT)
+        lse = t.new(b * heads * -(-s // 32) * 32 * FLOAT)
+        saved = [k, q, v, lse, out] if bias is None else [bias, k, q, v, lse, out]
+        node = t.node(self._efficient_backward(), [q_node, k_node, v_node], saved)
+        t.drop(lse)  # (saved in the order the node releases them: the bias, key, query, value, log-sum-exp, output)
+        return out, node
+
+    def _efficient_backward(self) -> Rule:
+        """The memory-efficient kernel's backward: the gradients of q, k, v, then what the kernel allocates and
+        frees inside (float32: a copy of the output's gradient and its row sums, then the rows' delta, then the
+        gradient-of-Q accumulator)."""
+        b, heads, s, d = self.b, self.heads, self.s, self.h // self.heads
+
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(self.n * self.h * FLOAT) for _ in range(3)]
+            passing = [t.new(b * s * heads * d * FLOAT), t.new(b * s * heads * FLOAT)]
+            delta = t.new(b * heads * s * FLOAT)
+            t.drop(*reversed(passing))
+            workspace = t.new(efficient_backward_workspace(b, heads, s, d))
+            t.drop(delta, workspace)
+            self._finish(t, given, node)
+            return grads
+        return rule
+
+    def _eager_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                         copies: AttentionCopies, mask: Storage | None, v_copy: bool | None = None
+                         ) -> tuple[Storage, Node]:
+        """softmax(q·kᵀ × scaling), dropout, · v, the heads merged back: matmul's reshapes copy where no view can
+        (`AttentionCopies`; `v_copy`: whether v's does, where v is not laid out as q)."""
+        t, n, h = self.tape, self.n, self.h
+        b, heads, s = self.b, self.heads, self.s
+        # scores: matmul(q, kᵀ) reshapes q and kᵀ to (b·A, s, d) and (b·A, d, s) blocks (copies where no view
+        # can do), then bmm; × scaling
+        q_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(q)
+        k_operand = t.new(n * h * FLOAT) if copies.k_forward else t.hold(k)
+        q_pass = t.node(self._pass(), [q_node])
+        k_pass = t.node(self._pass(), [k_node])
+        t.product("main")
+        scores = t.new(b * heads * s * s * FLOAT)
+        bmm1 = t.node(self._bmm_backward(n * h * FLOAT, n * h * FLOAT), [q_pass, k_pass], [k_operand, q_operand])
+        t.drop(q_operand, k_operand)
+        scaled = t.new(b * heads * s * s * FLOAT)
+        mul = t.node(self._grads(b * heads * s * s * FLOAT), [bmm1])
+        t.drop(scores)
+        if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
+            mul = t.node(self._add_backward(), [mul, self.bias[1]])
+        if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
+            masked = t.new(b * heads * s * s * FLOAT)
+            mul = t.node(self._pass(), [mul])
+            t.drop(scaled)
+            scaled = masked
+        probs = t.new(b * heads * s * s * FLOAT)
+        softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
+        if not self.mpnet:  # (MPNet keeps its scores' name: they go as its attention returns)
+            t.drop(scaled)
+        if self.dropout:
+            dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
+            drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
+            t.drop(mask, probs)
+        else:
+            dropped, drop = probs, softmax
+        v_operand = t.new(n * h * FLOAT) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
+        v_pass = t.node(self._pass(), [v_node])
+        t.product("main")
+        context = t.new(n * h * FLOAT)
+        bmm2 = t.node(self._bmm_backward(b * heads * s * s * FLOAT, n * h * FLOAT), [drop, v_pass],
+                      [v_operand, dropped])  # (bmm saves its second operand first)
+        t.drop(v_operand)
+        # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
+        merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._grads(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
+        t.drop(context, dropped)  # (the probabilities: saved by bmm)
+        if self.mpnet:
+            self.scores = scaled
+        return merged, merge
+
+    def _mpnet_output(self, layer: Mapping[str, Pair], merged: Storage, merge: Node, x: Storage,
+                      x_node: Node, locals_: Sequence[Storage]) -> tuple[Storage, Node]:
+        """MPNet's attention: its own output projection (then its locals go), and MPNetAttention's
+        LayerNorm(dropout(o) + x), the dropped copy a temporary of the sum."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        out = t.new(n * h * FLOAT)
+        out_node = self._linear(layer["o"], merge, merged, n, h, h)
+        t.drop(*locals_)
+        dropped, drop_node = self._dropout(out, out_node)
+        summed = t.new(n * h * FLOAT)
+        add = t.node(self._add_backward(), [drop_node, x_node])
+        t.drop(dropped)
+        normed, norm_node = self._layer_norm(summed, add, layer["norm1"])
+        t.drop(summed, out)
+        return normed, norm_node
+
+    def _output(self, dense: Pair, norm: Pair, x: Storage, x_node: Node,
+                width: int, residual: Storage, residual_node: Node, dropout: bool = True,
+                then: Sequence[Storage] = (), residual_first: bool = False) -> tuple[Storage, Node]:
+        """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input) (DistilBERT's attention: no
+        dropout; `then`: released after the dense; `residual_first`: LayerNorm(input + hidden))."""
+        t, n, h = self.tape, self.n, self.h
+        t.product("main", addmm=True)
+        projected = t.new(n * h * FLOAT)
+        dense_node = self._linear(dense, x_node, x, n, width, h)
+        t.drop(*then)
+        if dropout:
+            dropped, drop_node = self._dropout(projected, dense_node)
+            t.drop(projected)
+        else:
+            dropped, drop_node = projected, dense_node
+        summed = t.new(n * h * FLOAT)
+        add = t.node(self._add_backward(), [residual_node, drop_node] if residual_first else [drop_node, residual_node])
+        normed, norm_node = self._layer_norm(summed, add, norm)
+        t.drop(summed, dropped)
+        return normed, norm_node
+
+    def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
+        `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
+        t, size = self.tape, x.nbytes
+        if not self.albert:
+            out = t.new(size)
+            return out, t.node(self._grads(size), [x_node], [x])
+        half = t.new(size)
+        half_node = t.node(self._grads(size), [x_node])  # (a product with a number saves nothing)
+        cube = t.new(size)
+        cube_node = t.node(self._pow_backward(size), [x_node], [x])
+        scaled = t.new(size)
+        scaled_node = t.node(self._grads(size), [cube_node])
+        t.drop(cube)
+        inner = t.new(size)
+        inner_node = t.node(self._add_backward(), [x_node, scaled_node])
+        t.drop(scaled)
+        arg = t.new(size)
+        arg_node = t.node(self._grads(size), [inner_node])
+        t.drop(inner)
+        tanh = t.new(size)
+        tanh_node = t.node(self._grads(size), [arg_node], [tanh])
+        t.drop(arg)
+        one = t.new(size)
+        one_node = t.node(self._pass(), [tanh_node])  # (+ 1.0)
+        out = t.new(size)
+        node = t.node(self._mul_backward(size), [half_node, one_node], [one, half])  # (released: other, self)
+        t.drop(half, tanh, one)
+        return out, node
+
+    def _layer_norm(self, x: Storage, x_node: Node, norm: Pair, width: int = 0, rows: int = 0
+                    ) -> tuple[Storage, Node]:
+        """LayerNorm over `rows` (default n) of `width` (default H): its output, mean and rstd; its backward the
+        input's gradient, the weight's, the bias's (if it has one)."""
+        t, n, h = self.tape, rows or self.n, width or self.h
+        weight, bias = norm
+        out, mean, rstd = t.new(n * h * FLOAT), t.new(n * FLOAT), t.new(n * FLOAT)
+        sizes = (n * h * FLOAT, h * FLOAT) + ((h * FLOAT,) if bias else ())
+        node = t.node(self._grads(*sizes), [x_node, weight.node, bias.node if bias else None], [x, mean, rstd])
+        t.drop(mean, rstd)
+        return out, node
+
+    def _dropout(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        t = self.tape
+        out, mask = t.new(x.nbytes), t.new(x.nbytes // FLOAT)
+        node = t.node(self._grads(x.nbytes), [x_node], [mask])
+        t.drop(mask)
+        return out, node
+
+    # Backward rules -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish(t: Tape, given: Storage, node: Node) -> None:
+        t.drop(given)
+        t.release(node)
+
+    def _pass(self) -> Rule:
+        """Views and copies whose backward hands the gradient on as it is."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.hold(given)
+            self._finish(t, given, node)
+            return [given]
+        return rule
+
+    def _grads(self, *sizes: int, select: int = 0) -> Rule:
+        """New gradients of these sizes, in order (a pointwise op's, softmax's, dropout's, the loss's: one of
+        its input's size; a view that copies a gradient that is not contiguous; LayerNorm's input, weight and
+        bias; an embedding's table), then the input gradient and what the op saved go; `select`: the op's
+        input was a select view, whose gradient is zeros of the whole (these bytes) with the first's in it."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(nbytes) for nbytes in sizes]
+            self._finish(t, given, node)
+            if select:
+                whole = t.new(select)
+                t.drop(grads[0])
+                grads[0] = whole
+            return grads
+        return rule
+
+    def _add_backward(self, broadcast: int = 0) -> Rule:
+        """The same gradient to both inputs (summed down to the second's shape where it was broadcast)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second = t.new(broadcast) if broadcast else t.hold(given)
+            t.hold(given)
+            self._finish(t, given, node)
+            return [given, second]
+        return rule
+
+    def _mul_backward(self, size: int) -> Rule:
+        """A product of two tensors: the second's gradient first, then the first's."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second, first = t.new(size), t.new(size)
+            self._finish(t, given, node)
+            return [first, second]
+        return rule
+
+    def _pow_backward(self, size: int) -> Rule:
+        """`pow(x, 3.0)`: `grad · 3 · pow(x, 2)` as three new tensors, the two temporaries released last first."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            squared, tripled, grad = t.new(size), t.new(size), t.new(size)
+            t.drop(tripled, squared)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
+    def _bmm_backward(self, first: int, second: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.product("backward")
+            grads = [t.new(second), t.new(first)]  # bmm's backward: the second input's gradient first
+            self._finish(t, given, node)
+            return grads[::-1]
+        return rule
+
+    def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
+                copy: bool = False, select: int = 0) -> Node:
+        """A Linear's node chain on `x` (saved for the weight's gradient), handing its gradients on as the engine
+        does: addmm's own edge to the bias first, then the nodes created just before it run, the weight's
+        transpose (created last) before the input's view."""
+        weight, bias = params
+        return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None),
+                              [bias.node if bias else None, weight.node, x_node], [x])
+
+    def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0,
+                         bias: bool = True) -> Rule:
+        """A Linear's chain: (a copy of a gradient that is not contiguous, for q, k, v) addmm's backward, the
+        input's gradient first, then the weight's and the bias's (without a bias, mm's: the weight's, then the
+        input's); a select's gradient (zeros of the whole). Handed on as `_linear` orders the edges (a shared
+        parameter's second gradient goes at once)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            if copy:
+                copied = t.new(rows * outputs * FLOAT)
+                t.drop(given)
+                given = copied
+            t.product("backward")
+            if bias:
+                grad, weight = t.new(rows * inputs * FLOAT), t.new(outputs * inputs * FLOAT)
+                grads = [t.new(outputs * FLOAT), weight]
+            else:
+                grads = [t.new(outputs * inputs * FLOAT)]
+                grad = t.new(rows * inputs * FLOAT)
+            self._finish(t, given, node)
+            if select:
+                whole = t.new(select * FLOAT)
+                t.drop(grad)
+                grad = whole
+            return [*grads, grad]
+        return rule
+
+    # The optimizer ------------------------------------------------------------------------------------------
+    def _adamw(self) -> None:
+        t = self.tape
+        if not self.states:
+            for param in self.params:
+                self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
+        roots = [t.new(param.data.nbytes) for param in self.params]  # _foreach_sqrt(exp_avg_sqs)
+        t.drop(*reversed(roots))
