@@ -72,11 +72,16 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert covers(base.replace(head="question-answering"), run) is None
     assert covers(base.replace(head="pretraining"), run) is None and covers(base.replace(head="none"), run) is None
     assert "num_labels = 3" in (covers(base.replace(head="question-answering", num_labels=3), run) or "")
-    assert "model type deberta-v2" in (covers(base.as_family("deberta-v2"), run) or "")
+    assert covers(base.as_family("deberta-v2"), run) is None
+    deberta_classifier = base.replace(head="sequence-classification").as_family("deberta-v2")
+    assert "nonzero()" in (covers(deberta_classifier, run) or "")
+    assert covers(deberta_classifier.replace(num_labels=1), run) is None
+    assert "convolution" in (covers(base.as_family("deberta-v2").replace(conv_kernel_size=3), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
-    with pytest.raises(ValueError, match="model type deberta-v2"):
-        events(base.as_family("deberta-v2"), run)
+    assert "cross-attention" in (covers(base.replace(add_cross_attention=True), run) or "")
+    with pytest.raises(ValueError, match="nonzero"):
+        events(deberta_classifier, run)
 
 
 def test_views_and_copies_as_aten_computes_them() -> None:
@@ -94,7 +99,8 @@ def test_views_and_copies_as_aten_computes_them() -> None:
                                   "electra-mlm-a-e48", "electra-sc-b-e80", "distilbert-sc-b",
                                   "albert-mlm-b-groups-sdpa-trainer", "bert-qa-b", "xlm-roberta-qa-one",
                                   "mpnet-mlm-a", "mpnet-mlm-one-trainer", "modernbert-mlm-p-sdpa",
-                                  "modernbert-qa-w", "modernbert-biases-sc-trainer",
+                                  "modernbert-qa-w", "modernbert-biases-sc-trainer", "deberta-v3-mlm",
+                                  "deberta-v2-mc-one-trainer", "deberta-unread-qa-trainer",
                                   "bert-mc-a-c3", "xlm-roberta-mc-one-sdpa-trainer",
                                   "bert-pre-a", "electra-pre-b-e48", "bert-none-a",
                                   "albert-none-b-sdpa-trainer"])

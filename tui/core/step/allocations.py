@@ -1,5 +1,6 @@
 """The step's allocation order and the search for what fits on it: `covers` says where the order is derived
-(`emulation` derives BERT's code and the families built like it, `allocations_modernbert` ModernBERT's),
+(`emulation` derives BERT's code and the families built like it, `allocations_modernbert` ModernBERT's,
+`allocations_deberta` DeBERTa-v2's),
 `events` and `events_at` give it, `largest_batches` replays it through the caching allocator for each card.
 
 Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
@@ -8,29 +9,38 @@ the search for what fits replays a new batch without running the step again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 from itertools import repeat
 from operator import add, mul
 
 from ..config import BertConfig
+from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
 from .allocator import replay
 from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
-DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert")
+DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
 
 def covers(config: BertConfig, workload: Workload) -> str | None:
     """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
-    if config.model_type not in DERIVED or config.add_cross_attention:
+    if config.model_type not in DERIVED:
         return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(DERIVED)})"
+    if config.add_cross_attention:
+        return "cross-attention (add_cross_attention): its allocation order is not derived yet"
     if config.model_type == "modernbert" and config.head == "multiple-choice":
         return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the recorder "
                 "cannot run without data), so its order is not derived yet")
+    if config.model_type == "deberta-v2" and config.head == "sequence-classification" and config.num_labels > 1:
+        return ("DeBERTa's sequence classification: its loss keeps the labels ≥ 0 by nonzero(), a count only data "
+                "can tell (the recorder cannot run it), so its order is not derived yet (num_labels 1 is)")
+    if config.model_type == "deberta-v2" and config.conv_kernel_size:
+        return "DeBERTa's convolution beside the first layer: its allocation order is not derived yet"
     if config.step_keys:
         keys = ", ".join(f"{key}: {value}" for key, value in config.step_keys)
         return f"{keys}: the allocation order is derived for the family's defaults only"
@@ -60,6 +70,8 @@ def emulator(config: BertConfig, workload: Workload, batch: int | None = None) -
     """The family's step, op by op (`covers` not asked: a developer's tool derives what is not covered yet)."""
     if config.model_type == "modernbert":
         return ModernBertRun(config, workload, batch)
+    if config.model_type == "deberta-v2":
+        return DebertaRun(config, workload, batch)
     return BertRun(config, workload, batch)
 
 SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b, reads off as its two coefficients
@@ -80,15 +92,20 @@ def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[
 
 def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
     """`events` at another batch, from the program (a batch of one: built as it is)."""
+    return list(_events_at(config, workload, batch, steps))
+
+
+def _events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> Iterable[Event]:
+    """`events_at`, made as the replay reads them (no list of a run's events is built)."""
     if batch < 2:
         return events(config, replace(workload, batch=batch), steps)
     kinds, keys, fixed, per_example = _program(config, replace(workload, batch=2), steps)
-    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True))
+    return zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
     """Whether `batch` runs three steps without the allocator running out of `room` bytes reserved."""
-    return replay(events_at(config, workload, batch), room).out_of_memory is None
+    return replay(_events_at(config, workload, batch), room).out_of_memory is None
 
 
 def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
@@ -119,7 +136,7 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
         looks, step = 0, 1
         while bad - good > 1:
             probe = min(max(probe, good + 1), bad - 1)
-            run = replay(events_at(config, workload, probe), room)
+            run = replay(_events_at(config, workload, probe), room)
             ran = run.out_of_memory is None
             if ran:
                 good, pinned[probe], ran_here = probe, run.peak_pinned, True

@@ -28,7 +28,8 @@ dropout after the attention's projection, which its attention runs itself) and A
 run L·K times, their parameters' gradients accumulated; gelu_new written out; no dropout but the classifier's)
 and MPNet (eager attention only; a relative position bias made once a forward, op by op, added to every layer's
 scores) and ModernBERT (`allocations_modernbert`: rotary positions, a fused Wqkv, a gated MLP, pre-norm layers,
-the local layers' sliding-window mask; no multiple choice yet) with a sequence-classification,
+the local layers' sliding-window mask; no multiple choice yet) and DeBERTa-v2 (`allocations_deberta`:
+disentangled attention, every switch; sequence classification with one label only) with a sequence-classification,
 masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-classification or
 question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
 head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
@@ -297,6 +298,7 @@ class BertRun:
     encoder)."""
 
     embedding_norm: Pair
+    pooler: Pair
     transform: Pair
     transform_norm: Pair
     classifier: Pair
