@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tui.core.config import BertConfig
-from tui.core.step.allocations import covers, events, events_at
+from tui.core.step.allocations import covers, events, events_at, replayed, runs, steps_at
 from tui.core.step.allocator import replay
 from tui.core.step.emulation import is_contiguous, view_strides
 from tui.core.step.workload import Workload
@@ -121,3 +121,28 @@ def test_a_larger_batch_is_the_same_program_with_larger_blocks() -> None:
     two, five = events(config, workload), events(config, replace(workload, batch=5))
     assert [(kind, key) for kind, key, _ in two] == [(kind, key) for kind, key, _ in five]
     assert sum(nbytes for _, _, nbytes in five) > sum(nbytes for _, _, nbytes in two)
+
+
+SMALL = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
+                   vocab_size=3000, max_position_embeddings=512, head="mlm")
+
+
+@pytest.mark.parametrize(("config", "attention", "cap", "settles"), [
+    (SMALL, "sdpa", 208 << 20, 4),  # a cap that binds: the third step still gives back and asks again
+    (SMALL.replace(head="token-classification").as_family("albert"), "eager", 128 << 20, 10),  # a 32 MiB segment
+    # given back and asked again each step lands one rank lower, until it can go no lower
+    (SMALL, "sdpa", None, 3),
+])
+def test_a_run_replays_until_it_settles_and_every_later_step_repeats(config: BertConfig, attention: str,
+                                                                    cap: int | None, settles: int) -> None:
+    """`replayed` replays step after step until one leaves the allocator as an earlier one did; the run's peaks
+    are then those of any longer run (checked against the events of three steps more, replayed as they are)."""
+    workload = Workload(4, 128, precision="fp32", attention=attention, device="cuda")
+    first, step = steps_at(config, workload, 16)
+    assert first + step == events_at(config, workload, 16, steps=2)
+    run = replayed(config, workload, 16, cap)
+    assert run.steady and run.steps == settles and run.out_of_memory is None
+    longer = replay(events_at(config, workload, 16, steps=settles + 3), cap)
+    assert (longer.peak_allocated, longer.peak_reserved, longer.peak_pinned, longer.stranded, longer.out_of_memory) \
+        == (run.peak_allocated, run.peak_reserved, run.peak_pinned, run.stranded, None)
+    assert runs(config, workload, 16, cap or 1 << 40)

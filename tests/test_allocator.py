@@ -9,6 +9,7 @@ from tui.core.step.allocator import (
     OutOfMemory,
     allocation_size,
     replay,
+    replay_steps,
     round_size,
 )
 
@@ -90,3 +91,27 @@ def test_wholly_free_segments_are_not_pinned() -> None:
     assert ran.peak_pinned == 42 * MiB and ran.stranded == 12 * MiB - 1024  # (600 bytes: a 1,024-byte block)
     fresh = replay([("a", 0, 40 * MiB), ("f", 0, 0), ("a", 1, 600)])
     assert fresh.peak_reserved == 42 * MiB and fresh.peak_pinned == 40 * MiB and fresh.stranded == 0
+
+
+def test_a_run_is_replayed_until_a_step_leaves_the_allocator_as_an_earlier_one_did() -> None:
+    """The second step makes the small pool's first segment; the third ends as the second did: settled, every
+    later step the same. A limit below that is not a proof, and such a run is not counted as running."""
+    first = [("a", 0, 4 * MiB)]  # (a block that stays: the weights, the optimizer's states)
+    step = [("a", 1, 8 * MiB), ("a", 2, 600), ("f", 2, 0), ("f", 1, 0)]
+    settled = replay_steps(first, step)
+    assert settled.steady and settled.steps == 3 and settled.out_of_memory is None
+    assert settled.peak_allocated == 12 * MiB + 1024 and settled.peak_reserved == 22 * MiB
+    assert replay_steps(first, step, limit=2).steady is False
+    assert replay_steps(first, [("a", 1, 8 * MiB), ("f", 1, 0)]).steps == 2  # (no new segment: the second)
+    out = replay_steps(first, step, cap=10 * MiB)  # the first step's 20 MiB segment does not fit
+    assert out.out_of_memory == 0 and out.steps == 1
+
+
+def test_a_segment_given_back_and_asked_again_is_the_same_state_wherever_it_lands() -> None:
+    """Under a cap that binds, a step gives back a cached segment and cudaMalloc's next one has another address:
+    states compare by the addresses' order (segments by rank, blocks by offset), so the run still settles."""
+    first = [("a", 0, 30 * MiB), ("f", 0, 0)]
+    step = [("a", 1, 50 * MiB), ("f", 1, 0), ("a", 2, 30 * MiB), ("f", 2, 0)]
+    run = replay_steps(first, step, cap=60 * MiB)  # each step: the 50 MiB segment given back for the 30 MiB one
+    assert run.steady and run.out_of_memory is None and run.steps <= 3
+    assert run.peak_reserved == 50 * MiB

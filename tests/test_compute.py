@@ -471,6 +471,24 @@ def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys
     core_compute(mean.replace(head="mlm", step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))
 
 
+def test_a_batch_whose_fourth_step_runs_out_is_not_claimed() -> None:
+    """ELECTRA's generator, MLM at 128 tokens, on 16 GiB: three steps of batch 138 run, but the third still moved
+    blocks and the fourth runs out of memory; the run is replayed until it settles, so 137 is the answer."""
+    from tui.core.step.allocations import events_at, replayed
+    from tui.core.step.allocator import replay
+    from tui.core.step.peak import usable
+    from tui.presets import find_preset
+
+    config = find_preset("electra-base-generator").config.replace(head="mlm")
+    workload = Workload(batch=8, seq=128, precision="fp32", attention="eager", device="cuda")
+    room = usable(16 << 30)
+    assert replay(events_at(config, workload, 138), room).out_of_memory is None  # three steps: no sign of it
+    out = replayed(config, workload, 138, room)
+    assert out.out_of_memory is not None and out.steps == 4
+    assert replayed(config, workload, 137, room).out_of_memory is None
+    assert compute(config, workload).fits[0].max_batch == 137
+
+
 def test_modernbert_multiple_choice_is_refused_by_the_replay_and_fits_by_the_rule() -> None:
     """Its [CLS] rows are picked by a tensor index the recorder cannot run: not derived, said so, the peak rule
     answers (a ModernBERT masked LM at the same size is replayed)."""
@@ -502,17 +520,16 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
 def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family: str, head: str, attention: str,
                                                                            loop: str) -> None:
     """Every family whose allocation order is derived (`tui.core.step.allocations.covers`), in float32: every
-    size's batch runs three steps through the replayed caching allocator within the usable bytes, one more runs
-    out; the reserved peak is the replay's."""
-    from tui.core.step.allocations import events_at
-    from tui.core.step.allocator import replay
+    size's batch runs (every step, replayed through the caching allocator until it settles) within the usable
+    bytes, one more runs out; the reserved peak is the replay's."""
+    from tui.core.step.allocations import replayed
 
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
                         head=head).as_family(family)
     workload = Workload(batch=8, seq=256, precision="fp32", attention=attention, device="cuda", loop=loop)
     result = compute(config, workload, gpu_memory=5 * 1024**3)
     assert result.replayed
-    assert result.reserved_peak == replay(events_at(config, workload, 8)).peak_pinned
+    assert result.reserved_peak == replayed(config, workload, 8).peak_pinned
     assert_replayed_fits_are_the_largest(result)
     assert all(0 < fit.max_batch < MAX_BATCH for fit in result.fits)
     assert not compute(config, replace(workload, precision="amp-bf16")).replayed  # not derived: the rule

@@ -354,8 +354,8 @@ LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through th
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 
-REPLAYED = ("the CUDA caching allocator replayed over three steps of the step's own allocation order, "
-            "derived op by op")
+REPLAYED = ("the CUDA caching allocator replayed over the step's own allocation order, derived op by op, "
+            "step after step until a step leaves it as an earlier one did (every later step repeats one replayed)")
 
 
 def fits_basis(result: Compute) -> str:

@@ -9,7 +9,6 @@ the search for what fits replays a new batch without running the step again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 from itertools import repeat
@@ -18,7 +17,7 @@ from operator import add, mul
 from ..config import BertConfig
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
-from .allocator import replay
+from .allocator import Replay, replay_steps
 from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
@@ -79,39 +78,64 @@ SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b,
 
 @lru_cache(maxsize=8)
 def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[str, ...], tuple[int, ...],
-                                                                          tuple[int, ...], tuple[int, ...]]:
+                                                                          tuple[int, ...], tuple[int, ...],
+                                                                          tuple[int, ...]]:
     """The run's events for every batch from 2 on: their kinds and ids (the same at each such batch: only one
     sequence or one head changes which views copy) and each size as c + d·b, read off one run at a batch of
-    2⁶⁴ (no block of the run is that large without the batch)."""
+    2⁶⁴ (no block of the run is that large without the batch); and how many events each step's end has seen."""
     refused = covers(config, workload)
     if refused:
         raise ValueError(refused)
-    kinds, keys, sizes = zip(*emulator(config, workload, SYMBOLIC_BATCH).run(steps), strict=True)
-    return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes))
+    run = emulator(config, workload, SYMBOLIC_BATCH)
+    kinds, keys, sizes = zip(*run.run(steps), strict=True)
+    if steps > 1:  # a later step leaves nothing of its own behind: it can be replayed again and again
+        later = slice(run.step_ends[0], run.step_ends[1])
+        made = {key for kind, key in zip(kinds[later], keys[later], strict=True) if kind == "a"}
+        if made != {key for kind, key in zip(kinds[later], keys[later], strict=True) if kind == "f"}:
+            raise AssertionError(f"{config.model_type}: a later step keeps a block it allocated")
+    return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes),
+            tuple(run.step_ends))
 
 
 def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
     """`events` at another batch, from the program (a batch of one: built as it is)."""
-    return list(_events_at(config, workload, batch, steps))
-
-
-def _events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> Iterable[Event]:
-    """`events_at`, made as the replay reads them (no list of a run's events is built)."""
     if batch < 2:
         return events(config, replace(workload, batch=batch), steps)
-    kinds, keys, fixed, per_example = _program(config, replace(workload, batch=2), steps)
-    return zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)
+    kinds, keys, fixed, per_example, _ = _program(config, replace(workload, batch=2), steps)
+    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True))
+
+
+def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Event], list[Event]]:
+    """The first step's events at `batch`, and a later step's (each later step the same: every block it
+    allocates is freed by its end, which `_program` checks)."""
+    if batch < 2:
+        refused = covers(config, workload)
+        if refused:
+            raise ValueError(refused)
+        run = emulator(config, replace(workload, batch=batch))
+        two, first = run.run(2), run.step_ends[0]
+    else:
+        kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), 2)
+        two, first = list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)), ends[0]
+    return two[:first], two[first:]
+
+
+def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
+    """The run at `batch` through the caching allocator under `room` bytes, step after step until one leaves it
+    as it found it (`allocator.replay_steps`)."""
+    return replay_steps(*steps_at(config, workload, batch), room)
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
-    """Whether `batch` runs three steps without the allocator running out of `room` bytes reserved."""
-    return replay(_events_at(config, workload, batch), room).out_of_memory is None
+    """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved."""
+    run = replayed(config, workload, batch, room)
+    return run.out_of_memory is None and run.steady
 
 
 def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
                     ) -> dict[int, int]:
     """For each room (bytes the allocator may reserve) and its first guess (the peak rule's answer), the largest
-    batch up to `limit` whose three steps never run out of the room (0: not even one).
+    batch up to `limit` whose run never runs out of the room, every step of it (`replayed`; 0: not even one).
 
     Each answer rests on replays: its batch runs, the next runs out (or is past `limit`). A run's most-pinned
     bytes are nearly affine in the batch, so a line through the batches that ran says where to look (the peak
@@ -136,8 +160,8 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
         looks, step = 0, 1
         while bad - good > 1:
             probe = min(max(probe, good + 1), bad - 1)
-            run = replay(_events_at(config, workload, probe), room)
-            ran = run.out_of_memory is None
+            run = replayed(config, workload, probe, room)
+            ran = run.out_of_memory is None and run.steady
             if ran:
                 good, pinned[probe], ran_here = probe, run.peak_pinned, True
             else:

@@ -103,15 +103,7 @@ class DebertaRun(BertRun):
             x, x_node = self._deberta_layer(layer, x, x_node, mask, relative, rel, rel_node)
         t.drop(mask, relative, *unread, rel)  # the encoder's locals as it returns
         t.drop(ones, types)  # the model's
-        if self.mlm:
-            return self._mlm(x, x_node)
-        if self.bare:
-            return self._bare(x, x_node)
-        if self.tokens:
-            return self._token_classifier(x, x_node)
-        if self.qa:
-            return self._question_answering(x, x_node)
-        return self._context_classifier(x, x_node)
+        return self._head(x, x_node)
 
     def _deberta_embeddings(self, ones: Storage, types: Storage) -> tuple[Storage, Node]:
         t, n, s, e, h = self.tape, self.n, self.s, self.e, self.h
@@ -379,12 +371,7 @@ class DebertaRun(BertRun):
         if self.c.legacy:
             return super()._lm_logits(x, x_node)
         t, n, h, vocab = self.tape, self.n, self.h, self.c.vocab_size
-        t.product("main", addmm=True)
-        dense = t.new(n * h * FLOAT)
-        dense_node = self._linear(self.transform, x_node, x, n, h, h)
-        t.drop(x)
-        gelu, gelu_node = self._activation(dense, dense_node)
-        t.drop(dense)
+        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
         product = t.new(n * vocab * FLOAT)
@@ -394,23 +381,13 @@ class DebertaRun(BertRun):
         t.drop(product, normed)
         return logits, node
 
-    def _context_classifier(self, x: Storage, x_node: Node) -> Head:
+    def _sequence_head(self, x: Storage, x_node: Node) -> Head:
         """ContextPooler (the first token, a Linear, gelu saving its input), dropout, the classifier; one logit a
         choice (cross-entropy over the choices) or one label (MSE)."""
-        t, rows, h = self.tape, self.b, self.h
+        rows, h = self.b, self.h
         classes = 1 if self.choices else self.c.num_labels
-        t.product("main", addmm=True)
-        pooled = t.new(rows * h * FLOAT)
-        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
-        act = t.new(rows * h * FLOAT)
-        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled])
-        t.drop(pooled, x)
-        dropped, drop_node = self._dropout(act, act_node)
-        t.drop(act)
-        t.product("main", addmm=True)
-        logits = t.new(rows * classes * FLOAT)
-        head = self._linear(self.classifier, drop_node, dropped, rows, h, classes)
-        t.drop(dropped)
+        act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h)
+        logits, head = self._classify(act, act_node, rows, classes)
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         else:

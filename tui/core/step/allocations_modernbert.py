@@ -124,10 +124,7 @@ class ModernBertRun(BertRun):
             x, x_node, select = pooled, pooled_node, 0
         else:
             x, x_node, select = out, out_node, 0 if rows == n else n * h
-        dense, dense_node = self._dense(self.transform, x, x_node, rows, h, select=select)
-        t.drop(x)
-        act, act_node = self._activation(dense, dense_node)
-        t.drop(dense)
+        act, act_node = self._dense_activation(self.transform, x, x_node, rows, h, h, select=select)
         normed, norm_node = self._layer_norm(act, act_node, self.transform_norm, rows=rows)
         t.drop(act)
         if self.qa:
@@ -146,10 +143,7 @@ class ModernBertRun(BertRun):
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The prediction head (dense, GELU, norm) and the decoder (the word table, its bias if any)."""
         t, n, h = self.tape, self.n, self.h
-        dense, dense_node = self._dense(self.transform, x, x_node, n, h)
-        t.drop(x)
-        act, act_node = self._activation(dense, dense_node)
-        t.drop(dense)
+        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
         normed, norm_node = self._layer_norm(act, act_node, self.transform_norm)
         t.drop(act)
         logits, node = self._dense((self.word, self.lm_bias), normed, norm_node, n, self.c.vocab_size)

@@ -26,8 +26,8 @@ names the function it comes from:
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MIN_BLOCK = 512  # kMinBlockSize
@@ -69,6 +69,7 @@ class Block:
 
 
 _ADDRESS_BITS = 64  # a pool's key: size, then address, in one integer (addresses stay far below 2⁶⁴)
+_ADDRESS_MASK = (1 << _ADDRESS_BITS) - 1
 
 
 class _Pool:
@@ -125,6 +126,7 @@ class CachingAllocator:
         self.cached_segments = 0  # bytes of cached segments wholly free: given back before an out-of-memory
         self.peak_pinned = 0  # the most reserved in segments that are partly in use: what a cap must hold
         self.stranded = 0  # free bytes inside partly used segments when `peak_pinned` was reached
+        self._segments: dict[int, int] = {}  # each segment's address → its size
 
     def malloc(self, nbytes: int) -> Block:
         size = -(-nbytes // MIN_BLOCK) * MIN_BLOCK or MIN_BLOCK  # round_size
@@ -180,6 +182,19 @@ class CachingAllocator:
             self.cached_segments += block.size
         pool.add(block)
 
+    def state(self) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]:
+        """What the next allocations depend on, with addresses as the policy reads them (only their order: new
+        segments come after every other): the segments' sizes in address order, and every cached free block as
+        (size, its segment's rank, its offset in it), small pool, then large."""
+        bases = sorted(self._segments)
+        blocks = []
+        for pool in (self._small, self._large):
+            for key in pool._keys:
+                address = key & _ADDRESS_MASK
+                rank = bisect_right(bases, address) - 1
+                blocks.append((key >> _ADDRESS_BITS, rank, address - bases[rank]))
+        return tuple(self._segments[base] for base in bases), tuple(blocks)
+
     def release_cached_blocks(self) -> int:
         """Give back every cached block that is a whole segment (`release_cached_blocks`); the bytes given back."""
         given = 0
@@ -187,6 +202,7 @@ class CachingAllocator:
             for block in pool.blocks():
                 if block.whole_segment:
                     pool.remove(block)
+                    del self._segments[block.address]
                     given += block.size
         self.reserved -= given
         self.cached_segments -= given
@@ -196,6 +212,7 @@ class CachingAllocator:
         if self.cap is not None and self.reserved + size > self.cap:
             return None
         block = Block(self._next_address, size, small)
+        self._segments[block.address] = size
         self._next_address += size + ROUND_LARGE  # segments never adjacent: they never merge
         self.reserved += size
         if self.reserved > self.peak_reserved:
@@ -212,6 +229,8 @@ class Replay:
     peak_pinned: int  # the most reserved in segments partly in use (wholly free ones are given back under a cap)
     stranded: int  # free bytes inside partly used segments at that moment: what fragmentation costs a cap
     out_of_memory: int | None  # the index of the event that ran out of memory under the cap, if one did
+    steps: int = 0  # (`replay_steps`) the steps replayed
+    steady: bool = True  # (`replay_steps`) whether a step left the allocator as it found it: every later one repeats it
 
 
 Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f", id, 0) frees it
@@ -234,6 +253,42 @@ def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
     return _result(allocator, None)
 
 
-def _result(allocator: CachingAllocator, out_of_memory: int | None) -> Replay:
+STEPS_LIMIT = 16  # `replay_steps`: a run whose allocator has not settled by then is not counted as running
+
+
+def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None = None, limit: int = STEPS_LIMIT
+                 ) -> Replay:
+    """A training run: `first` (its first step, where the optimizer's states appear), then `step` (every later
+    step: the same events each time, each block it allocates freed by its end) again and again, until a step
+    leaves the allocator as an earlier step left it (the same segments, the same free blocks: the blocks in use
+    are the same tensors, the weights, states and batch). From the same state the same events do the same, so
+    every later step repeats one already replayed, and the run is settled: its peaks are the run's, however long
+    it trains. Most runs settle at their third step (it ends as the second did); some need a fourth, and a cap
+    that binds can make a run alternate (each step gives back cached segments the next one asks for again): it
+    settles when a state comes back. A run not settled after `limit` steps is not proven to run: `steady` False
+    (the search counts it as running out)."""
+    allocator = CachingAllocator(cap)
+    malloc, free = allocator.malloc, allocator.free
+    live: dict[int, Block] = {}
+    index = count = 0
+    seen: set[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] = set()
+    try:
+        for count in range(1, limit + 1):
+            for kind, key, nbytes in first if count == 1 else step:
+                if kind == "a":
+                    live[key] = malloc(nbytes)
+                else:
+                    free(live.pop(key))
+                index += 1
+            state = allocator.state()
+            if state in seen:
+                return _result(allocator, None, count)
+            seen.add(state)
+    except OutOfMemory:
+        return _result(allocator, index, count)
+    return _result(allocator, None, count, steady=False)
+
+
+def _result(allocator: CachingAllocator, out_of_memory: int | None, steps: int = 0, steady: bool = True) -> Replay:
     return Replay(allocator.peak_allocated, allocator.peak_reserved, allocator.peak_pinned, allocator.stranded,
-                  out_of_memory)
+                  out_of_memory, steps, steady)

@@ -28,7 +28,6 @@ from ..count.families import build_tree
 from ..count.tree import ParamTree
 from ..poly import Poly, of_terms, render
 from . import allocations, flow, kinds
-from .allocator import replay
 from .kinds import Flop, Module, Saved, Step
 from .method import Method
 from .peak import max_batch, phases, stranded, usable
@@ -101,7 +100,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
     if fits_replayed(config, workload, method):
-        run = replay(allocations.events_at(config, workload, workload.batch))
+        run = allocations.replayed(config, workload, workload.batch)
         result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
     return _same_terms(result, replace(result, fits=table))
 
@@ -181,8 +180,8 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
 
 def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ...]:
     """The largest batch for each size. Where the step's allocation order is derived (`allocations.covers`):
-    the largest whose three steps, replayed through the caching allocator, never run out of the size's usable
-    bytes (`peak.usable`). Elsewhere: the largest whose reserved peak (each phase's peak and the space the
+    the largest whose run, replayed through the caching allocator until it settles, never runs out of the size's
+    usable bytes (`peak.usable`). Elsewhere: the largest whose reserved peak (each phase's peak and the space the
     allocator strands) is within them; each is affine in b from b = 2 on, so three batches settle every size
     (and give the replay's search its first guess)."""
     peaks = {}

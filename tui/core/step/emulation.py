@@ -457,9 +457,11 @@ class BertRun:
         self.states: list[Storage] = []
 
     def run(self, steps: int) -> list[Event]:
+        """The events of `steps` training steps (`step_ends`: how many events each step's end has seen)."""
         self._setup()
         t = self.tape
         trainer = self.w.loop == "trainer"
+        self.step_ends: list[int] = []
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
             if trainer:  # del out: the logits go before the backward
@@ -474,6 +476,7 @@ class BertRun:
                 param.node.grad = None
             if not trainer:  # out = None, after the optimizer's step
                 t.drop(None if self.bare else loss, *logits)
+            self.step_ends.append(len(t.events))
         return t.events
 
     # Forward ------------------------------------------------------------------------------------------------
@@ -484,6 +487,10 @@ class BertRun:
         for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
         self.tape.drop(mask, self.bias[0] if self.bias else None)  # (the model's locals, as its forward returns)
+        return self._head(x, x_node)
+
+    def _head(self, x: Storage, x_node: Node) -> Head:
+        """The head on the encoder's output, its loss, the outputs the loop keeps."""
         if self.mlm:
             return self._mlm(x, x_node)
         if self.sentences:
@@ -496,6 +503,11 @@ class BertRun:
             return self._token_classifier(x, x_node)
         if self.qa:
             return self._question_answering(x, x_node)
+        return self._sequence_head(x, x_node)
+
+    def _sequence_head(self, x: Storage, x_node: Node) -> Head:
+        """Sequence classification or multiple choice: RoBERTa's classification head (ELECTRA's, MPNet's), or the
+        pooler and a classifier."""
         if (self.roberta or self.electra or self.mpnet) and not self.choices:
             return self._roberta_classifier(x, x_node)
         return self._classifier(x, x_node)
@@ -593,12 +605,7 @@ class BertRun:
         """ELECTRA's discriminator: dense, gelu, one logit a token; binary cross-entropy with logits against the
         labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient)."""
         t, n, h = self.tape, self.n, self.h
-        t.product("main", addmm=True)
-        dense = t.new(n * h * FLOAT)
-        dense_node = self._linear(self.transform, x_node, x, n, h, h)
-        t.drop(x)
-        act, act_node = self._activation(dense, dense_node)
-        t.drop(dense)
+        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
         t.product("main", addmm=True)
         logits = t.new(n * FLOAT)
         logits_node = self._linear(self.classifier, act_node, act, n, h, 1)
@@ -635,15 +642,21 @@ class BertRun:
         act = t.new(b * h * FLOAT)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
         act_node = t.node(self._grads(b * h * FLOAT), [dense_node], [dense if self.electra else act])
         t.drop(dense)
-        out, out_node = self._dropout(act, act_node)
-        t.drop(act)
-        t.product("main", addmm=True)
-        logits = t.new(b * labels * FLOAT)
-        head = self._linear(self.classifier, out_node, out, b, h, labels)
-        t.drop(out)
+        logits, head = self._classify(act, act_node, b, labels)
         loss, loss_node = self._classification_loss(head, b, labels, logits)
         t.drop(x)
         return loss, (logits,), loss_node
+
+    def _classify(self, x: Storage, x_node: Node, rows: int, classes: int) -> tuple[Storage, Node]:
+        """Dropout (its input's name released), then the classifier: the logits and their node."""
+        t = self.tape
+        dropped, drop_node = self._dropout(x, x_node)
+        t.drop(x)
+        t.product("main", addmm=True)
+        logits = t.new(rows * classes * FLOAT)
+        head = self._linear(self.classifier, drop_node, dropped, rows, self.h, classes)
+        t.drop(dropped)
+        return logits, head
 
     def _token_classifier(self, x: Storage, x_node: Node) -> Head:
         """Token classification: dropout, a classifier on every token's state, cross-entropy over the n rows;
@@ -717,12 +730,7 @@ class BertRun:
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The LM head: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias)."""
         t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
-        t.product("main", addmm=True)
-        dense = t.new(n * h * FLOAT)
-        dense_node = self._linear(self.transform, x_node, x, n, self.h, h)
-        t.drop(x)
-        gelu, gelu_node = self._activation(dense, dense_node)
-        t.drop(dense)
+        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
         logits = t.new(n * vocab * FLOAT)
@@ -1055,6 +1063,19 @@ class BertRun:
         normed, norm_node = self._layer_norm(summed, add, norm)
         t.drop(summed, dropped)
         return normed, norm_node
+
+    def _dense_activation(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+                          select: int = 0) -> tuple[Storage, Node]:
+        """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released: the product saved it), then
+        the activation (its input's name released)."""
+        t = self.tape
+        t.product("main", addmm=params[1] is not None)
+        dense = t.new(rows * outputs * FLOAT)
+        dense_node = self._linear(params, x_node, x, rows, inputs, outputs, select=select)
+        t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        return act, act_node
 
     def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:

@@ -56,7 +56,8 @@ class Compute:
     fits: tuple[Fit, ...] = field(default=())
     method: Method | None = None  # a fine-tuning method: what trains (None: everything)
     # The caching allocator replayed over the step's own allocation order (`tui.core.step.allocations`, where
-    # it is derived): what a cap must let it reserve, three steps of the loop, and the fits by that replay.
+    # it is derived): what a cap must let it reserve over the loop's steps until they settle, and the fits by that
+    # replay.
     replayed: bool = False
     reserved: int = 0
 
@@ -234,7 +235,7 @@ class Compute:
     @property
     def reserved_peak(self) -> int:
         """What a cap must let the allocator reserve: replayed, the most it holds in segments partly in use over
-        three steps (cuBLAS workspaces included); else the allocated peak and the space it strands."""
+        steps until they settle (cuBLAS workspaces included); else the allocated peak and the space it strands."""
         return self.reserved if self.replayed else self.peak + self.stranded
 
     def memory(self) -> dict[str, int]:
