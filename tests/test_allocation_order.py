@@ -78,6 +78,9 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert covers(deberta_classifier.replace(num_labels=1), run) is None
     assert "convolution" in (covers(base.as_family("deberta-v2").replace(conv_kernel_size=3), run) or "")
     assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
+    assert covers(base, replace(run, precision="bf16")) is None and covers(base, replace(run, precision="fp16")) is None
+    assert covers(base, replace(run, precision="bf16", attention="sdpa")) is None  # (cuDNN's attention)
+    assert covers(base.as_family("deberta-v2"), replace(run, precision="fp16", attention="sdpa")) is None  # (eager)
     assert "device cuda only" in (covers(base, replace(run, device="cpu")) or "")
     assert "cross-attention" in (covers(base.replace(add_cross_attention=True), run) or "")
     with pytest.raises(ValueError, match="nonzero"):

@@ -471,6 +471,21 @@ def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys
     core_compute(mean.replace(head="mlm", step_keys=(("classifier_pooling", "max"),)), Workload(batch=2, seq=16))
 
 
+@pytest.mark.parametrize("family", DERIVED)
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_model_in_16_bits_has_its_fits_replayed_too(family: str, precision: str) -> None:
+    """The model in bfloat16 or float16 with eager attention: every family's fits come from the replay, half the
+    float32 run's bytes and more than half its batch (LayerNorm's statistics and some losses stay float32)."""
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head="mlm").as_family(family)
+    workload = Workload(batch=8, seq=256, precision=precision, attention="eager", device="cuda")
+    result = compute(config, workload, gpu_memory=5 * 1024**3)
+    assert result.replayed
+    assert_replayed_fits_are_the_largest(result)
+    wide = compute(config, replace(workload, precision="fp32"), gpu_memory=5 * 1024**3)
+    assert all(narrow.max_batch > fit.max_batch for narrow, fit in zip(result.fits, wide.fits, strict=True))
+
+
 def test_a_batch_whose_fourth_step_runs_out_is_not_claimed() -> None:
     """ELECTRA's generator, MLM at 128 tokens, on 16 GiB: three steps of batch 138 run, but the third still moved
     blocks and the fourth runs out of memory; the run is replayed until it settles, so 137 is the answer."""

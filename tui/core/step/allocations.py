@@ -22,6 +22,7 @@ from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
+SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
@@ -52,9 +53,10 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if (workload.precision, workload.padding_mask, workload.checkpointing, workload.optimizer,
-            workload.mode) != ("fp32", False, False, "adamw", "train"):
-        return "only float32 without a padding mask or checkpointing, AdamW training, are derived yet"
+    if (workload.padding_mask, workload.checkpointing, workload.optimizer, workload.mode) != (
+            False, False, "adamw", "train") or workload.precision not in ("fp32", *SIXTEEN_BITS):
+        return ("only float32, bfloat16 and float16 (not autocast) without a padding mask or checkpointing, AdamW "
+                "training, are derived yet")
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:

@@ -25,7 +25,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .emulation import FLOAT, LONG, AttentionCopies, BertRun, Biased, Head, Node, Pair, Param, Rule, Storage, Tape
+from .emulation import (
+    FLOAT,
+    LONG,
+    AttentionCopies,
+    BertRun,
+    Biased,
+    Head,
+    Node,
+    Pair,
+    Param,
+    Rule,
+    Storage,
+    Tape,
+)
 
 
 class DebertaRun(BertRun):
@@ -40,18 +53,18 @@ class DebertaRun(BertRun):
         self.scale_terms = 1 + c.pos_att_c2p + c.pos_att_p2c
 
         def linear(inputs: int, outputs: int, bias: bool = True) -> Pair:
-            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT) if bias else None
+            return Param(t, outputs * inputs * self.f), Param(t, outputs * self.f) if bias else None
 
         def norm(width: int = h) -> Biased:
-            return Param(t, width * FLOAT), Param(t, width * FLOAT)
+            return Param(t, width * self.f), Param(t, width * self.f)
 
         def flat(*pairs: Pair) -> list[Param]:
             return [param for pair in pairs for param in pair if param is not None]
 
-        self.word = Param(t, c.vocab_size * e * FLOAT)
+        self.word = Param(t, c.vocab_size * e * self.f)
         params = [self.word]
-        self.absolute = Param(t, c.max_position_embeddings * e * FLOAT) if c.position_biased_input else None
-        self.token_types = Param(t, c.type_vocab_size * e * FLOAT) if c.type_vocab_size else None
+        self.absolute = Param(t, c.max_position_embeddings * e * self.f) if c.position_biased_input else None
+        self.token_types = Param(t, c.type_vocab_size * e * self.f) if c.type_vocab_size else None
         params += [param for param in (self.absolute, self.token_types) if param]
         self.embed_proj = linear(e, h, bias=False) if e != h else None
         self.embedding_norm = norm()
@@ -70,7 +83,7 @@ class DebertaRun(BertRun):
         # the relative embeddings (and their LayerNorm) reach the loss only through c2p or p2c scores: a parameter
         # without a gradient gets no AdamW state
         used = self.c2p or self.p2c
-        self.rel = Param(t, 2 * self.span * h * FLOAT) if self.disentangled else None
+        self.rel = Param(t, 2 * self.span * h * self.f) if self.disentangled else None
         params += [self.rel] if self.rel and used else []
         self.rel_norm = norm() if c.norm_rel_ebd else None
         params += flat(self.rel_norm) if self.rel_norm and used else []
@@ -79,7 +92,7 @@ class DebertaRun(BertRun):
             # bias listed first by the optimizer
             width = e if c.legacy else h
             self.transform, self.transform_norm = linear(h, width), norm(width)
-            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+            self.decoder_bias = Param(t, c.vocab_size * self.f)
             params += [self.decoder_bias, *flat(self.transform, self.transform_norm)]
         elif self.choices or self.regression:  # the ContextPooler, the classifier
             self.pooler, self.classifier = linear(h, h), linear(h, 1 if self.choices else c.num_labels)
@@ -94,7 +107,7 @@ class DebertaRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t = self.tape
-        ones, types = t.new(self.n * FLOAT), t.new(self.n * LONG)  # the model's attention mask and token types
+        ones, types = t.new(self.n * FLOAT), t.new(self.n * LONG)  # the model's attention mask (float32), token types
         x, x_node = self._deberta_embeddings(ones, types)
         mask = t.new(self.b * self.s * self.s * FLOAT)  # get_attention_mask: (b, 1, 1, s) × (b, 1, s, 1)
         relative = self._relative_positions() if self.disentangled else None
@@ -107,37 +120,38 @@ class DebertaRun(BertRun):
 
     def _deberta_embeddings(self, ones: Storage, types: Storage) -> tuple[Storage, Node]:
         t, n, s, e, h = self.tape, self.n, self.s, self.e, self.h
-        words = t.new(n * e * FLOAT)
+        words = t.new(n * e * self.f)
         node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
         summed: Storage = t.hold(words)
         if self.absolute:
-            positions = t.new(s * e * FLOAT)
+            positions = t.new(s * e * self.f)
             position_node = t.node(self._grads(self.absolute.data.nbytes), [self.absolute.node])
-            added = t.new(n * e * FLOAT)  # (positions (1, s, E) broadcast: their gradient summed over the batch)
-            node = t.node(self._add_backward(broadcast=s * e * FLOAT if self.b > 1 else 0), [node, position_node])
+            added = t.new(n * e * self.f)  # (positions (1, s, E) broadcast: their gradient summed over the batch)
+            node = t.node(self._add_backward(broadcast=s * e * self.f if self.b > 1 else 0), [node, position_node])
             t.drop(summed)
             summed = added
         else:
-            positions = t.new(n * e * FLOAT)  # zeros_like(inputs_embeds): made, never read
+            positions = t.new(n * e * self.f)  # zeros_like(inputs_embeds): made, never read
         token_types = None
         if self.token_types:
-            token_types = t.new(n * e * FLOAT)
+            token_types = t.new(n * e * self.f)
             types_node = t.node(self._grads(self.token_types.data.nbytes), [self.token_types.node], [types])
-            added = t.new(n * e * FLOAT)
+            added = t.new(n * e * self.f)
             node = t.node(self._add_backward(), [node, types_node])
             t.drop(summed)
             summed = added
         if self.embed_proj:  # E → H, no bias
             t.product("main")
-            projected = t.new(n * h * FLOAT)
+            projected = t.new(n * h * self.f)
             node = self._linear(self.embed_proj, node, summed, n, e, h)
             t.drop(summed)
             summed = projected
         normed, norm_node = self._layer_norm(summed, node, self.embedding_norm)
         t.drop(summed)
-        masked = t.new(n * h * FLOAT)  # × the mask (saved: the other operand)
-        mask_node = t.node(self._grads(n * h * FLOAT), [norm_node], [ones])
-        t.drop(normed)
+        cast = t.new(n * self.f) if self.f != FLOAT else t.hold(ones)  # mask.to(embeddings.dtype)
+        masked = t.new(n * h * self.f)  # × the mask (saved: the other operand)
+        mask_node = t.node(self._grads(n * h * self.f), [norm_node], [cast])
+        t.drop(normed, cast)
         out, out_node = self._dropout(masked, mask_node)
         t.drop(masked)
         t.drop(words, positions, token_types)  # the function's locals, as it returns
@@ -147,7 +161,7 @@ class DebertaRun(BertRun):
         """build_relative_position: q − k as int64 (s, s), bucketed by `make_log_bucket_position` where
         position_buckets asks, op by op."""
         t, s = self.tape, self.s
-        pair, pair_bool, pair_float = s * s * LONG, s * s, s * s * FLOAT
+        pair, pair_bool, pair_float = s * s * LONG, s * s, s * s * FLOAT  # (the buckets: float32 whatever the model)
         q_ids, k_ids = t.new(s * LONG), t.new(s * LONG)
         relative = t.new(pair)
         if self.c.position_buckets:
@@ -183,7 +197,7 @@ class DebertaRun(BertRun):
         if self.rel_norm is None:
             return t.hold(self.rel.data), self.rel.node, ()
         if not (self.c2p or self.p2c):
-            out, mean, rstd = t.new(rows * h * FLOAT), t.new(rows * FLOAT), t.new(rows * FLOAT)
+            out, mean, rstd = t.new(rows * h * self.f), t.new(rows * FLOAT), t.new(rows * FLOAT)
             return out, self.rel.node, (rstd, mean)
         return *self._layer_norm(self.rel.data, self.rel.node, self.rel_norm, rows=rows), ()
 
@@ -195,7 +209,7 @@ class DebertaRun(BertRun):
         attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
         t.drop(merged)
         t.product("main", addmm=True)
-        up = t.new(n * i * FLOAT)
+        up = t.new(n * i * self.f)
         up_node = self._linear(layer["up"], attention_node, attention, n, h, i)
         gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
@@ -209,10 +223,10 @@ class DebertaRun(BertRun):
         head or one token), its backward copying back where the heads' layout is not the tokens' (`copy`)."""
         t, n, h = self.tape, self.n, self.h
         t.product("main", addmm=True)
-        projected = t.new(n * h * FLOAT)
+        projected = t.new(n * h * self.f)
         node = self._linear(params, x_node, x, n, h, h, copy=copy)
         if copies.merge_forward:
-            out = t.new(n * h * FLOAT)
+            out = t.new(n * h * self.f)
             t.drop(projected)
             projected = out
         return projected, t.node(self._pass(), [node])
@@ -227,12 +241,12 @@ class DebertaRun(BertRun):
         # k's gradient: the p2c product's (contiguous) first where there is one, else the scores' (transposed)
         k, k_node = self._heads(layer["k"], x, x_node, copies, copies.q_backward if self.p2c else copies.k_backward)
         v, v_node = self._heads(layer["v"], x, x_node, copies, copies.q_backward)
-        scores_size = b * heads * s * s * FLOAT
-        divided = t.new(n * h * FLOAT)  # kᵀ / scale
-        divide = t.node(self._grads(n * h * FLOAT), [k_node])
+        scores_size = b * heads * s * s * self.f
+        divided = t.new(n * h * self.f)  # kᵀ / scale
+        divide = t.node(self._grads(n * h * self.f), [k_node])
         t.product("main")
         scores = t.new(scores_size)
-        scores_node = t.node(self._bmm_backward(n * h * FLOAT, n * h * FLOAT), [q_node, divide], [divided, q])
+        scores_node = t.node(self._bmm_backward(n * h * self.f, n * h * self.f), [q_node, divide], [divided, q])
         t.drop(divided)
         rel_att = rel_in = rel_mask = None
         if self.disentangled:
@@ -240,7 +254,7 @@ class DebertaRun(BertRun):
             if self.c2p or self.p2c:
                 rel_in, rel_in_node = self._dropout(rel, rel_node)
             else:  # nothing reads the dropped embeddings: the dropout's graph (its mask) goes with its output
-                rel_in, rel_mask = t.new(rel.nbytes), t.new(rel.nbytes // FLOAT)
+                rel_in, rel_mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
                 rel_in_node = rel_node
             rel_att, rel_att_node = self._bias(layer, q, q_node, k, k_node, rel_in, rel_in_node)
             summed = t.new(scores_size)  # scores + rel_att (the integer 0 without c2p or p2c)
@@ -257,10 +271,10 @@ class DebertaRun(BertRun):
         softmax = t.node(self._grads(scores_size), [fill_node], [probs])
         dropped, drop = self._dropout(probs, softmax)
         t.product("main")
-        context = t.new(n * h * FLOAT)
-        bmm = t.node(self._bmm_backward(scores_size, n * h * FLOAT), [drop, v_node], [v, dropped])
-        merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
-        merge = t.node(self._grads(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm])
+        context = t.new(n * h * self.f)
+        bmm = t.node(self._bmm_backward(scores_size, n * h * self.f), [drop, v_node], [v, dropped])
+        merged = t.new(n * h * self.f) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._grads(n * h * self.f) if copies.merge_backward else self._pass(), [bmm])
         t.drop(context)
         # the attention's locals as it returns
         t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, probs, dropped)
@@ -276,7 +290,7 @@ class DebertaRun(BertRun):
             ("pos_k", "pos_k", self.c2p), ("pos_q", "pos_q", self.p2c)]
         projections = {name: self._positions(layer[params], rel, rel_node, used)
                        for name, params, used in wanted if self.c.share_att_key or used}
-        scores_size, pair, product_size = b * heads * s * s * FLOAT, s * s * LONG, b * heads * s * rows * FLOAT
+        scores_size, pair, product_size = b * heads * s * s * self.f, s * s * LONG, b * heads * s * rows * self.f
         score: Storage | None = None
         score_node: Node | None = None
         gathered = []
@@ -321,8 +335,8 @@ class DebertaRun(BertRun):
         """bmm(q or k (b·A, s, d), the projected positions transposed (b·A, d, 2·span))."""
         t, b, h, rows = self.tape, self.b, self.h, 2 * self.span
         t.product("main")
-        product = t.new(b * self.heads * self.s * rows * FLOAT)
-        return product, t.node(self._bmm_backward(self.n * h * FLOAT, b * rows * h * FLOAT),
+        product = t.new(b * self.heads * self.s * rows * self.f)
+        return product, t.node(self._bmm_backward(self.n * h * self.f, b * rows * h * self.f),
                                [states_node, positions_node], [positions, states])
 
     def _positions(self, params: Pair, rel: Storage, rel_node: Node, used: bool) -> tuple[Storage, Node | None]:
@@ -331,18 +345,18 @@ class DebertaRun(BertRun):
         nothing reads it (share_att_key without that score type) it is made and dropped with its graph."""
         t, h, heads, b, rows = self.tape, self.h, self.heads, self.b, 2 * self.span
         t.product("main", addmm=True)
-        projected = t.new(rows * h * FLOAT)
+        projected = t.new(rows * h * self.f)
         # (its gradient comes back transposed from one sequence's product, which views back; summed over b > 1
         # sequences it is contiguous, and only a copy can merge its heads)
         node = self._linear(params, rel_node, rel, rows, h, h, copy=heads > 1 and b > 1) if used else None
-        contiguous = t.new(rows * h * FLOAT) if heads > 1 else t.hold(projected)
+        contiguous = t.new(rows * h * self.f) if heads > 1 else t.hold(projected)
         t.drop(projected)
-        repeated = t.new(b * rows * h * FLOAT)
+        repeated = t.new(b * rows * h * self.f)
         t.drop(contiguous)
         if node is None:
             return repeated, None
         chain = t.node(self._pass(), [node])
-        return repeated, t.node(self._sum_repeats(rows * h * FLOAT) if b > 1 else self._pass(), [chain])
+        return repeated, t.node(self._sum_repeats(rows * h * self.f) if b > 1 else self._pass(), [chain])
 
     @staticmethod
     def _sum_repeats(size: int) -> Rule:
@@ -374,22 +388,27 @@ class DebertaRun(BertRun):
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
-        product = t.new(n * vocab * FLOAT)
+        product = t.new(n * vocab * self.f)
         product_node = self._linear((self.word, None), norm_node, normed, n, h, vocab)
-        logits = t.new(n * vocab * FLOAT)
-        node = t.node(self._add_backward(broadcast=vocab * FLOAT), [product_node, self.decoder_bias.node])
+        logits = t.new(n * vocab * self.f)
+        node = t.node(self._add_backward(broadcast=vocab * self.f), [product_node, self.decoder_bias.node])
         t.drop(product, normed)
         return logits, node
 
     def _sequence_head(self, x: Storage, x_node: Node) -> Head:
         """ContextPooler (the first token, a Linear, gelu saving its input), dropout, the classifier; one logit a
         choice (cross-entropy over the choices) or one label (MSE)."""
-        rows, h = self.b, self.h
+        t, rows, h = self.tape, self.b, self.h
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h)
         logits, head = self._classify(act, act_node, rows, classes)
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
-        else:
-            loss, loss_node = self._classification_loss(head, rows, classes, logits)
+            return loss, (logits,), loss_node
+        if self.f != FLOAT:  # logits.view(-1).to(labels.dtype): a float32 copy, the one the outputs keep
+            cast = t.new(rows * FLOAT)
+            head = t.node(self._grads(rows * self.f), [head])
+            t.drop(logits)
+            logits = cast
+        loss, loss_node = self._classification_loss(head, rows, classes, logits, FLOAT)
         return loss, (logits,), loss_node

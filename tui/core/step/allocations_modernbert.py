@@ -15,11 +15,14 @@ What ModernBERT's code does that the others' does not, each read off a recorded 
   backward: views of the gradient to the neg and to a slice, each slice's gradient a zeros of the whole).
 - The sliding-window mask of the local layers (every layer but each third) where it is not all ones (s ≥ 64):
   made once by `masking_utils` (aranges, |q − kv| ≤ w, and-ed, a boolean (s, s)); eager attention gets it as a
-  float (b, 1, s, s) bias at once, sdpa converts it in every local layer (`where`, padded to a multiple of 8
-  columns) and the memory-efficient kernel saves it.
+  float (b, 1, s, s) bias at once, sdpa converts it in every local layer (`where`; for the memory-efficient
+  kernel, float32, padded to a multiple of 8 columns; cuDNN's, 16 bits, takes it as it is) and the kernel saves it.
 - Wqkv's output unbound into q, k, v (its backward stacks the three gradients); the MLP's Wi output chunked into
   the input and the gate, `gelu(input) · gate` (the chunk's backward concatenates).
 - Dropouts are 0 in ModernBERT's configs (a config with others is refused by `covers`): nothing runs for them.
+- In 16 bits: the rotary tables computed in float32 (a float32 copy of inv_freq) and cast down; q and k copied
+  to float32 by each `x.float()`, rotated, cast back; eager softmax in float32 (bfloat16 cast up first, float16
+  through softmax's half-to-float), the probabilities cast back; the masked LM's loss on float32 logits.
 """
 
 from __future__ import annotations
@@ -52,21 +55,21 @@ class ModernBertRun(BertRun):
 
     def _setup(self) -> None:
         t, c, h, i = self.tape, self.c, self.h, self.i
-        self.dropout, self.bias, self.qa_loss_function = False, None, True
+        self.dropout, self.bias, self.qa_loss_function, self.lm_upcast = False, None, True, True
         self.d = h // self.heads
         self.local = [index % GLOBAL_EVERY != 0 for index in range(c.num_hidden_layers)]
         self.window = any(self.local) and self.s >= HALF_WINDOW  # a local layer's mask is not all ones
 
         def linear(inputs: int, outputs: int, bias: bool) -> Pair:
-            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT) if bias else None
+            return Param(t, outputs * inputs * self.f), Param(t, outputs * self.f) if bias else None
 
         def norm() -> Pair:
-            return Param(t, h * FLOAT), Param(t, h * FLOAT) if c.norm_bias else None
+            return Param(t, h * self.f), Param(t, h * self.f) if c.norm_bias else None
 
         def flat(*pairs: Pair) -> list[Param]:
             return [param for pair in pairs for param in pair if param is not None]
 
-        self.word = Param(t, c.vocab_size * h * FLOAT)
+        self.word = Param(t, c.vocab_size * h * self.f)
         self.embedding_norm = norm()
         params = [self.word, *flat(self.embedding_norm)]
         self.modern_layers: list[dict[str, Pair]] = []
@@ -82,12 +85,12 @@ class ModernBertRun(BertRun):
         self.final_norm = norm()
         params += flat(self.final_norm)
         for _ in range(2 * (1 + any(self.local))):  # inv_freq, original_inv_freq: d/2 floats a layer type
-            t.new(self.d // 2 * FLOAT)
+            t.new(self.d // 2 * self.f)
         if not self.bare:  # ModernBertPredictionHead: dense (classifier_bias), GELU, norm
             self.transform, self.transform_norm = linear(h, h, c.classifier_bias), norm()
             params += flat(self.transform, self.transform_norm)
         if self.mlm:  # the decoder: its weight the word table, a bias of its own if decoder_bias
-            self.lm_bias = Param(t, c.vocab_size * FLOAT) if c.decoder_bias else None
+            self.lm_bias = Param(t, c.vocab_size * self.f) if c.decoder_bias else None
             params += [self.lm_bias] if self.lm_bias else []
         elif not self.bare:
             self.classifier = linear(h, 1 if self.choices else c.num_labels, True)
@@ -100,7 +103,7 @@ class ModernBertRun(BertRun):
     def _forward(self) -> Head:
         t, n, h, s = self.tape, self.n, self.h, self.s
         positions = t.new(s * LONG)  # arange(s)
-        words = t.new(n * h * FLOAT)
+        words = t.new(n * h * self.f)
         words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
         x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
         t.drop(words)
@@ -118,8 +121,8 @@ class ModernBertRun(BertRun):
         rows = self.n if self.tokens or self.qa else self.b
         if self.choices:  # the [CLS] rows gathered by index: arange(b'), a zero position
             indices, zero = t.new(self.b * LONG), t.new(LONG)
-            pooled = t.new(self.b * h * FLOAT)
-            pooled_node = t.node(self._grads(n * h * FLOAT), [out_node], [indices, zero])
+            pooled = t.new(self.b * h * self.f)
+            pooled_node = t.node(self._grads(n * h * self.f), [out_node], [indices, zero])
             t.drop(out)
             x, x_node, select = pooled, pooled_node, 0
         else:
@@ -155,7 +158,7 @@ class ModernBertRun(BertRun):
         """A Linear on `rows` rows: `addmm` with a bias, `mm` without."""
         t = self.tape
         t.product("main", addmm=params[1] is not None)
-        out = t.new(rows * outputs * FLOAT)
+        out = t.new(rows * outputs * self.f)
         return out, self._linear(params, x_node, x, rows, inputs or self.h, outputs, select=select)
 
     def _window_mask(self) -> Storage:
@@ -183,26 +186,32 @@ class ModernBertRun(BertRun):
         t.drop(batch, head, *aranged)
         if not self.eager:
             return mask
-        zero, least = t.new(FLOAT), t.new(FLOAT)
-        bias = t.new(b * s * s * FLOAT)
+        zero, least = t.new(self.f), t.new(self.f)
+        bias = t.new(b * s * s * self.f)
         t.drop(least, zero, mask)
         return bias
 
     def _rotary(self) -> tuple[Storage, Storage]:
-        """One layer type's rotary table: the positions as floats times inv_freq, concatenated with itself,
-        cos and sin (each times the attention scaling: a new tensor)."""
+        """One layer type's rotary table, in float32: the positions as floats times inv_freq (a float32 copy of a
+        16-bit buffer), concatenated with itself, cos and sin (each times the attention scaling: a new tensor),
+        then cast to a 16-bit model's dtype."""
         t, s, d = self.tape, self.s, self.d
         positions = t.new(s * FLOAT)
+        inverse = t.new(d // 2 * FLOAT) if self.f != FLOAT else None  # inv_freq.to(dtype=float)
         freqs = t.new(s * (d // 2) * FLOAT)
-        t.drop(positions)
+        t.drop(positions, inverse)
         emb = t.new(s * d * FLOAT)
         made = []
         for _ in range(2):  # cos, then sin
             raw = t.new(s * d * FLOAT)
             made.append(t.new(s * d * FLOAT))
             t.drop(raw)
-        t.drop(freqs, emb)
-        return made[0], made[1]
+        if self.f == FLOAT:
+            t.drop(freqs, emb)
+            return made[0], made[1]
+        cast = t.new(s * d * self.f), t.new(s * d * self.f)  # cos.to(x.dtype), sin.to(x.dtype)
+        t.drop(freqs, emb, *made)
+        return cast
 
     def _modern_layer(self, layer: dict[str, Pair], x: Storage, x_node: Node, table: tuple[Storage, Storage],
                       mask: Storage | None) -> tuple[Storage, Node]:
@@ -213,27 +222,32 @@ class ModernBertRun(BertRun):
         else:
             normed, normed_node = t.hold(x), x_node
         qkv, qkv_node = self._dense(layer["qkv"], normed, normed_node, n, 3 * h)
-        unbind = t.node(self._cat_backward(n * 3 * h * FLOAT), [qkv_node], inputs=3)  # (its backward: a stack)
+        unbind = t.node(self._cat_backward(n * 3 * h * self.f), [qkv_node], inputs=3)  # (its backward: a stack)
         q_view, k_view, v_view = (t.node(self._pass(), [(unbind, slot)]) for slot in range(3))
         q, q_node = self._rotate(q_view, table)
         k, k_node = self._rotate(k_view, table)
+        if self.f != FLOAT:  # q_embed.to(original_dtype), k_embed.to(…): 16-bit copies, the float32 ones go
+            narrow = t.new(n * h * self.f), t.new(n * h * self.f)
+            casts = t.node(self._grads(n * h * FLOAT), [q_node]), t.node(self._grads(n * h * FLOAT), [k_node])
+            t.drop(q, k)
+            (q, k), (q_node, k_node) = narrow, casts
         v = t.hold(qkv)
         merged, merge = self._attention(q, q_node, k, k_node, v, v_view, mask)
         attended, attended_node = self._dense(layer["o"], merged, merge, n, h)
         t.drop(normed, qkv, q, k, v, merged)  # the attention's locals, as it returns
-        summed = t.new(n * h * FLOAT)
+        summed = t.new(n * h * self.f)
         sum_node = t.node(self._add_backward(), [x_node, attended_node])
         normed2, norm2_node = self._layer_norm(summed, sum_node, layer["norm2"])
         up, up_node = self._dense(layer["up"], normed2, norm2_node, n, 2 * i)
-        chunk = t.node(self._cat_backward(n * 2 * i * FLOAT), [up_node], inputs=2)
-        gelu = t.new(n * i * FLOAT)
-        gelu_node = t.node(self._grads(n * i * FLOAT), [(chunk, 0)], [up])
-        gated = t.new(n * i * FLOAT)
-        gated_node = t.node(self._mul_backward(n * i * FLOAT), [gelu_node, (chunk, 1)], [up, gelu])
+        chunk = t.node(self._cat_backward(n * 2 * i * self.f), [up_node], inputs=2)
+        gelu = t.new(n * i * self.f)
+        gelu_node = t.node(self._grads(n * i * self.f), [(chunk, 0)], [up])
+        gated = t.new(n * i * self.f)
+        gated_node = t.node(self._mul_backward(n * i * self.f), [gelu_node, (chunk, 1)], [up, gelu])
         t.drop(gelu)
         down, down_node = self._dense(layer["down"], gated, gated_node, n, h, inputs=i)
         t.drop(gated, up)  # (the MLP's temporaries and locals)
-        out = t.new(n * h * FLOAT)
+        out = t.new(n * h * self.f)
         out_node = t.node(self._add_backward(), [sum_node, down_node])
         t.drop(down, normed2, summed, attended)
         t.drop(x)  # (the caller's name, rebound)
@@ -248,33 +262,38 @@ class ModernBertRun(BertRun):
         if self.eager:
             layout = (b, heads, s, d), (s * 3 * self.h, d, 3 * self.h, 1)
             v_copy = view_strides(*layout, (b * heads, s, d)) is None
-            return self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask, v_copy)
+            return self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask, v_copy, softmax32=True)
         bias = None
         if mask is not None:  # where(mask, 0, -inf) over (b, 1, s, s); padded where rows are not aligned
-            zero, least = t.new(FLOAT), t.new(FLOAT)
-            bias = t.new(b * s * s * FLOAT)
+            zero, least = t.new(self.f), t.new(self.f)
+            bias = t.new(b * s * s * self.f)
             t.drop(least, zero)
-            if s % MASK_ALIGNMENT:
-                padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * FLOAT)
+            if s % MASK_ALIGNMENT and self.f == FLOAT:  # (the memory-efficient kernel's `preprocess_mask`)
+                padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * self.f)
                 t.drop(bias)
                 bias = padded
-        out, node = self._efficient_attention(q, q_node, k, k_node, v, v_node, bias)
+        out, node = self._fused_attention(q, q_node, k, k_node, v, v_node, bias)
         t.drop(bias)
         return out, node
 
     def _rotate(self, view: Node, table: tuple[Storage, Storage]) -> tuple[Storage, Node]:
-        """`x·cos + rotate_half(x)·sin` on q or k (b, A, s, d): rotate_half slices x in halves, negates the second
-        and concatenates."""
-        t, size = self.tape, self.n * self.h * FLOAT
+        """`x·cos + rotate_half(x)·sin` on q or k (b, A, s, d), in float32: a 16-bit x is copied by each
+        `x.float()` (two), their gradients cast back; rotate_half slices x in halves, negates the second and
+        concatenates."""
+        t, size, narrow = self.tape, self.n * self.h * FLOAT, self.n * self.h * self.f
+        wide = self.f != FLOAT
         cos, sin = table
+        copy, copy_node = (t.new(size), t.node(self._grads(narrow), [view])) if wide else (None, view)
         plain = t.new(size)
-        plain_node = t.node(self._grads(size), [view], [cos])
-        first = t.node(self._grads(size), [view])  # x[..., :d/2]: its gradient zeros of the whole, filled
-        second = t.node(self._grads(size), [view])  # x[..., d/2:]
+        plain_node = t.node(self._grads(size), [copy_node], [cos])
+        t.drop(copy)
+        copy, copy_node = (t.new(size), t.node(self._grads(narrow), [view])) if wide else (None, view)
+        first = t.node(self._grads(size), [copy_node])  # x[..., :d/2]: its gradient zeros of the whole, filled
+        second = t.node(self._grads(size), [copy_node])  # x[..., d/2:]
         negated = t.new(size // 2)
         neg_node = t.node(self._grads(size // 2), [second])
         rotated = t.new(size)
-        t.drop(negated)
+        t.drop(negated, copy)  # (rotate_half's locals as it returns: views of the copy)
         cat_node = t.node(self._halves(size // 2), [neg_node, first])
         turned = t.new(size)
         t.drop(rotated)

@@ -34,9 +34,12 @@ masked-LM, causal-LM (eager attention's causal mask, the shifted labels), token-
 question-answering head (start and end logits split, copied, their gradients concatenated) or multiple-choice
 head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
 order, ELECTRA's discriminator), next-sentence head or none (the bare model, its loss the sum of its
-outputs), float32, eager attention or
-sdpa's memory-efficient kernel, no padding mask, either loop, a tied decoder; anything else is refused by name
-(`allocations.covers`, which also gives the order to the search for what fits).
+outputs), in float32 (eager attention or sdpa's memory-efficient kernel) or with the model in bfloat16 or float16
+(eager attention or sdpa's cuDNN kernel: every size at the model's element (`self.f`), but LayerNorm's mean and rstd and the tables and
+buckets computed in float32, and where a loss casts the logits up or meets float32 labels, or ModernBERT computes
+its rotary embedding and softmax in float32, the casts and their gradients' casts back), no padding mask, either
+loop, a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order to the
+search for what fits).
 """
 
 from __future__ import annotations
@@ -305,6 +308,7 @@ class BertRun:
 
     def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
+        self.f = 2 if workload.precision in ("bf16", "fp16") else FLOAT  # the model's element: weights, activations
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
         self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
@@ -333,6 +337,7 @@ class BertRun:
         self.e = config.embedding_width  # E: the embeddings' width
         self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
         self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
+        self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
@@ -342,23 +347,23 @@ class BertRun:
         t, h, i, c, e = self.tape, self.h, self.i, self.c, self.e
 
         def linear(inputs: int, outputs: int) -> Biased:
-            return Param(t, outputs * inputs * FLOAT), Param(t, outputs * FLOAT)
+            return Param(t, outputs * inputs * self.f), Param(t, outputs * self.f)
 
         def norm(width: int = h) -> Biased:
-            return Param(t, width * FLOAT), Param(t, width * FLOAT)
+            return Param(t, width * self.f), Param(t, width * self.f)
 
         def lm_head() -> list[Param]:
             if self.electra or self.albert:  # the LayerNorm assigned first, then dense (H → E), then the
                 self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied);
-                self.decoder_bias = Param(t, c.vocab_size * FLOAT)  # ALBERT's head owns that bias
+                self.decoder_bias = Param(t, c.vocab_size * self.f)  # ALBERT's head owns that bias
                 if self.albert:
                     return [self.decoder_bias, *self.transform_norm, *self.transform]
                 return [*self.transform_norm, *self.transform, self.decoder_bias]
             # the transform, then the decoder (its weight the word table, then its own bias)
             self.transform, self.transform_norm = linear(h, h), norm()
             if not hasattr(self, "word"):  # (a head assigned before the body owns the tied table)
-                self.word = Param(t, c.vocab_size * h * FLOAT)
-            self.decoder_bias = Param(t, c.vocab_size * FLOAT)
+                self.word = Param(t, c.vocab_size * h * self.f)
+            self.decoder_bias = Param(t, c.vocab_size * self.f)
             owned = [self.word] if self.head_first else []
             if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
                 return [*self.transform, *self.transform_norm, self.decoder_bias]
@@ -397,20 +402,20 @@ class BertRun:
         def body() -> list[Param]:
             owned = not hasattr(self, "word")
             if owned:
-                self.word = Param(t, c.vocab_size * e * FLOAT)
+                self.word = Param(t, c.vocab_size * e * self.f)
             table = [self.word] if owned else []
             if self.roberta:  # (RoBERTa assigns its position table last, with a padding index)
-                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.types = Param(t, c.type_vocab_size * e * self.f)
                 self.embedding_norm = norm(e)
-                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.position = Param(t, c.max_position_embeddings * e * self.f)
                 params = [*table, self.types, *self.embedding_norm, self.position]
             elif self.distil or self.mpnet:  # no token types
-                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
+                self.position = Param(t, c.max_position_embeddings * e * self.f)
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, *self.embedding_norm]
             else:
-                self.position = Param(t, c.max_position_embeddings * e * FLOAT)
-                self.types = Param(t, c.type_vocab_size * e * FLOAT)
+                self.position = Param(t, c.max_position_embeddings * e * self.f)
+                self.types = Param(t, c.type_vocab_size * e * self.f)
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, self.types, *self.embedding_norm]
             self.position_ids = t.new(c.max_position_embeddings * LONG)
@@ -430,7 +435,7 @@ class BertRun:
                 for key in keys:
                     params += made[key]
             if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
-                self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * FLOAT)
+                self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * self.f)
                 params.append(self.relative)
             if late_pooler and (self.choices or c.has_pooler):
                 params += pooler()
@@ -449,7 +454,7 @@ class BertRun:
         self.ids = t.new(self.n * LONG)
         rows = self.n if self.mlm or self.tokens or self.pretraining or self.discriminator else self.examples
         if not self.bare:  # (the bare model: no labels)
-            self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float labels)
+            self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float32 labels)
         if self.pretraining:  # the sentences' labels
             self.sentence_labels = t.new(self.b * LONG)
         if self.qa:  # start and end positions
@@ -466,7 +471,7 @@ class BertRun:
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
             if trainer:  # del out: the logits go before the backward
                 t.drop(*logits)
-            grad = t.new(FLOAT)  # loss.backward(): ones_like(loss)
+            grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
             if trainer or self.bare:  # del loss (the bare model's: computed outside it, `out` does not hold it)
                 t.drop(loss)
@@ -524,7 +529,7 @@ class BertRun:
         if self.electra:
             t.drop(act)
         t.product("main", addmm=True)
-        logits = t.new(rows * classes * FLOAT)
+        logits = t.new(rows * classes * self.f)
         head = self._linear(self.classifier, drop_node, dropped, rows, h, classes)
         t.drop(dropped, act)  # (tanh's output: saved by its own backward)
         if self.choices:  # the logits viewed as (b, C)
@@ -537,10 +542,10 @@ class BertRun:
         """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
         t, rows, h = self.tape, self.b, self.h
         t.product("main", addmm=True)
-        pooled = t.new(rows * h * FLOAT)
+        pooled = t.new(rows * h * self.f)
         dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
-        act = t.new(rows * h * FLOAT)
-        act_node = t.node(self._grads(rows * h * FLOAT), [dense], [pooled if self.electra else act])
+        act = t.new(rows * h * self.f)
+        act_node = t.node(self._grads(rows * h * self.f), [dense], [pooled if self.electra else act])
         t.drop(pooled)
         return act, act_node
 
@@ -561,7 +566,7 @@ class BertRun:
             dropped, drop_node = t.hold(pooled), pooled_node
         t.product("main", addmm=True)
         classes = self.sentence_classes
-        sentence = t.new(b * classes * FLOAT)
+        sentence = t.new(b * classes * self.f)
         sentence_node = self._linear(self.classifier, drop_node, dropped, b, h, classes)
         t.drop(dropped, pooled)
         kept.append(sentence)
@@ -570,7 +575,7 @@ class BertRun:
             return loss, tuple(kept), loss_node
         words, words_node = self._cross_entropy(decoder_node, self.n, self.c.vocab_size)
         sentences, sentences_node = self._cross_entropy(sentence_node, b, classes, self.sentence_labels)
-        total = t.new(FLOAT)
+        total = t.new(self.f)
         total_node = t.node(self._add_backward(), [words_node, sentences_node])
         t.drop(words, sentences)
         return total, tuple(kept), total_node
@@ -583,13 +588,13 @@ class BertRun:
         if self.c.has_pooler:
             pooled, pooled_node = self._pooler(x, x_node)
             kept.append(pooled)
-        total = t.new(FLOAT)
+        total = t.new(self.f)
         total_node = t.node(self._sum_backward(x.nbytes), [x_node])
         if not self.c.has_pooler:
             return total, tuple(kept), total_node
-        second = t.new(FLOAT)
+        second = t.new(self.f)
         second_node = t.node(self._sum_backward(pooled.nbytes), [pooled_node])
-        summed = t.new(FLOAT)
+        summed = t.new(self.f)
         node = t.node(self._add_backward(), [total_node, second_node])
         t.drop(second, total)
         return summed, tuple(kept), node
@@ -607,22 +612,28 @@ class BertRun:
         t, n, h = self.tape, self.n, self.h
         act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
         t.product("main", addmm=True)
-        logits = t.new(n * FLOAT)
+        logits = t.new(n * self.f)
         logits_node = self._linear(self.classifier, act_node, act, n, h, 1)
         t.drop(act)
-        target = t.new(n * FLOAT)
-        loss = t.new(FLOAT)
-        loss_node = t.node(self._bce_backward(n * FLOAT), [logits_node], [logits, target])
+        target = t.new(n * FLOAT)  # labels.float()
+        loss = t.new(FLOAT)  # (16-bit logits against float32 labels: the loss, float32)
+        loss_node = t.node(self._bce_backward(n), [logits_node], [logits, target])
         t.drop(target)
         return loss, (logits,), loss_node
 
-    def _bce_backward(self, size: int) -> Rule:
+    def _bce_backward(self, n: int) -> Rule:
+        """sigmoid(logits) in their dtype, minus the float32 target, times the gradient (float32), cast back to
+        16-bit logits' dtype where they are."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            sigmoid = t.new(size)
-            minus = t.new(size)
+            sigmoid = t.new(n * self.f)
+            minus = t.new(n * FLOAT)
             t.drop(sigmoid)
-            grad = t.new(size)
+            grad = t.new(n * FLOAT)
             t.drop(minus)
+            if self.f != FLOAT:
+                cast = t.new(n * self.f)
+                t.drop(grad)
+                grad = cast
             self._finish(t, given, node)
             return [grad]
         return rule
@@ -632,15 +643,15 @@ class BertRun:
         view), dropout, dense, tanh, dropout, out_proj; the encoder's output goes as the model's forward
         returns."""
         t, b, h, labels = self.tape, self.b, self.h, self.c.num_labels
-        dropped, mask = t.new(b * h * FLOAT), t.new(b * h)
-        drop_node = t.node(self._grads(b * h * FLOAT, select=self.n * h * FLOAT), [x_node], [mask])
+        dropped, mask = t.new(b * h * self.f), t.new(b * h)
+        drop_node = t.node(self._grads(b * h * self.f, select=self.n * h * self.f), [x_node], [mask])
         t.drop(mask)
         t.product("main", addmm=True)
-        dense = t.new(b * h * FLOAT)
+        dense = t.new(b * h * self.f)
         dense_node = self._linear(self.pooler, drop_node, dropped, b, h, h)
         t.drop(dropped)
-        act = t.new(b * h * FLOAT)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
-        act_node = t.node(self._grads(b * h * FLOAT), [dense_node], [dense if self.electra else act])
+        act = t.new(b * h * self.f)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
+        act_node = t.node(self._grads(b * h * self.f), [dense_node], [dense if self.electra else act])
         t.drop(dense)
         logits, head = self._classify(act, act_node, b, labels)
         loss, loss_node = self._classification_loss(head, b, labels, logits)
@@ -653,7 +664,7 @@ class BertRun:
         dropped, drop_node = self._dropout(x, x_node)
         t.drop(x)
         t.product("main", addmm=True)
-        logits = t.new(rows * classes * FLOAT)
+        logits = t.new(rows * classes * self.f)
         head = self._linear(self.classifier, drop_node, dropped, rows, self.h, classes)
         t.drop(dropped)
         return logits, head
@@ -664,7 +675,7 @@ class BertRun:
         t, n, h, labels = self.tape, self.n, self.h, self.c.num_labels
         dropped, drop_node = self._dropout(x, x_node)
         t.product("main", addmm=True)
-        logits = t.new(n * labels * FLOAT)
+        logits = t.new(n * labels * self.f)
         head = self._linear(self.classifier, drop_node, dropped, n, h, labels)
         t.drop(dropped)
         loss, loss_node = self._cross_entropy(head, n, labels)
@@ -678,18 +689,18 @@ class BertRun:
         t, n, h, b, s = self.tape, self.n, self.h, self.b, self.s
         hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
         t.product("main", addmm=True)
-        logits = t.new(n * 2 * FLOAT)
+        logits = t.new(n * 2 * self.f)
         qa_node = self._linear(self.classifier, hidden_node, hidden, n, h, 2)
-        split = t.node(self._cat_backward(n * 2 * FLOAT), [qa_node], inputs=2)
-        start, end = t.new(n * FLOAT), t.new(n * FLOAT)
+        split = t.node(self._cat_backward(n * 2 * self.f), [qa_node], inputs=2)
+        start, end = t.new(n * self.f), t.new(n * self.f)
         start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
         starts, ends = t.new(b * LONG), t.new(b * LONG)  # clamp(0, s)
         start_loss, start_loss_node = self._cross_entropy(start_node, b, s, starts)
         end_loss, end_loss_node = self._cross_entropy(end_node, b, s, ends)
-        summed = t.new(FLOAT)
+        summed = t.new(self.f)
         add = t.node(self._add_backward(), [start_loss_node, end_loss_node])
-        loss = t.new(FLOAT)
-        loss_node = t.node(self._grads(FLOAT), [add])  # / 2
+        loss = t.new(self.f)
+        loss_node = t.node(self._grads(self.f), [add])  # / 2
         t.drop(summed)
         if self.qa_loss_function:  # ForQuestionAnsweringLoss's locals as it returns, then the forward's
             t.drop(start_loss, end_loss, starts, ends, x, hidden, logits)
@@ -706,26 +717,49 @@ class BertRun:
             return [whole]
         return rule  # type: ignore[return-value]  # (given its inputs' list: see `backward`)
 
-    def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage) -> tuple[Storage, Node]:
-        """Cross-entropy; one label: regression, MSE (which saves the logits and the float labels)."""
+    def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage, element: int = 0
+                             ) -> tuple[Storage, Node]:
+        """Cross-entropy; one label: regression, MSE (which saves the logits and the float labels; `element`:
+        the logits' bytes, the model's unless cast to the labels' float32 first)."""
         if not self.regression:
             return self._cross_entropy(head, rows, classes)
         t = self.tape
-        loss = t.new(FLOAT)
-        return loss, t.node(self._grads(rows * FLOAT), [head], [logits, self.labels])
+        loss = t.new(FLOAT)  # (against float32 labels: float32)
+        return loss, t.node(self._promoted_backward(rows, element or self.f), [head], [logits, self.labels])
 
-    def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None
+    def _promoted_backward(self, rows: int, element: int) -> Rule:
+        """A loss of logits against float32 labels (MSE): its gradient in float32, cast back to 16-bit logits'
+        dtype."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grad = t.new(rows * FLOAT)
+            if element != FLOAT:
+                cast = t.new(rows * element)
+                t.drop(grad)
+                grad = cast
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
+    def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None, element: int = 0
                        ) -> tuple[Storage, Node]:
         """log_softmax (saves its output), nll_loss (saves the target, the labels unless given, and the total
-        weight)."""
-        t = self.tape
-        logp = t.new(rows * classes * FLOAT)
-        logp_node = t.node(self._grads(rows * classes * FLOAT), [head], [logp])
+        weight), in the logits' dtype (`element` bytes: the model's unless a loss cast them up first)."""
+        t, size = self.tape, element or self.f
+        logp = t.new(rows * classes * size)
+        logp_node = t.node(self._grads(rows * classes * size), [head], [logp])
         t.drop(logp)
-        loss, total = t.new(FLOAT), t.new(FLOAT)
-        loss_node = t.node(self._grads(rows * classes * FLOAT), [logp_node], [target or self.labels, total])
+        loss, total = t.new(size), t.new(size)
+        loss_node = t.node(self._grads(rows * classes * size), [logp_node], [target or self.labels, total])
         t.drop(total)
         return loss, loss_node
+
+    def _upcast(self, head: Node, size: int) -> tuple[Storage | None, Node]:
+        """`logits.float()` where a loss asks it: a float32 copy of 16-bit logits (its backward casts the gradient
+        back), nothing for float32 ones."""
+        if self.f == FLOAT:
+            return None, head
+        t = self.tape
+        return t.new(size * FLOAT), t.node(self._grads(size * self.f), [head])
 
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The LM head: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias)."""
@@ -733,7 +767,7 @@ class BertRun:
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
-        logits = t.new(n * vocab * FLOAT)
+        logits = t.new(n * vocab * self.f)
         decoder_node = self._linear((self.word, self.decoder_bias), norm_node, normed, n, h, vocab)
         t.drop(normed)
         return logits, decoder_node
@@ -744,14 +778,18 @@ class BertRun:
         t, n, vocab = self.tape, self.n, self.c.vocab_size
         logits, decoder_node = self._lm_logits(x, x_node)
         if not self.causal:
-            loss, loss_node = self._cross_entropy(decoder_node, n, vocab)
+            upcast, decoder_node = self._upcast(decoder_node, n * vocab) if self.lm_upcast else (None, decoder_node)
+            loss, loss_node = self._cross_entropy(decoder_node, n, vocab, element=FLOAT if upcast else 0)
+            t.drop(upcast)
             return loss, (logits,), loss_node
-        # ForCausalLMLoss: the labels padded by one (b, s + 1), shifted as `[..., 1:].contiguous()` (a copy,
-        # but a view of one sequence), the cross-entropy's target; the padded labels go as it returns
+        # ForCausalLMLoss: the logits as float32, the labels padded by one (b, s + 1), shifted as
+        # `[..., 1:].contiguous()` (a copy, but a view of one sequence), the cross-entropy's target; the float32
+        # logits and the padded labels go as it returns
+        upcast, decoder_node = self._upcast(decoder_node, n * vocab)
         padded = t.new(self.b * (self.s + 1) * LONG)
         shifted = t.new(n * LONG) if self.b > 1 else t.hold(padded)
-        loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted)
-        t.drop(padded, shifted)
+        loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted, FLOAT)
+        t.drop(upcast, padded, shifted)
         return loss, (logits,), loss_node
 
     def _position_ids(self) -> Storage:
@@ -781,23 +819,23 @@ class BertRun:
         from_ids = self.roberta or self.mpnet
         position_ids = self._position_ids() if from_ids else self.position_ids
         if self.distil or self.mpnet:  # no token types: the word embeddings are the sum so far
-            summed = words = t.new(n * h * FLOAT)
+            summed = words = t.new(n * h * self.f)
             sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
             types = None
         else:
             type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
-            words = t.new(n * h * FLOAT)
+            words = t.new(n * h * self.f)
             words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
-            types = t.new(n * h * FLOAT)
+            types = t.new(n * h * self.f)
             types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
             t.drop(type_ids)
-            summed = t.new(n * h * FLOAT)
+            summed = t.new(n * h * self.f)
             sum_node = t.node(self._add_backward(), [words_node, types_node])
-        positions = t.new((n if from_ids else s) * h * FLOAT)
+        positions = t.new((n if from_ids else s) * h * self.f)
         positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
-        total = t.new(n * h * FLOAT)
+        total = t.new(n * h * self.f)
         # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
-        total_node = t.node(self._add_backward(broadcast=s * h * FLOAT if self.b > 1 and not from_ids else 0),
+        total_node = t.node(self._add_backward(broadcast=s * h * self.f if self.b > 1 and not from_ids else 0),
                             [sum_node, positions_node])
         if types is not None:
             t.drop(summed)
@@ -810,7 +848,7 @@ class BertRun:
             t.drop(position_ids)
         if self.projected:  # ELECTRA's embeddings_project: E → H
             t.product("main", addmm=True)
-            projected = t.new(n * self.h * FLOAT)
+            projected = t.new(n * self.h * self.f)
             node = self._linear(self.projection, out_node, out, n, h, self.h)
             t.drop(out)
             return projected, node
@@ -850,10 +888,10 @@ class BertRun:
         t.drop(full, shifted)
         chosen = t.new(pair)  # where(is_small, n, large), added into ret in place
         t.drop(chosen, distance, small, least)  # (relative_position_bucket's locals, as it returns)
-        values = t.new(s * s * heads * FLOAT)
+        values = t.new(s * s * heads * self.f)
         # (s, s, A) permuted to (A, s, s), unsqueezed, expanded to (b, A, s, s): a copy unless that is contiguous
         expanded = (b, heads, s, s), (0 if b > 1 else heads * s * s, 1, s * heads, heads)
-        bias = t.hold(values) if is_contiguous(*expanded) else t.new(b * heads * s * s * FLOAT)
+        bias = t.hold(values) if is_contiguous(*expanded) else t.new(b * heads * s * s * self.f)
         node = t.node(self._bias_backward(), [self.relative.node], [ret])
         t.drop(values, context, memory, relative, ret)  # (compute_position_bias's locals, as it returns)
         return bias, node
@@ -864,7 +902,7 @@ class BertRun:
         heads, s = self.heads, self.s
 
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            summed = t.new(heads * s * s * FLOAT) if self.b > 1 else t.hold(given)
+            summed = t.new(heads * s * s * self.f) if self.b > 1 else t.hold(given)
             t.drop(given)
             table = t.new(self.relative.data.nbytes)
             t.drop(summed)
@@ -895,8 +933,8 @@ class BertRun:
             t.drop(arange)
         allowed = t.new(s * s)
         t.drop(batch, head, *aranged)
-        zero, least = t.new(FLOAT), t.new(FLOAT)
-        mask = t.new(b * s * s * FLOAT)
+        zero, least = t.new(self.f), t.new(self.f)
+        mask = t.new(b * s * s * self.f)
         t.drop(least, zero, allowed)
         return mask
 
@@ -909,14 +947,14 @@ class BertRun:
         qkv = []
         for key in ("q", "k", "v"):
             t.product("main", addmm=True)
-            projected = t.new(n * h * FLOAT)
+            projected = t.new(n * h * self.f)
             copy = eager and (copies.k_backward if key == "k" else copies.q_backward)
             qkv.append((projected, self._linear(layer[key], x_node, x, n, h, h, copy=copy)))
         (q, q_node), (k, k_node), (v, v_node) = qkv
         if eager:
             merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
         else:
-            merged, merge = self._efficient_attention(q, q_node, k, k_node, v, v_node)
+            merged, merge = self._fused_attention(q, q_node, k, k_node, v, v_node)
         # the attention's locals as it returns (saved where the backward reads them): DistilBERT's after its
         # output projection, which it runs itself
         # output projection, which it runs itself; ALBERT's after the LayerNorm, which it runs too
@@ -934,7 +972,7 @@ class BertRun:
             t.drop(*locals_)
         t.drop(merged)
         t.product("main", addmm=True)
-        up = t.new(n * self.i * FLOAT)
+        up = t.new(n * self.i * self.f)
         up_node = self._linear(layer["up"], attention_node, attention, n, h, self.i)
         gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
@@ -944,13 +982,45 @@ class BertRun:
         t.drop(x)
         return out, out_node
 
+    def _fused_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                         bias: Storage | None = None) -> tuple[Storage, Node]:
+        """sdpa's fused kernel: the memory-efficient one in float32, cuDNN's in 16 bits (sm_90)."""
+        if self.f == FLOAT:
+            return self._efficient_attention(q, q_node, k, k_node, v, v_node, bias)
+        return self._cudnn_attention(q, q_node, k, k_node, v, v_node, bias)
+
+    def _cudnn_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
+                         bias: Storage | None = None) -> tuple[Storage, Node]:
+        """sdpa's cuDNN kernel (16 bits): its output laid out as the tokens', a float32 log-sum-exp per row, the
+        philox seed and offset (one int64 each); q, k, v read in place (a bias too, where a mask is given)."""
+        t, b, heads, s = self.tape, self.b, self.heads, self.s
+        out = t.new(self.n * self.h * self.f)
+        lse = t.new(b * heads * s * FLOAT)
+        seed, offset = t.new(LONG), t.new(LONG)
+        saved = [k, q, v, lse, out, offset, seed] if bias is None else [bias, k, q, v, lse, out, offset, seed]
+        node = t.node(self._cudnn_backward(), [q_node, k_node, v_node], saved)
+        t.drop(lse, seed, offset)
+        return out, node
+
+    def _cudnn_backward(self) -> Rule:
+        """cuDNN's backward: the gradients of q, k, v, then its float32 dQ accumulator and softmax sum (one block
+        allocated and freed inside the kernel)."""
+        b, heads, s, d = self.b, self.heads, self.s, self.h // self.heads
+
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(self.n * self.h * self.f) for _ in range(3)]
+            t.drop(t.new(b * heads * s * d * FLOAT + b * heads * s * FLOAT))
+            self._finish(t, given, node)
+            return grads
+        return rule
+
     def _efficient_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
                              bias: Storage | None = None) -> tuple[Storage, Node]:
         """sdpa's memory-efficient kernel (float32 on sm_80+): its output, laid out as the tokens' (so no copy to
         merge the heads), and the log-sum-exp per row (rows rounded up to 32); q, k, v read in place (a float
         bias too, where a mask is given)."""
         t, b, heads, s = self.tape, self.b, self.heads, self.s
-        out = t.new(self.n * self.h * FLOAT)
+        out = t.new(self.n * self.h * self.f)
         lse = t.new(b * heads * -(-s // 32) * 32 * FLOAT)
         saved = [k, q, v, lse, out] if bias is None else [bias, k, q, v, lse, out]
         node = t.node(self._efficient_backward(), [q_node, k_node, v_node], saved)
@@ -964,7 +1034,7 @@ class BertRun:
         b, heads, s, d = self.b, self.heads, self.s, self.h // self.heads
 
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grads = [t.new(self.n * self.h * FLOAT) for _ in range(3)]
+            grads = [t.new(self.n * self.h * self.f) for _ in range(3)]
             passing = [t.new(b * s * heads * d * FLOAT), t.new(b * s * heads * FLOAT)]
             delta = t.new(b * heads * s * FLOAT)
             t.drop(*reversed(passing))
@@ -975,52 +1045,67 @@ class BertRun:
         return rule
 
     def _eager_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
-                         copies: AttentionCopies, mask: Storage | None, v_copy: bool | None = None
-                         ) -> tuple[Storage, Node]:
+                         copies: AttentionCopies, mask: Storage | None, v_copy: bool | None = None,
+                         softmax32: bool = False) -> tuple[Storage, Node]:
         """softmax(q·kᵀ × scaling), dropout, · v, the heads merged back: matmul's reshapes copy where no view can
-        (`AttentionCopies`; `v_copy`: whether v's does, where v is not laid out as q)."""
+        (`AttentionCopies`; `v_copy`: whether v's does, where v is not laid out as q; `softmax32`: the softmax
+        in float32, `softmax(…, dtype=float32).to(q.dtype)`: 16-bit scores cast up first, the probabilities back)."""
         t, n, h = self.tape, self.n, self.h
         b, heads, s = self.b, self.heads, self.s
         # scores: matmul(q, kᵀ) reshapes q and kᵀ to (b·A, s, d) and (b·A, d, s) blocks (copies where no view
         # can do), then bmm; × scaling
-        q_operand = t.new(n * h * FLOAT) if copies.q_forward else t.hold(q)
-        k_operand = t.new(n * h * FLOAT) if copies.k_forward else t.hold(k)
+        q_operand = t.new(n * h * self.f) if copies.q_forward else t.hold(q)
+        k_operand = t.new(n * h * self.f) if copies.k_forward else t.hold(k)
         q_pass = t.node(self._pass(), [q_node])
         k_pass = t.node(self._pass(), [k_node])
         t.product("main")
-        scores = t.new(b * heads * s * s * FLOAT)
-        bmm1 = t.node(self._bmm_backward(n * h * FLOAT, n * h * FLOAT), [q_pass, k_pass], [k_operand, q_operand])
+        scores = t.new(b * heads * s * s * self.f)
+        bmm1 = t.node(self._bmm_backward(n * h * self.f, n * h * self.f), [q_pass, k_pass], [k_operand, q_operand])
         t.drop(q_operand, k_operand)
-        scaled = t.new(b * heads * s * s * FLOAT)
-        mul = t.node(self._grads(b * heads * s * s * FLOAT), [bmm1])
+        scaled = t.new(b * heads * s * s * self.f)
+        mul = t.node(self._grads(b * heads * s * s * self.f), [bmm1])
         t.drop(scores)
         if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
             mul = t.node(self._add_backward(), [mul, self.bias[1]])
         if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
-            masked = t.new(b * heads * s * s * FLOAT)
+            masked = t.new(b * heads * s * s * self.f)
             mul = t.node(self._pass(), [mul])
             t.drop(scaled)
             scaled = masked
-        probs = t.new(b * heads * s * s * FLOAT)
-        softmax = t.node(self._grads(b * heads * s * s * FLOAT), [mul], [probs])
+        if softmax32 and self.f != FLOAT:
+            if self.w.precision == "fp16":  # softmax's half_to_float: float32 out of half in, a half gradient
+                wide = t.new(b * heads * s * s * FLOAT)
+                softmax = t.node(self._grads(b * heads * s * s * self.f), [mul], [wide])
+            else:  # bfloat16 is cast up first (a copy), and its gradient back
+                upcast = t.new(b * heads * s * s * FLOAT)
+                up = t.node(self._grads(b * heads * s * s * self.f), [mul])
+                wide = t.new(b * heads * s * s * FLOAT)
+                softmax = t.node(self._grads(b * heads * s * s * FLOAT), [up], [wide])
+                t.drop(upcast)
+            probs = t.new(b * heads * s * s * self.f)
+            softmax = t.node(self._grads(b * heads * s * s * FLOAT), [softmax])
+            t.drop(wide)
+        else:
+            probs = t.new(b * heads * s * s * self.f)
+            softmax = t.node(self._grads(b * heads * s * s * self.f), [mul], [probs])
         if not self.mpnet:  # (MPNet keeps its scores' name: they go as its attention returns)
             t.drop(scaled)
         if self.dropout:
-            dropped, mask = t.new(b * heads * s * s * FLOAT), t.new(b * heads * s * s)
-            drop = t.node(self._grads(b * heads * s * s * FLOAT), [softmax], [mask])
+            dropped, mask = t.new(b * heads * s * s * self.f), t.new(b * heads * s * s)
+            drop = t.node(self._grads(b * heads * s * s * self.f), [softmax], [mask])
             t.drop(mask, probs)
         else:
             dropped, drop = probs, softmax
-        v_operand = t.new(n * h * FLOAT) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
+        v_operand = t.new(n * h * self.f) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
         v_pass = t.node(self._pass(), [v_node])
         t.product("main")
-        context = t.new(n * h * FLOAT)
-        bmm2 = t.node(self._bmm_backward(b * heads * s * s * FLOAT, n * h * FLOAT), [drop, v_pass],
+        context = t.new(n * h * self.f)
+        bmm2 = t.node(self._bmm_backward(b * heads * s * s * self.f, n * h * self.f), [drop, v_pass],
                       [v_operand, dropped])  # (bmm saves its second operand first)
         t.drop(v_operand)
         # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
-        merged = t.new(n * h * FLOAT) if copies.merge_forward else t.hold(context)
-        merge = t.node(self._grads(n * h * FLOAT) if copies.merge_backward else self._pass(), [bmm2])
+        merged = t.new(n * h * self.f) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._grads(n * h * self.f) if copies.merge_backward else self._pass(), [bmm2])
         t.drop(context, dropped)  # (the probabilities: saved by bmm)
         if self.mpnet:
             self.scores = scaled
@@ -1032,11 +1117,11 @@ class BertRun:
         LayerNorm(dropout(o) + x), the dropped copy a temporary of the sum."""
         t, n, h = self.tape, self.n, self.h
         t.product("main", addmm=True)
-        out = t.new(n * h * FLOAT)
+        out = t.new(n * h * self.f)
         out_node = self._linear(layer["o"], merge, merged, n, h, h)
         t.drop(*locals_)
         dropped, drop_node = self._dropout(out, out_node)
-        summed = t.new(n * h * FLOAT)
+        summed = t.new(n * h * self.f)
         add = t.node(self._add_backward(), [drop_node, x_node])
         t.drop(dropped)
         normed, norm_node = self._layer_norm(summed, add, layer["norm1"])
@@ -1050,7 +1135,7 @@ class BertRun:
         dropout; `then`: released after the dense; `residual_first`: LayerNorm(input + hidden))."""
         t, n, h = self.tape, self.n, self.h
         t.product("main", addmm=True)
-        projected = t.new(n * h * FLOAT)
+        projected = t.new(n * h * self.f)
         dense_node = self._linear(dense, x_node, x, n, width, h)
         t.drop(*then)
         if dropout:
@@ -1058,7 +1143,7 @@ class BertRun:
             t.drop(projected)
         else:
             dropped, drop_node = projected, dense_node
-        summed = t.new(n * h * FLOAT)
+        summed = t.new(n * h * self.f)
         add = t.node(self._add_backward(), [residual_node, drop_node] if residual_first else [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
         t.drop(summed, dropped)
@@ -1070,7 +1155,7 @@ class BertRun:
         the activation (its input's name released)."""
         t = self.tape
         t.product("main", addmm=params[1] is not None)
-        dense = t.new(rows * outputs * FLOAT)
+        dense = t.new(rows * outputs * self.f)
         dense_node = self._linear(params, x_node, x, rows, inputs, outputs, select=select)
         t.drop(x)
         act, act_node = self._activation(dense, dense_node)
@@ -1113,15 +1198,15 @@ class BertRun:
         input's gradient, the weight's, the bias's (if it has one)."""
         t, n, h = self.tape, rows or self.n, width or self.h
         weight, bias = norm
-        out, mean, rstd = t.new(n * h * FLOAT), t.new(n * FLOAT), t.new(n * FLOAT)
-        sizes = (n * h * FLOAT, h * FLOAT) + ((h * FLOAT,) if bias else ())
+        out, mean, rstd = t.new(n * h * self.f), t.new(n * FLOAT), t.new(n * FLOAT)  # (mean, rstd: float32)
+        sizes = (n * h * self.f, h * self.f) + ((h * self.f,) if bias else ())
         node = t.node(self._grads(*sizes), [x_node, weight.node, bias.node if bias else None], [x, mean, rstd])
         t.drop(mean, rstd)
         return out, node
 
     def _dropout(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         t = self.tape
-        out, mask = t.new(x.nbytes), t.new(x.nbytes // FLOAT)
+        out, mask = t.new(x.nbytes), t.new(x.nbytes // self.f)
         node = t.node(self._grads(x.nbytes), [x_node], [mask])
         t.drop(mask)
         return out, node
@@ -1206,19 +1291,19 @@ class BertRun:
         parameter's second gradient goes at once)."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             if copy:
-                copied = t.new(rows * outputs * FLOAT)
+                copied = t.new(rows * outputs * self.f)
                 t.drop(given)
                 given = copied
             t.product("backward")
             if bias:
-                grad, weight = t.new(rows * inputs * FLOAT), t.new(outputs * inputs * FLOAT)
-                grads = [t.new(outputs * FLOAT), weight]
+                grad, weight = t.new(rows * inputs * self.f), t.new(outputs * inputs * self.f)
+                grads = [t.new(outputs * self.f), weight]
             else:
-                grads = [t.new(outputs * inputs * FLOAT)]
-                grad = t.new(rows * inputs * FLOAT)
+                grads = [t.new(outputs * inputs * self.f)]
+                grad = t.new(rows * inputs * self.f)
             self._finish(t, given, node)
             if select:
-                whole = t.new(select * FLOAT)
+                whole = t.new(select * self.f)
                 t.drop(grad)
                 grad = whole
             return [*grads, grad]
