@@ -28,6 +28,9 @@ It writes one JSON object with the fixture's keys:
   and a `torch.cuda.memory` snapshot in OUT.snapshots/ — what tests/fixtures/allocation.json replays from runs
   recorded on a CPU, to be checked on the card (a short run: `python tests/gpu/measure_steps_cuda.py o.json
   lm_caps`).
+- `replay_caps` (not in the fixture yet): measured as `lm_caps`, on runs whose fits come from the derived
+  allocation order's replay (a batch whose fourth step runs out in the replay; ModernBERT's mask padding at
+  s = 72; DeBERTa in float32; cuDNN's attention in bf16): `bert-tui compute`'s answer is the replay's.
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -57,7 +60,7 @@ from tui.core.step.workload import Workload  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
-PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps")
+PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps", "replay_caps")
 
 
 def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, *extra: str) -> list[str]:
@@ -172,9 +175,10 @@ LM_CAPS = [
     ("mod-mlm-512-ampbf16-sdpa-24", cap("ModernBERT-base", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
     ("mp-mlm-512-ampbf16-sdpa-24", cap("all-mpnet-base-v2", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
     ("al-mlm-512-ampbf16-sdpa-24", cap("albert-base-v2", MLM, 512, "amp-bf16", "sdpa", "24GiB")),
-    # replayed since: every family's order in float32 and 16 bits (the replay's claims against real caps; the
-    # fourth step that ran out in the replay; ModernBERT's float bias padded to 8 columns (fake tensors) or 16
-    # (the peak rule, from an H200) at s = 72; cuDNN's attention in 16 bits)
+]
+REPLAY_CAPS = [  # fits from the derived order's replay (every family in float32 and 16 bits): measured as lm_caps
+    # the fourth step that ran out in the replay; ModernBERT's float bias padded to 8 columns (fake tensors) or 16
+    # (the peak rule, from an H200) at s = 72; DeBERTa in float32; cuDNN's attention in 16 bits
     ("e-mlm-128-fp32-eager-16", cap("electra-base-generator", MLM, 128, "fp32", "eager", "16GiB")),
     ("mod-mlm-72-fp32-sdpa-16", cap("ModernBERT-base", MLM, 72, "fp32", "sdpa", "16GiB")),
     ("deb-mlm-512-fp32-eager-24", cap("deberta-v3-base", MLM, 512, "fp32", "eager", "24GiB")),
@@ -182,7 +186,7 @@ LM_CAPS = [
     ("mod-mlm-1024-bf16-sdpa-24", cap("ModernBERT-base", MLM, 1024, "bf16", "sdpa", "24GiB")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
-         "lm_caps": LM_CAPS}
+         "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS}
 
 
 def predicted(case_argv: list[str]) -> dict[str, Any]:
@@ -483,7 +487,7 @@ def main(args: list[str]) -> int:
             first = False
         elif part == "fits":
             row = measure_fit(name, case_argv, prediction)
-        elif part == "lm_caps":
+        elif part in ("lm_caps", "replay_caps"):
             row = measure_lm_cap(name, case_argv, prediction, output.with_name(output.stem + ".snapshots"))
         else:
             row = measure_saved_and_flops(name, case_argv, prediction)
