@@ -9,6 +9,7 @@ the search for what fits replays a new batch without running the step again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 from itertools import repeat
@@ -61,10 +62,16 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
     """The allocation events of `steps` steps of `workload` on `config` (see `covers`)."""
+    return _emulated(config, workload, steps)[0]
+
+
+def _emulated(config: BertConfig, workload: Workload, steps: int) -> tuple[list[Event], list[int]]:
+    """The events of `steps` steps, run as they are, and how many each step's end has seen."""
     refused = covers(config, workload)
     if refused:
         raise ValueError(refused)
-    return emulator(config, workload).run(steps)
+    run = emulator(config, workload)
+    return run.run(steps), run.step_ends
 
 
 def emulator(config: BertConfig, workload: Workload, batch: int | None = None) -> BertRun:
@@ -101,25 +108,22 @@ def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[
 
 def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
     """`events` at another batch, from the program (a batch of one: built as it is)."""
-    if batch < 2:
-        return events(config, replace(workload, batch=batch), steps)
-    kinds, keys, fixed, per_example, _ = _program(config, replace(workload, batch=2), steps)
-    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True))
+    return _at(config, workload, batch, steps)[0]
 
 
 def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Event], list[Event]]:
     """The first step's events at `batch`, and a later step's (each later step the same: every block it
     allocates is freed by its end, which `_program` checks)."""
+    two, ends = _at(config, workload, batch, 2)
+    return two[:ends[0]], two[ends[0]:]
+
+
+def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple[list[Event], Sequence[int]]:
+    """The events of `steps` steps at `batch` and how many each step's end has seen."""
     if batch < 2:
-        refused = covers(config, workload)
-        if refused:
-            raise ValueError(refused)
-        run = emulator(config, replace(workload, batch=batch))
-        two, first = run.run(2), run.step_ends[0]
-    else:
-        kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), 2)
-        two, first = list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)), ends[0]
-    return two[:first], two[first:]
+        return _emulated(config, replace(workload, batch=batch), steps)
+    kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), steps)
+    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)), ends
 
 
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
