@@ -486,6 +486,24 @@ def test_a_model_in_16_bits_has_its_fits_replayed_too(family: str, precision: st
     assert all(narrow.max_batch > fit.max_batch for narrow, fit in zip(result.fits, wide.fits, strict=True))
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra"])
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_with_a_padding_mask_bert_codes_fits_are_replayed(family: str, attention: str) -> None:
+    """A padding mask (BERT's code, `masking_utils`): the fits come from the replay, never above the unpadded run's
+    (the mask made once a forward; eager adds it to every layer's scores, sdpa makes a float bias a layer)."""
+    from tui.core.step.allocations import events_at
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head="mlm").as_family(family)
+    workload = Workload(batch=8, seq=256, precision="fp32", attention=attention, device="cuda", padding_mask=True)
+    result = compute(config, workload, gpu_memory=5 * 1024**3)
+    assert result.replayed
+    assert_replayed_fits_are_the_largest(result)
+    plain = compute(config, replace(workload, padding_mask=False), gpu_memory=5 * 1024**3)
+    assert all(padded.max_batch <= fit.max_batch for padded, fit in zip(result.fits, plain.fits, strict=True))
+    assert len(events_at(config, workload, 8)) > len(events_at(config, plain.workload, 8))
+
+
 def test_a_batch_whose_fourth_step_runs_out_is_not_claimed() -> None:
     """ELECTRA's generator, MLM at 128 tokens, on 16 GiB: three steps of batch 138 run, but the third still moved
     blocks and the fourth runs out of memory; the run is replayed until it settles, so 137 is the answer."""

@@ -23,6 +23,7 @@ from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
+PADDED = ("bert", *ROBERTA_LIKE, "electra")  # a padding mask: `masking_utils.create_bidirectional_mask`
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
@@ -54,10 +55,13 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if (workload.padding_mask, workload.checkpointing, workload.optimizer, workload.mode) != (
-            False, False, "adamw", "train") or workload.precision not in ("fp32", *SIXTEEN_BITS):
-        return ("only float32, bfloat16 and float16 (not autocast) without a padding mask or checkpointing, AdamW "
-                "training, are derived yet")
+    if (workload.checkpointing, workload.optimizer, workload.mode) != (False, "adamw", "train") or \
+            workload.precision not in ("fp32", *SIXTEEN_BITS):
+        return ("only float32, bfloat16 and float16 (not autocast) without checkpointing, AdamW training, are "
+                "derived yet")
+    if workload.padding_mask and (config.model_type not in PADDED or config.head == "causal-lm"):
+        return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for BERT's "
+                f"code without a causal mask only ({', '.join(PADDED)})")
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:

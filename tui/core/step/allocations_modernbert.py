@@ -46,8 +46,6 @@ from .emulation import (
 )
 from .symbols import GLOBAL_EVERY, HALF_WINDOW
 
-MASK_ALIGNMENT = 8  # sdpa pads a float bias whose rows are not a multiple of this many columns (`preprocess_mask`)
-
 
 class ModernBertRun(BertRun):
     """ModernBertModel and ModernBertFor{MaskedLM,SequenceClassification,TokenClassification,QuestionAnswering,
@@ -263,15 +261,7 @@ class ModernBertRun(BertRun):
             layout = (b, heads, s, d), (s * 3 * self.h, d, 3 * self.h, 1)
             v_copy = view_strides(*layout, (b * heads, s, d)) is None
             return self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask, v_copy, softmax32=True)
-        bias = None
-        if mask is not None:  # where(mask, 0, -inf) over (b, 1, s, s); padded where rows are not aligned
-            zero, least = t.new(self.f), t.new(self.f)
-            bias = t.new(b * s * s * self.f)
-            t.drop(least, zero)
-            if s % MASK_ALIGNMENT and self.f == FLOAT:  # (the memory-efficient kernel's `preprocess_mask`)
-                padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * self.f)
-                t.drop(bias)
-                bias = padded
+        bias = self._mask_bias(mask) if mask is not None else None
         out, node = self._fused_attention(q, q_node, k, k_node, v, v_node, bias)
         t.drop(bias)
         return out, node

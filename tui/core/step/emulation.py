@@ -35,11 +35,11 @@ question-answering head (start and end logits split, copied, their gradients con
 head (b·C sequences, one logit a choice), pre-training (BERT's MLM + next sentence, ALBERT's MLM + sentence
 order, ELECTRA's discriminator), next-sentence head or none (the bare model, its loss the sum of its
 outputs), in float32 (eager attention or sdpa's memory-efficient kernel) or with the model in bfloat16 or float16
-(eager attention or sdpa's cuDNN kernel: every size at the model's element (`self.f`), but LayerNorm's mean and rstd and the tables and
-buckets computed in float32, and where a loss casts the logits up or meets float32 labels, or ModernBERT computes
-its rotary embedding and softmax in float32, the casts and their gradients' casts back), no padding mask, either
-loop, a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order to the
-search for what fits).
+(eager attention or sdpa's cuDNN kernel: every size at the model's element (`self.f`), but LayerNorm's mean and
+rstd and the tables and buckets computed in float32, and where a loss casts the logits up or meets float32
+labels, or ModernBERT computes its rotary embedding and softmax in float32, the casts and their gradients' casts
+back), no padding mask (BERT's code: one too, `_padding_mask`), either loop, a tied decoder; anything else is
+refused by name (`allocations.covers`, which also gives the order to the search for what fits).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from .workload import Workload
 Event = tuple[str, int, int]
 CUBLAS_WORKSPACE = 32 * 1024 * 1024
 CUBLASLT_WORKSPACE = 1024 * 1024
+MASK_ALIGNMENT = 8  # sdpa pads a float bias whose rows are not a multiple of this many columns (`preprocess_mask`)
 FLOAT = 4
 LONG = 8
 # A layer's Linear: (inputs, outputs) from H and I.
@@ -338,6 +339,7 @@ class BertRun:
         self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
         self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
         self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
+        self.model_mask: Storage | None = None  # the model's attention mask, until the model returns
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
@@ -452,6 +454,8 @@ class BertRun:
         """The batch moved to the device: the ids, then the labels the head reads."""
         t = self.tape
         self.ids = t.new(self.n * LONG)
+        if self.w.padding_mask:  # the attention mask, as given (int64)
+            t.new(self.n * LONG)
         rows = self.n if self.mlm or self.tokens or self.pretraining or self.discriminator else self.examples
         if not self.bare:  # (the bare model: no labels)
             self.labels = t.new(rows * (FLOAT if self.regression else LONG))  # (regression: float32 labels)
@@ -487,11 +491,18 @@ class BertRun:
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         x, x_node = self._embeddings()
-        mask = self._causal_mask() if self.causal and self.eager else None
+        mask: Storage | None = None
+        if self.w.padding_mask:
+            mask = self._padding_mask()
+        elif self.causal and self.eager:
+            mask = self._causal_mask()
         self.bias = self._position_bias() if self.mpnet else None
         for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
-        self.tape.drop(mask, self.bias[0] if self.bias else None)  # (the model's locals, as its forward returns)
+        self.tape.drop(self.bias[0] if self.bias else None)  # (the encoder's local, as its forward returns)
+        self.model_mask = mask  # the model's local: it goes as the model returns, after the body's pooler if any
+        if not self.c.has_pooler:
+            self.tape.drop(mask)
         return self._head(x, x_node)
 
     def _head(self, x: Storage, x_node: Node) -> Head:
@@ -547,6 +558,8 @@ class BertRun:
         act = t.new(rows * h * self.f)
         act_node = t.node(self._grads(rows * h * self.f), [dense], [pooled if self.electra else act])
         t.drop(pooled)
+        if self.c.has_pooler:  # (the body's pooler: the model returns, its mask goes)
+            t.drop(self.model_mask)
         return act, act_node
 
     def _sentences(self, x: Storage, x_node: Node) -> Head:
@@ -954,7 +967,9 @@ class BertRun:
         if eager:
             merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
         else:
-            merged, merge = self._fused_attention(q, q_node, k, k_node, v, v_node)
+            bias = self._mask_bias(mask) if mask is not None else None
+            merged, merge = self._fused_attention(q, q_node, k, k_node, v, v_node, bias)
+            t.drop(bias)
         # the attention's locals as it returns (saved where the backward reads them): DistilBERT's after its
         # output projection, which it runs itself
         # output projection, which it runs itself; ALBERT's after the LayerNorm, which it runs too
@@ -981,6 +996,47 @@ class BertRun:
         t.drop(gelu, attention)
         t.drop(x)
         return out, out_node
+
+    def _padding_mask(self) -> Storage:
+        """The padding mask as `masking_utils.create_bidirectional_mask` makes it: the mask as booleans, the batch
+        and head aranges, the keys' and queries' positions (arange + offset), kv ≥ 0 and-ed with ones, the mask
+        gathered at (batch, kv), and-ed into a boolean (b, 1, s, s); eager attention's as a float bias."""
+        t, b, s, n = self.tape, self.b, self.s, self.n
+        cast = t.new(n)
+        batch, head = t.new(b * LONG), t.new(LONG)
+        aranged = []
+        for _ in range(2):
+            arange = t.new(s * LONG)
+            aranged.append(t.new(s * LONG))
+            t.drop(arange)
+        ones = t.new(1)
+        valid = t.new(s)
+        both = t.new(s)
+        t.drop(valid, ones)
+        gathered = t.new(n)
+        mask = t.new(b * s * s)
+        t.drop(gathered, both)
+        t.drop(batch, head, *aranged)
+        if not self.eager:
+            t.drop(cast)
+            return mask
+        zero, least = t.new(self.f), t.new(self.f)
+        bias = t.new(b * s * s * self.f)
+        t.drop(least, zero, mask, cast)
+        return bias
+
+    def _mask_bias(self, mask: Storage) -> Storage:
+        """sdpa given a boolean mask: `where(mask, 0, -inf)` over (b, 1, s, s) in the model's dtype, padded to a
+        multiple of 8 columns for the memory-efficient kernel (`preprocess_mask`; cuDNN's takes it as it is)."""
+        t, b, s = self.tape, self.b, self.s
+        zero, least = t.new(self.f), t.new(self.f)
+        bias = t.new(b * s * s * self.f)
+        t.drop(least, zero)
+        if s % MASK_ALIGNMENT and self.f == FLOAT:
+            padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * self.f)
+            t.drop(bias)
+            bias = padded
+        return bias
 
     def _fused_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
                          bias: Storage | None = None) -> tuple[Storage, Node]:
