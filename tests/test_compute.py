@@ -486,10 +486,10 @@ def test_a_model_in_16_bits_has_its_fits_replayed_too(family: str, precision: st
     assert all(narrow.max_batch > fit.max_batch for narrow, fit in zip(result.fits, wide.fits, strict=True))
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "electra"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
-def test_with_a_padding_mask_bert_codes_fits_are_replayed(family: str, attention: str) -> None:
-    """A padding mask (BERT's code, `masking_utils`): the fits come from the replay, never above the unpadded run's
+def test_with_a_padding_mask_fits_are_replayed(family: str, attention: str) -> None:
+    """A padding mask (`masking_utils`): the fits come from the replay, never above the unpadded run's
     (the mask made once a forward; eager adds it to every layer's scores, sdpa makes a float bias a layer)."""
     from tui.core.step.allocations import events_at
 

@@ -23,7 +23,8 @@ from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
-PADDED = ("bert", *ROBERTA_LIKE, "electra")  # a padding mask: `masking_utils.create_bidirectional_mask`
+# a padding mask as `masking_utils.create_bidirectional_mask` makes it
+PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
@@ -60,8 +61,8 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return ("only float32, bfloat16 and float16 (not autocast) without checkpointing, AdamW training, are "
                 "derived yet")
     if workload.padding_mask and (config.model_type not in PADDED or config.head == "causal-lm"):
-        return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for BERT's "
-                f"code without a causal mask only ({', '.join(PADDED)})")
+        return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for "
+                f"{', '.join(PADDED)} without a causal mask only")
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:

@@ -496,6 +496,8 @@ class BertRun:
             mask = self._padding_mask()
         elif self.causal and self.eager:
             mask = self._causal_mask()
+        if self.albert:  # (its encoder projects the embeddings: after the model made its mask)
+            x, x_node = self._project(x, x_node)
         self.bias = self._position_bias() if self.mpnet else None
         for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
@@ -859,13 +861,18 @@ class BertRun:
         t.drop(words, types, positions)  # the function's locals, as it returns
         if from_ids:
             t.drop(position_ids)
-        if self.projected:  # ELECTRA's embeddings_project: E → H
-            t.product("main", addmm=True)
-            projected = t.new(n * self.h * self.f)
-            node = self._linear(self.projection, out_node, out, n, h, self.h)
-            t.drop(out)
-            return projected, node
+        if self.projected and not self.albert:  # ELECTRA's embeddings_project: E → H (the model's mask after it)
+            return self._project(out, out_node)
         return out, out_node
+
+    def _project(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """E → H: ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (its encoder's first op)."""
+        t = self.tape
+        t.product("main", addmm=True)
+        projected = t.new(self.n * self.h * self.f)
+        node = self._linear(self.projection, x_node, x, self.n, self.e, self.h)
+        t.drop(x)
+        return projected, node
 
     def _position_bias(self) -> tuple[Storage, Node]:
         """MPNet's relative position bias (MPNetEncoder.compute_position_bias), once a forward: the positions'
