@@ -164,12 +164,7 @@ class ModernBertRun(BertRun):
         the keys' and queries' positions (each arange + offset), |q − kv| ≤ w and-ed with ones, then with
         kv ≥ 0 (a boolean (s, s), broadcast over the batch); eager attention's as a float bias (b, 1, s, s)."""
         t, b, s = self.tape, self.b, self.s
-        batch, head = t.new(b * LONG), t.new(LONG)
-        aranged = []
-        for _ in range(2):
-            arange = t.new(s * LONG)
-            aranged.append(t.new(s * LONG))
-            t.drop(arange)
+        positions = self._mask_positions()
         ones = t.new(1)
         distance = t.new(s * s * LONG)
         absolute = t.new(s * s * LONG)
@@ -181,7 +176,7 @@ class ModernBertRun(BertRun):
         valid = t.new(s)
         mask = t.new(s * s)
         t.drop(valid, both)
-        t.drop(batch, head, *aranged)
+        t.drop(*positions)
         if not self.eager:
             return mask
         zero, least = t.new(self.f), t.new(self.f)

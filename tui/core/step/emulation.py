@@ -1010,12 +1010,7 @@ class BertRun:
         gathered at (batch, kv), and-ed into a boolean (b, 1, s, s); eager attention's as a float bias."""
         t, b, s, n = self.tape, self.b, self.s, self.n
         cast = t.new(n)
-        batch, head = t.new(b * LONG), t.new(LONG)
-        aranged = []
-        for _ in range(2):
-            arange = t.new(s * LONG)
-            aranged.append(t.new(s * LONG))
-            t.drop(arange)
+        positions = self._mask_positions()
         ones = t.new(1)
         valid = t.new(s)
         both = t.new(s)
@@ -1023,7 +1018,7 @@ class BertRun:
         gathered = t.new(n)
         mask = t.new(b * s * s)
         t.drop(gathered, both)
-        t.drop(batch, head, *aranged)
+        t.drop(*positions)
         if not self.eager:
             t.drop(cast)
             return mask
@@ -1031,6 +1026,17 @@ class BertRun:
         bias = t.new(b * s * s * self.f)
         t.drop(least, zero, mask, cast)
         return bias
+
+    def _mask_positions(self) -> list[Storage]:
+        """`masking_utils`' indices: the batch and head aranges, then the keys' and the queries' positions (each
+        an arange plus the offset, the arange released)."""
+        t, s = self.tape, self.s
+        made = [t.new(self.b * LONG), t.new(LONG)]
+        for _ in range(2):
+            arange = t.new(s * LONG)
+            made.append(t.new(s * LONG))
+            t.drop(arange)
+        return made
 
     def _mask_bias(self, mask: Storage) -> Storage:
         """sdpa given a boolean mask: `where(mask, 0, -inf)` over (b, 1, s, s) in the model's dtype, padded to a
