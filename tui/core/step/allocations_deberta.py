@@ -294,9 +294,7 @@ class DebertaRun(BertRun):
         score: Storage | None = None
         score_node: Node | None = None
         gathered = []
-        for kind in ("c2p", "p2c") if self.c2p else ("p2c",):
-            if kind == "p2c" and not self.p2c:
-                continue
+        for kind in [kind for kind, on in (("c2p", self.c2p), ("p2c", self.p2c)) if on]:
             if kind == "c2p":  # q · pos_kᵀ, then clamp(relative + span, 0, 2·span − 1)
                 (positions, positions_node), (states, states_node) = projections["pos_k"], (q, q_node)
                 product, product_node = self._relative_product(states, states_node, positions, positions_node)
@@ -405,9 +403,8 @@ class DebertaRun(BertRun):
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
             return loss, (logits,), loss_node
-        if self.f != FLOAT:  # logits.view(-1).to(labels.dtype): a float32 copy, the one the outputs keep
-            cast = t.new(rows * FLOAT)
-            head = t.node(self._grads(rows * self.f), [head])
+        cast, head = self._upcast(head, rows)  # logits.view(-1).to(labels.dtype): the copy the outputs keep
+        if cast is not None:
             t.drop(logits)
             logits = cast
         loss, loss_node = self._classification_loss(head, rows, classes, logits, FLOAT)

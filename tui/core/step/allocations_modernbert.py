@@ -265,14 +265,13 @@ class ModernBertRun(BertRun):
         """`x·cos + rotate_half(x)·sin` on q or k (b, A, s, d), in float32: a 16-bit x is copied by each
         `x.float()` (two), their gradients cast back; rotate_half slices x in halves, negates the second and
         concatenates."""
-        t, size, narrow = self.tape, self.n * self.h * FLOAT, self.n * self.h * self.f
-        wide = self.f != FLOAT
+        t, size = self.tape, self.n * self.h * FLOAT
         cos, sin = table
-        copy, copy_node = (t.new(size), t.node(self._grads(narrow), [view])) if wide else (None, view)
+        copy, copy_node = self._upcast(view, self.n * self.h)
         plain = t.new(size)
         plain_node = t.node(self._grads(size), [copy_node], [cos])
         t.drop(copy)
-        copy, copy_node = (t.new(size), t.node(self._grads(narrow), [view])) if wide else (None, view)
+        copy, copy_node = self._upcast(view, self.n * self.h)
         first = t.node(self._grads(size), [copy_node])  # x[..., :d/2]: its gradient zeros of the whole, filled
         second = t.node(self._grads(size), [copy_node])  # x[..., d/2:]
         negated = t.new(size // 2)

@@ -769,8 +769,8 @@ class BertRun:
         return loss, loss_node
 
     def _upcast(self, head: Node, size: int) -> tuple[Storage | None, Node]:
-        """`logits.float()` where a loss asks it: a float32 copy of 16-bit logits (its backward casts the gradient
-        back), nothing for float32 ones."""
+        """`x.float()` on `size` elements (logits a loss casts up, ModernBERT's q and k): a float32 copy of a
+        16-bit tensor (its backward casts the gradient back), nothing for a float32 one."""
         if self.f == FLOAT:
             return None, head
         t = self.tape
