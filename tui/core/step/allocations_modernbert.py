@@ -151,14 +151,6 @@ class ModernBertRun(BertRun):
         t.drop(normed)
         return logits, node
 
-    def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
-               select: int = 0) -> tuple[Storage, Node]:
-        """A Linear on `rows` rows: `addmm` with a bias, `mm` without."""
-        t = self.tape
-        t.product("main", addmm=params[1] is not None)
-        out = t.new(rows * outputs * self.f)
-        return out, self._linear(params, x_node, x, rows, inputs or self.h, outputs, select=select)
-
     def _window_mask(self) -> Storage:
         """The local layers' sliding-window mask (`masking_utils`, no padding mask): the batch and head aranges,
         the keys' and queries' positions (each arange + offset), |q − kv| ≤ w and-ed with ones, then with

@@ -534,16 +534,14 @@ class BertRun:
         """The pooler (the first token's state, a view; a Linear; tanh: BERT's pooler, DistilBERT's
         pre_classifier with ReLU, ELECTRA's sequence summary with gelu, which saves its input), dropout, the
         classifier; for multiple choice one logit an example's choice, cross-entropy over the choices."""
-        t, rows, h = self.tape, self.b, self.h
+        t, rows = self.tape, self.b
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._pooler(x, x_node)
         t.drop(x)  # the encoder's output: the select view the product saved keeps it
         dropped, drop_node = self._dropout(act, act_node)
         if self.electra:
             t.drop(act)
-        t.product("main", addmm=True)
-        logits = t.new(rows * classes * self.f)
-        head = self._linear(self.classifier, drop_node, dropped, rows, h, classes)
+        logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
         t.drop(dropped, act)  # (tanh's output: saved by its own backward)
         if self.choices:  # the logits viewed as (b, C)
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
@@ -554,9 +552,7 @@ class BertRun:
     def _pooler(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
         t, rows, h = self.tape, self.b, self.h
-        t.product("main", addmm=True)
-        pooled = t.new(rows * h * self.f)
-        dense = self._linear(self.pooler, x_node, x, rows, h, h, select=self.n * h)
+        pooled, dense = self._dense(self.pooler, x, x_node, rows, h, select=self.n * h)
         act = t.new(rows * h * self.f)
         act_node = t.node(self._grads(rows * h * self.f), [dense], [pooled if self.electra else act])
         t.drop(pooled)
@@ -567,7 +563,7 @@ class BertRun:
     def _sentences(self, x: Storage, x_node: Node) -> Head:
         """Next-sentence prediction (BERT's seq_relationship on the pooled state), and with pre-training the LM
         head first, their two cross-entropies summed (ALBERT's sentence-order head: behind dropout)."""
-        t, b, h = self.tape, self.b, self.h
+        t, b = self.tape, self.b
         pooled, pooled_node = self._pooler(x, x_node)
         kept = []
         if self.pretraining:
@@ -579,10 +575,8 @@ class BertRun:
             dropped, drop_node = self._dropout(pooled, pooled_node)
         else:
             dropped, drop_node = t.hold(pooled), pooled_node
-        t.product("main", addmm=True)
         classes = self.sentence_classes
-        sentence = t.new(b * classes * self.f)
-        sentence_node = self._linear(self.classifier, drop_node, dropped, b, h, classes)
+        sentence, sentence_node = self._dense(self.classifier, dropped, drop_node, b, classes)
         t.drop(dropped, pooled)
         kept.append(sentence)
         if not self.pretraining:
@@ -626,9 +620,7 @@ class BertRun:
         labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient)."""
         t, n, h = self.tape, self.n, self.h
         act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
-        t.product("main", addmm=True)
-        logits = t.new(n * self.f)
-        logits_node = self._linear(self.classifier, act_node, act, n, h, 1)
+        logits, logits_node = self._dense(self.classifier, act, act_node, n, 1)
         t.drop(act)
         target = t.new(n * FLOAT)  # labels.float()
         loss = t.new(FLOAT)  # (16-bit logits against float32 labels: the loss, float32)
@@ -661,9 +653,7 @@ class BertRun:
         dropped, mask = t.new(b * h * self.f), t.new(b * h)
         drop_node = t.node(self._grads(b * h * self.f, select=self.n * h * self.f), [x_node], [mask])
         t.drop(mask)
-        t.product("main", addmm=True)
-        dense = t.new(b * h * self.f)
-        dense_node = self._linear(self.pooler, drop_node, dropped, b, h, h)
+        dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h)
         t.drop(dropped)
         act = t.new(b * h * self.f)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
         act_node = t.node(self._grads(b * h * self.f), [dense_node], [dense if self.electra else act])
@@ -678,20 +668,16 @@ class BertRun:
         t = self.tape
         dropped, drop_node = self._dropout(x, x_node)
         t.drop(x)
-        t.product("main", addmm=True)
-        logits = t.new(rows * classes * self.f)
-        head = self._linear(self.classifier, drop_node, dropped, rows, self.h, classes)
+        logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
         t.drop(dropped)
         return logits, head
 
     def _token_classifier(self, x: Storage, x_node: Node) -> Head:
         """Token classification: dropout, a classifier on every token's state, cross-entropy over the n rows;
         the encoder's output goes as the model's forward returns."""
-        t, n, h, labels = self.tape, self.n, self.h, self.c.num_labels
+        t, n, labels = self.tape, self.n, self.c.num_labels
         dropped, drop_node = self._dropout(x, x_node)
-        t.product("main", addmm=True)
-        logits = t.new(n * labels * self.f)
-        head = self._linear(self.classifier, drop_node, dropped, n, h, labels)
+        logits, head = self._dense(self.classifier, dropped, drop_node, n, labels)
         t.drop(dropped)
         loss, loss_node = self._cross_entropy(head, n, labels)
         t.drop(x)
@@ -701,11 +687,9 @@ class BertRun:
         """qa_outputs on every token (DistilBERT's behind dropout), split into start and end logits, each
         squeezed and made contiguous (copies: the loop keeps them), the positions clamped, two cross-entropies,
         their mean; the split's backward concatenates the two gradients."""
-        t, n, h, b, s = self.tape, self.n, self.h, self.b, self.s
+        t, n, b, s = self.tape, self.n, self.b, self.s
         hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
-        t.product("main", addmm=True)
-        logits = t.new(n * 2 * self.f)
-        qa_node = self._linear(self.classifier, hidden_node, hidden, n, h, 2)
+        logits, qa_node = self._dense(self.classifier, hidden, hidden_node, n, 2)
         split = t.node(self._cat_backward(n * 2 * self.f), [qa_node], inputs=2)
         start, end = t.new(n * self.f), t.new(n * self.f)
         start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
@@ -782,8 +766,7 @@ class BertRun:
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
-        logits = t.new(n * vocab * self.f)
-        decoder_node = self._linear((self.word, self.decoder_bias), norm_node, normed, n, h, vocab)
+        logits, decoder_node = self._dense((self.word, self.decoder_bias), normed, norm_node, n, vocab, inputs=h)
         t.drop(normed)
         return logits, decoder_node
 
@@ -868,9 +851,7 @@ class BertRun:
     def _project(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """E → H: ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (its encoder's first op)."""
         t = self.tape
-        t.product("main", addmm=True)
-        projected = t.new(self.n * self.h * self.f)
-        node = self._linear(self.projection, x_node, x, self.n, self.e, self.h)
+        projected, node = self._dense(self.projection, x, x_node, self.n, self.h, inputs=self.e)
         t.drop(x)
         return projected, node
 
@@ -966,10 +947,8 @@ class BertRun:
         copies = AttentionCopies(b, heads, s, h // heads)
         qkv = []
         for key in ("q", "k", "v"):
-            t.product("main", addmm=True)
-            projected = t.new(n * h * self.f)
             copy = eager and (copies.k_backward if key == "k" else copies.q_backward)
-            qkv.append((projected, self._linear(layer[key], x_node, x, n, h, h, copy=copy)))
+            qkv.append(self._dense(layer[key], x, x_node, n, h, copy=copy))
         (q, q_node), (k, k_node), (v, v_node) = qkv
         if eager:
             merged, merge = self._eager_attention(q, q_node, k, k_node, v, v_node, copies, mask)
@@ -993,9 +972,7 @@ class BertRun:
         if self.albert:
             t.drop(*locals_)
         t.drop(merged)
-        t.product("main", addmm=True)
-        up = t.new(n * self.i * self.f)
-        up_node = self._linear(layer["up"], attention_node, attention, n, h, self.i)
+        up, up_node = self._dense(layer["up"], attention, attention_node, n, self.i)
         gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
@@ -1185,9 +1162,7 @@ class BertRun:
         """MPNet's attention: its own output projection (then its locals go), and MPNetAttention's
         LayerNorm(dropout(o) + x), the dropped copy a temporary of the sum."""
         t, n, h = self.tape, self.n, self.h
-        t.product("main", addmm=True)
-        out = t.new(n * h * self.f)
-        out_node = self._linear(layer["o"], merge, merged, n, h, h)
+        out, out_node = self._dense(layer["o"], merged, merge, n, h)
         t.drop(*locals_)
         dropped, drop_node = self._dropout(out, out_node)
         summed = t.new(n * h * self.f)
@@ -1203,9 +1178,7 @@ class BertRun:
         """BertSelfOutput / BertOutput: dense, dropout, LayerNorm(hidden + input) (DistilBERT's attention: no
         dropout; `then`: released after the dense; `residual_first`: LayerNorm(input + hidden))."""
         t, n, h = self.tape, self.n, self.h
-        t.product("main", addmm=True)
-        projected = t.new(n * h * self.f)
-        dense_node = self._linear(dense, x_node, x, n, width, h)
+        projected, dense_node = self._dense(dense, x, x_node, n, h, inputs=width)
         t.drop(*then)
         if dropout:
             dropped, drop_node = self._dropout(projected, dense_node)
@@ -1223,9 +1196,7 @@ class BertRun:
         """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released: the product saved it), then
         the activation (its input's name released)."""
         t = self.tape
-        t.product("main", addmm=params[1] is not None)
-        dense = t.new(rows * outputs * self.f)
-        dense_node = self._linear(params, x_node, x, rows, inputs, outputs, select=select)
+        dense, dense_node = self._dense(params, x, x_node, rows, outputs, inputs=inputs, select=select)
         t.drop(x)
         act, act_node = self._activation(dense, dense_node)
         t.drop(dense)
@@ -1342,6 +1313,15 @@ class BertRun:
             self._finish(t, given, node)
             return grads[::-1]
         return rule
+
+    def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
+               copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
+        """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
+        chain (`_linear`)."""
+        t = self.tape
+        t.product("main", addmm=params[1] is not None)
+        out = t.new(rows * outputs * self.f)
+        return out, self._linear(params, x_node, x, rows, inputs or self.h, outputs, copy=copy, select=select)
 
     def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
                 copy: bool = False, select: int = 0) -> Node:
