@@ -383,7 +383,7 @@ class DebertaRun(BertRun):
         if self.c.legacy:
             return super()._lm_logits(x, x_node)
         t, n, h, vocab = self.tape, self.n, self.h, self.c.vocab_size
-        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h)
+        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)  # (`_mlm` releases x)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
         product = t.new(n * vocab * self.f)

@@ -144,7 +144,7 @@ class ModernBertRun(BertRun):
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The prediction head (dense, GELU, norm) and the decoder (the word table, its bias if any)."""
         t, n, h = self.tape, self.n, self.h
-        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
+        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)  # (`_mlm` releases x)
         normed, norm_node = self._layer_norm(act, act_node, self.transform_norm)
         t.drop(act)
         logits, node = self._dense((self.word, self.lm_bias), normed, norm_node, n, self.c.vocab_size)

@@ -310,6 +310,11 @@ class BertRun:
     def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
         self.c, self.w = config, workload
         self.f = 2 if workload.precision in ("bf16", "fp16") else FLOAT  # the model's element: weights, activations
+        # autocast (amp-bf16, amp-fp16): a float32 model whose products run in 16 bits, `lp` bytes an element (the
+        # model's element elsewhere); each parameter's 16-bit copy is cached until the forward leaves autocast
+        self.amp = workload.precision.startswith("amp-")
+        self.lp = 2 if self.amp else self.f
+        self.casts: dict[int, tuple[Storage, Node]] = {}
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
         self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
@@ -339,7 +344,8 @@ class BertRun:
         self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
         self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
         self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
-        self.model_mask: Storage | None = None  # the model's attention mask, until the model returns
+        # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
+        self.model_locals: tuple[Storage | None, ...] = ()
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
@@ -473,6 +479,7 @@ class BertRun:
         self.step_ends: list[int] = []
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
+            self._leave_autocast()
             if trainer:  # del out: the logits go before the backward
                 t.drop(*logits)
             grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
@@ -488,9 +495,16 @@ class BertRun:
             self.step_ends.append(len(t.events))
         return t.events
 
+    def _leave_autocast(self) -> None:
+        """Leaving `autocast` clears its cache: the 16-bit copies no backward saved go (the order is the cache's
+        hash order on a GPU, which no replay can tell from another: frees one after the other)."""
+        self.tape.drop(*(copy for copy, _ in self.casts.values()))
+        self.casts = {}
+
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         x, x_node = self._embeddings()
+        embedded = self.tape.hold(x)
         mask: Storage | None = None
         if self.w.padding_mask:
             mask = self._padding_mask()
@@ -502,9 +516,9 @@ class BertRun:
         for layer in self._runs():
             x, x_node = self._layer(layer, x, x_node, mask)
         self.tape.drop(self.bias[0] if self.bias else None)  # (the encoder's local, as its forward returns)
-        self.model_mask = mask  # the model's local: it goes as the model returns, after the body's pooler if any
+        self.model_locals = mask, embedded  # they go as the model returns, after the body's pooler if any
         if not self.c.has_pooler:
-            self.tape.drop(mask)
+            self.tape.drop(*self.model_locals)
         return self._head(x, x_node)
 
     def _head(self, x: Storage, x_node: Node) -> Head:
@@ -537,8 +551,7 @@ class BertRun:
         t, rows = self.tape, self.b
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._pooler(x, x_node)
-        t.drop(x)  # the encoder's output: the select view the product saved keeps it
-        dropped, drop_node = self._dropout(act, act_node)
+        dropped, drop_node = self._dropout(act, act_node, self.lp)
         if self.electra:
             t.drop(act)
         logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
@@ -547,17 +560,18 @@ class BertRun:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         else:
             loss, loss_node = self._classification_loss(head, rows, classes, logits)
+        t.drop(x)  # the encoder's output: the body's output holds it until the head's forward returns
         return loss, (logits,), loss_node
 
     def _pooler(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
         t, rows, h = self.tape, self.b, self.h
         pooled, dense = self._dense(self.pooler, x, x_node, rows, h, select=self.n * h)
-        act = t.new(rows * h * self.f)
-        act_node = t.node(self._grads(rows * h * self.f), [dense], [pooled if self.electra else act])
+        act = t.new(rows * h * self.lp)
+        act_node = t.node(self._grads(rows * h * self.lp), [dense], [pooled if self.electra else act])
         t.drop(pooled)
-        if self.c.has_pooler:  # (the body's pooler: the model returns, its mask goes)
-            t.drop(self.model_mask)
+        if self.c.has_pooler:  # (the body's pooler: the model returns, its locals go)
+            t.drop(*self.model_locals)
         return act, act_node
 
     def _sentences(self, x: Storage, x_node: Node) -> Head:
@@ -569,8 +583,6 @@ class BertRun:
         if self.pretraining:
             logits, decoder_node = self._lm_logits(x, x_node)
             kept.append(logits)
-        else:
-            t.drop(x)
         if self.albert:
             dropped, drop_node = self._dropout(pooled, pooled_node)
         else:
@@ -581,12 +593,13 @@ class BertRun:
         kept.append(sentence)
         if not self.pretraining:
             loss, loss_node = self._cross_entropy(sentence_node, b, classes)
+            t.drop(x)  # (the body's output holds the encoder's until the head returns)
             return loss, tuple(kept), loss_node
         words, words_node = self._cross_entropy(decoder_node, self.n, self.c.vocab_size)
         sentences, sentences_node = self._cross_entropy(sentence_node, b, classes, self.sentence_labels)
         total = t.new(self.f)
         total_node = t.node(self._add_backward(), [words_node, sentences_node])
-        t.drop(words, sentences)
+        t.drop(words, sentences, x)
         return total, tuple(kept), total_node
 
     def _bare(self, x: Storage, x_node: Node) -> Head:
@@ -597,14 +610,15 @@ class BertRun:
         if self.c.has_pooler:
             pooled, pooled_node = self._pooler(x, x_node)
             kept.append(pooled)
+        self._leave_autocast()  # (the sums are the loop's, after the model's forward)
         total = t.new(self.f)
         total_node = t.node(self._sum_backward(x.nbytes), [x_node])
         if not self.c.has_pooler:
             return total, tuple(kept), total_node
-        second = t.new(self.f)
+        second = t.new(self.lp)  # (the pooler's 16-bit output under autocast: its sum too, the total float32)
         second_node = t.node(self._sum_backward(pooled.nbytes), [pooled_node])
         summed = t.new(self.f)
-        node = t.node(self._add_backward(), [total_node, second_node])
+        node = t.node(self._add_backward(narrow=(0, self.lp if self.lp != self.f else 0)), [total_node, second_node])
         t.drop(second, total)
         return summed, tuple(kept), node
 
@@ -678,9 +692,8 @@ class BertRun:
         t, n, labels = self.tape, self.n, self.c.num_labels
         dropped, drop_node = self._dropout(x, x_node)
         logits, head = self._dense(self.classifier, dropped, drop_node, n, labels)
-        t.drop(dropped)
         loss, loss_node = self._cross_entropy(head, n, labels)
-        t.drop(x)
+        t.drop(x, dropped)  # (the head's locals as it returns: the body's output, then the dropped states)
         return loss, (logits,), loss_node
 
     def _question_answering(self, x: Storage, x_node: Node) -> Head:
@@ -690,8 +703,8 @@ class BertRun:
         t, n, b, s = self.tape, self.n, self.b, self.s
         hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
         logits, qa_node = self._dense(self.classifier, hidden, hidden_node, n, 2)
-        split = t.node(self._cat_backward(n * 2 * self.f), [qa_node], inputs=2)
-        start, end = t.new(n * self.f), t.new(n * self.f)
+        split = t.node(self._cat_backward(n * 2 * self.lp), [qa_node], inputs=2)
+        start, end = t.new(n * self.lp), t.new(n * self.lp)
         start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
         starts, ends = t.new(b * LONG), t.new(b * LONG)  # clamp(0, s)
         start_loss, start_loss_node = self._cross_entropy(start_node, b, s, starts)
@@ -742,28 +755,37 @@ class BertRun:
     def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None, element: int = 0
                        ) -> tuple[Storage, Node]:
         """log_softmax (saves its output), nll_loss (saves the target, the labels unless given, and the total
-        weight), in the logits' dtype (`element` bytes: the model's unless a loss cast them up first)."""
-        t, size = self.tape, element or self.f
+        weight), in the logits' dtype (`element` bytes: the model's unless a loss cast them up first); under
+        autocast log_softmax runs on the 16-bit logits and nll_loss on a float32 copy of its output (which it
+        saves; its backward casts the gradient back)."""
+        t, size = self.tape, element or self.lp
         logp = t.new(rows * classes * size)
         logp_node = t.node(self._grads(rows * classes * size), [head], [logp])
         t.drop(logp)
+        saved = [target or self.labels]
+        if size != FLOAT and self.amp:
+            logp = t.new(rows * classes * FLOAT)
+            logp_node = t.node(self._grads(rows * classes * size), [logp_node])
+            saved, size = [logp, *saved], FLOAT
         loss, total = t.new(size), t.new(size)
-        loss_node = t.node(self._grads(rows * classes * size), [logp_node], [target or self.labels, total])
+        loss_node = t.node(self._grads(rows * classes * size), [logp_node], [*saved, total])
         t.drop(total)
+        if len(saved) > 1:
+            t.drop(logp)
         return loss, loss_node
 
     def _upcast(self, head: Node, size: int) -> tuple[Storage | None, Node]:
         """`x.float()` on `size` elements (logits a loss casts up, ModernBERT's q and k): a float32 copy of a
         16-bit tensor (its backward casts the gradient back), nothing for a float32 one."""
-        if self.f == FLOAT:
+        if self.lp == FLOAT:
             return None, head
         t = self.tape
-        return t.new(size * FLOAT), t.node(self._grads(size * self.f), [head])
+        return t.new(size * FLOAT), t.node(self._grads(size * self.lp), [head])
 
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The LM head: transform (Linear, gelu, LayerNorm), the decoder (the word table and its own bias)."""
         t, n, h, vocab = self.tape, self.n, self.e, self.c.vocab_size  # (ELECTRA's generator: H → E)
-        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h)
+        gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h, keep=True)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
         logits, decoder_node = self._dense((self.word, self.decoder_bias), normed, norm_node, n, vocab, inputs=h)
@@ -778,7 +800,7 @@ class BertRun:
         if not self.causal:
             upcast, decoder_node = self._upcast(decoder_node, n * vocab) if self.lm_upcast else (None, decoder_node)
             loss, loss_node = self._cross_entropy(decoder_node, n, vocab, element=FLOAT if upcast else 0)
-            t.drop(upcast)
+            t.drop(upcast, x)  # (the encoder's output: the body's output holds it until the head returns)
             return loss, (logits,), loss_node
         # ForCausalLMLoss: the logits as float32, the labels padded by one (b, s + 1), shifted as
         # `[..., 1:].contiguous()` (a copy, but a view of one sequence), the cross-entropy's target; the float32
@@ -787,7 +809,7 @@ class BertRun:
         padded = t.new(self.b * (self.s + 1) * LONG)
         shifted = t.new(n * LONG) if self.b > 1 else t.hold(padded)
         loss, loss_node = self._cross_entropy(decoder_node, n, vocab, shifted, FLOAT)
-        t.drop(upcast, padded, shifted)
+        t.drop(upcast, padded, shifted, x)
         return loss, (logits,), loss_node
 
     def _position_ids(self) -> Storage:
@@ -1031,7 +1053,7 @@ class BertRun:
     def _fused_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
                          bias: Storage | None = None) -> tuple[Storage, Node]:
         """sdpa's fused kernel: the memory-efficient one in float32, cuDNN's in 16 bits (sm_90)."""
-        if self.f == FLOAT:
+        if self.lp == FLOAT:
             return self._efficient_attention(q, q_node, k, k_node, v, v_node, bias)
         return self._cudnn_attention(q, q_node, k, k_node, v, v_node, bias)
 
@@ -1040,7 +1062,7 @@ class BertRun:
         """sdpa's cuDNN kernel (16 bits): its output laid out as the tokens', a float32 log-sum-exp per row, the
         philox seed and offset (one int64 each); q, k, v read in place (a bias too, where a mask is given)."""
         t, b, heads, s = self.tape, self.b, self.heads, self.s
-        out = t.new(self.n * self.h * self.f)
+        out = t.new(self.n * self.h * self.lp)
         lse = t.new(b * heads * s * FLOAT)
         seed, offset = t.new(LONG), t.new(LONG)
         saved = [k, q, v, lse, out, offset, seed] if bias is None else [bias, k, q, v, lse, out, offset, seed]
@@ -1054,7 +1076,7 @@ class BertRun:
         b, heads, s, d = self.b, self.heads, self.s, self.h // self.heads
 
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grads = [t.new(self.n * self.h * self.f) for _ in range(3)]
+            grads = [t.new(self.n * self.h * self.lp) for _ in range(3)]
             t.drop(t.new(b * heads * s * d * FLOAT + b * heads * s * FLOAT))
             self._finish(t, given, node)
             return grads
@@ -1181,23 +1203,26 @@ class BertRun:
         projected, dense_node = self._dense(dense, x, x_node, n, h, inputs=width)
         t.drop(*then)
         if dropout:
-            dropped, drop_node = self._dropout(projected, dense_node)
+            dropped, drop_node = self._dropout(projected, dense_node, self.lp)
             t.drop(projected)
         else:
             dropped, drop_node = projected, dense_node
         summed = t.new(n * h * self.f)
-        add = t.node(self._add_backward(), [residual_node, drop_node] if residual_first else [drop_node, residual_node])
+        narrow = (n * h * self.lp if self.lp != self.f else 0, 0)
+        add = t.node(self._add_backward(narrow=narrow),
+                     [residual_node, drop_node] if residual_first else [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
         t.drop(summed, dropped)
         return normed, norm_node
 
     def _dense_activation(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
-                          select: int = 0) -> tuple[Storage, Node]:
-        """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released: the product saved it), then
-        the activation (its input's name released)."""
+                          select: int = 0, keep: bool = False) -> tuple[Storage, Node]:
+        """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released, unless the caller `keep`s it),
+        then the activation (its input's name released)."""
         t = self.tape
         dense, dense_node = self._dense(params, x, x_node, rows, outputs, inputs=inputs, select=select)
-        t.drop(x)
+        if not keep:
+            t.drop(x)
         act, act_node = self._activation(dense, dense_node)
         t.drop(dense)
         return act, act_node
@@ -1238,15 +1263,22 @@ class BertRun:
         input's gradient, the weight's, the bias's (if it has one)."""
         t, n, h = self.tape, rows or self.n, width or self.h
         weight, bias = norm
+        wide = self.amp and x.nbytes == n * h * self.lp  # autocast runs it on a float32 copy of a 16-bit input
+        if wide:
+            x = t.new(n * h * FLOAT)
+            x_node = t.node(self._grads(n * h * self.lp), [x_node])
         out, mean, rstd = t.new(n * h * self.f), t.new(n * FLOAT), t.new(n * FLOAT)  # (mean, rstd: float32)
         sizes = (n * h * self.f, h * self.f) + ((h * self.f,) if bias else ())
         node = t.node(self._grads(*sizes), [x_node, weight.node, bias.node if bias else None], [x, mean, rstd])
         t.drop(mean, rstd)
+        if wide:
+            t.drop(x)
         return out, node
 
-    def _dropout(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+    def _dropout(self, x: Storage, x_node: Node, element: int = 0) -> tuple[Storage, Node]:
+        """Dropout of `x`, whose elements are `element` bytes (default the model's), keeping a byte mask."""
         t = self.tape
-        out, mask = t.new(x.nbytes), t.new(x.nbytes // self.f)
+        out, mask = t.new(x.nbytes), t.new(x.nbytes // (element or self.f))
         node = t.node(self._grads(x.nbytes), [x_node], [mask])
         t.drop(mask)
         return out, node
@@ -1280,13 +1312,18 @@ class BertRun:
             return grads
         return rule
 
-    def _add_backward(self, broadcast: int = 0) -> Rule:
-        """The same gradient to both inputs (summed down to the second's shape where it was broadcast)."""
+    def _add_backward(self, broadcast: int = 0, narrow: Sequence[int] = (0, 0)) -> Rule:
+        """The same gradient to both inputs (summed down to the second's shape where it was broadcast); `narrow`:
+        the bytes of an input that was 16-bit in a float32 sum (autocast; 0: not), whose gradient the engine
+        casts down as it hands it on."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            second = t.new(broadcast) if broadcast else t.hold(given)
-            t.hold(given)
+            grads = [t.hold(given), t.new(broadcast) if broadcast else t.hold(given)]
             self._finish(t, given, node)
-            return [given, second]
+            for i, nbytes in enumerate(narrow):
+                if nbytes:
+                    t.drop(grads[i])
+                    grads[i] = t.new(nbytes)
+            return grads
         return rule
 
     def _mul_backward(self, size: int) -> Rule:
@@ -1317,11 +1354,37 @@ class BertRun:
     def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
                copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
         """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
-        chain (`_linear`)."""
-        t = self.tape
-        t.product("main", addmm=params[1] is not None)
-        out = t.new(rows * outputs * self.f)
-        return out, self._linear(params, x_node, x, rows, inputs or self.h, outputs, copy=copy, select=select)
+        chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
+        then the input's where it is float32 (a select view: the rows it picks, its own node before the copy)."""
+        t, inputs = self.tape, inputs or self.h
+        if not self.amp:
+            t.product("main", addmm=params[1] is not None)
+            out = t.new(rows * outputs * self.f)
+            return out, self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select)
+        weight, bias = params
+        if select:  # (the view is taken before the Linear runs)
+            x_node = t.node(self._grads(select * FLOAT), [x_node])
+        bias_copy, bias_node = self._cast(bias) if bias else (None, None)
+        weight_copy, weight_node = self._cast(weight)
+        wide = x.nbytes == (select or rows * inputs) * FLOAT
+        if wide:
+            x = t.new(rows * inputs * self.lp)
+            x_node = t.node(self._grads(rows * inputs * FLOAT), [x_node])
+        t.product("main", addmm=bias is not None)
+        out = t.new(rows * outputs * self.lp)
+        node = t.node(self._linear_backward(rows, inputs, outputs, copy, 0, bias is not None),
+                      [bias_node, weight_node, x_node], [x, weight_copy])
+        if wide:
+            t.drop(x)
+        return out, node
+
+    def _cast(self, param: Param) -> tuple[Storage, Node]:
+        """Autocast's 16-bit copy of a float32 parameter, made at its first use in a forward and cached (its node
+        shared: the gradients of every use are summed before it casts them back)."""
+        if id(param) not in self.casts:
+            copy = self.tape.new(param.data.nbytes // FLOAT * self.lp)
+            self.casts[id(param)] = copy, self.tape.node(self._grads(param.data.nbytes), [param.node])
+        return self.casts[id(param)]
 
     def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
                 copy: bool = False, select: int = 0) -> Node:
@@ -1340,16 +1403,16 @@ class BertRun:
         parameter's second gradient goes at once)."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             if copy:
-                copied = t.new(rows * outputs * self.f)
+                copied = t.new(rows * outputs * self.lp)
                 t.drop(given)
                 given = copied
             t.product("backward")
             if bias:
-                grad, weight = t.new(rows * inputs * self.f), t.new(outputs * inputs * self.f)
-                grads = [t.new(outputs * self.f), weight]
+                grad, weight = t.new(rows * inputs * self.lp), t.new(outputs * inputs * self.lp)
+                grads = [t.new(outputs * self.lp), weight]
             else:
-                grads = [t.new(outputs * inputs * self.f)]
-                grad = t.new(rows * inputs * self.f)
+                grads = [t.new(outputs * inputs * self.lp)]
+                grad = t.new(rows * inputs * self.lp)
             self._finish(t, given, node)
             if select:
                 whole = t.new(select * self.f)
