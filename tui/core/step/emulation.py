@@ -315,6 +315,7 @@ class BertRun:
         self.amp = workload.precision.startswith("amp-")
         self.lp = 2 if self.amp else self.f
         self.casts: dict[int, tuple[Storage, Node]] = {}
+        self.weights: Storage | None = None  # eager attention's float32 probabilities under autocast (`_`)
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
         self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
@@ -999,7 +1000,8 @@ class BertRun:
         t.drop(up)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
                                      attention_node, dropout=self.dropout)
-        t.drop(gelu, attention)
+        t.drop(gelu, self.weights, attention)  # (the layer's locals as it returns: `_` the attention's weights)
+        self.weights = None
         t.drop(x)
         return out, out_node
 
@@ -1117,64 +1119,85 @@ class BertRun:
                          softmax32: bool = False) -> tuple[Storage, Node]:
         """softmax(q·kᵀ × scaling), dropout, · v, the heads merged back: matmul's reshapes copy where no view can
         (`AttentionCopies`; `v_copy`: whether v's does, where v is not laid out as q; `softmax32`: the softmax
-        in float32, `softmax(…, dtype=float32).to(q.dtype)`: 16-bit scores cast up first, the probabilities back)."""
-        t, n, h = self.tape, self.n, self.h
+        in float32, `softmax(…, dtype=float32).to(q.dtype)`: 16-bit scores cast up first, the probabilities back).
+        Under autocast the products run in 16 bits, a float32 mask makes the scores float32, softmax runs in
+        float32 (on a copy of 16-bit scores) and so does dropout; the product with v takes a 16-bit copy of the
+        probabilities, and the float32 ones stay the layer's (its `_` local) until it returns."""
+        t, n, h, lp = self.tape, self.n, self.h, self.lp
         b, heads, s = self.b, self.heads, self.s
+        pair = b * heads * s * s
         # scores: matmul(q, kᵀ) reshapes q and kᵀ to (b·A, s, d) and (b·A, d, s) blocks (copies where no view
         # can do), then bmm; × scaling
-        q_operand = t.new(n * h * self.f) if copies.q_forward else t.hold(q)
-        k_operand = t.new(n * h * self.f) if copies.k_forward else t.hold(k)
+        q_operand = t.new(n * h * lp) if copies.q_forward else t.hold(q)
+        k_operand = t.new(n * h * lp) if copies.k_forward else t.hold(k)
         q_pass = t.node(self._pass(), [q_node])
         k_pass = t.node(self._pass(), [k_node])
         t.product("main")
-        scores = t.new(b * heads * s * s * self.f)
-        bmm1 = t.node(self._bmm_backward(n * h * self.f, n * h * self.f), [q_pass, k_pass], [k_operand, q_operand])
+        scores = t.new(pair * lp)
+        bmm1 = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_pass, k_pass], [k_operand, q_operand])
         t.drop(q_operand, k_operand)
-        scaled = t.new(b * heads * s * s * self.f)
-        mul = t.node(self._grads(b * heads * s * s * self.f), [bmm1])
+        scaled = t.new(pair * lp)
+        mul = t.node(self._grads(pair * lp), [bmm1])
         t.drop(scores)
+        element = lp  # the scores' element
         if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
             mul = t.node(self._add_backward(), [mul, self.bias[1]])
         if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
-            masked = t.new(b * heads * s * s * self.f)
-            mul = t.node(self._pass(), [mul])
+            element = self.f  # (the mask is the model's float: under autocast the sum is float32, its gradient cast)
+            masked = t.new(pair * element)
+            mul = t.node(self._grads(pair * lp) if element != lp else self._pass(), [mul])
             t.drop(scaled)
             scaled = masked
         if softmax32 and self.f != FLOAT:
             if self.w.precision == "fp16":  # softmax's half_to_float: float32 out of half in, a half gradient
-                wide = t.new(b * heads * s * s * FLOAT)
-                softmax = t.node(self._grads(b * heads * s * s * self.f), [mul], [wide])
+                wide = t.new(pair * FLOAT)
+                softmax = t.node(self._grads(pair * self.f), [mul], [wide])
             else:  # bfloat16 is cast up first (a copy), and its gradient back
-                upcast = t.new(b * heads * s * s * FLOAT)
-                up = t.node(self._grads(b * heads * s * s * self.f), [mul])
-                wide = t.new(b * heads * s * s * FLOAT)
-                softmax = t.node(self._grads(b * heads * s * s * FLOAT), [up], [wide])
+                upcast = t.new(pair * FLOAT)
+                up = t.node(self._grads(pair * self.f), [mul])
+                wide = t.new(pair * FLOAT)
+                softmax = t.node(self._grads(pair * FLOAT), [up], [wide])
                 t.drop(upcast)
-            probs = t.new(b * heads * s * s * self.f)
-            softmax = t.node(self._grads(b * heads * s * s * FLOAT), [softmax])
+            probs = t.new(pair * self.f)
+            softmax = t.node(self._grads(pair * FLOAT), [softmax])
             t.drop(wide)
+        elif self.amp:  # softmax in float32 (autocast's float32 ops): from half scores at once (half_to_float,
+            # a half gradient), bfloat16 ones copied up first
+            upcast = t.new(pair * FLOAT) if element != FLOAT and self.w.precision == "amp-bf16" else None
+            up = t.node(self._grads(pair * element), [mul]) if upcast else mul
+            probs = t.new(pair * FLOAT)
+            softmax = t.node(self._grads(pair * (FLOAT if upcast else element)), [up], [probs])
+            t.drop(upcast)
+            element = FLOAT
         else:
-            probs = t.new(b * heads * s * s * self.f)
-            softmax = t.node(self._grads(b * heads * s * s * self.f), [mul], [probs])
+            probs = t.new(pair * self.f)
+            softmax = t.node(self._grads(pair * self.f), [mul], [probs])
+            element = self.f
         if not self.mpnet:  # (MPNet keeps its scores' name: they go as its attention returns)
             t.drop(scaled)
         if self.dropout:
-            dropped, mask = t.new(b * heads * s * s * self.f), t.new(b * heads * s * s)
-            drop = t.node(self._grads(b * heads * s * s * self.f), [softmax], [mask])
+            dropped, mask = t.new(pair * element), t.new(pair)
+            drop = t.node(self._grads(pair * element), [softmax], [mask])
             t.drop(mask, probs)
         else:
             dropped, drop = probs, softmax
-        v_operand = t.new(n * h * self.f) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
+        weights = dropped
+        if element != lp:  # (autocast) the product's 16-bit copy of the probabilities
+            dropped = t.new(pair * lp)
+            drop = t.node(self._grads(pair * element), [drop])
+        v_operand = t.new(n * h * lp) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
         v_pass = t.node(self._pass(), [v_node])
         t.product("main")
-        context = t.new(n * h * self.f)
-        bmm2 = t.node(self._bmm_backward(b * heads * s * s * self.f, n * h * self.f), [drop, v_pass],
+        context = t.new(n * h * lp)
+        bmm2 = t.node(self._bmm_backward(pair * lp, n * h * lp), [drop, v_pass],
                       [v_operand, dropped])  # (bmm saves its second operand first)
         t.drop(v_operand)
         # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
-        merged = t.new(n * h * self.f) if copies.merge_forward else t.hold(context)
-        merge = t.node(self._grads(n * h * self.f) if copies.merge_backward else self._pass(), [bmm2])
+        merged = t.new(n * h * lp) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm2])
         t.drop(context, dropped)  # (the probabilities: saved by bmm)
+        if weights is not dropped:
+            self.weights = weights
         if self.mpnet:
             self.scores = scaled
         return merged, merge
