@@ -670,8 +670,8 @@ class BertRun:
         t.drop(mask)
         dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h)
         t.drop(dropped)
-        act = t.new(b * h * self.f)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
-        act_node = t.node(self._grads(b * h * self.f), [dense_node], [dense if self.electra else act])
+        act = t.new(b * h * self.lp)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
+        act_node = t.node(self._grads(b * h * self.lp), [dense_node], [dense if self.electra else act])
         t.drop(dense)
         logits, head = self._classify(act, act_node, b, labels)
         loss, loss_node = self._classification_loss(head, b, labels, logits)
@@ -679,9 +679,10 @@ class BertRun:
         return loss, (logits,), loss_node
 
     def _classify(self, x: Storage, x_node: Node, rows: int, classes: int) -> tuple[Storage, Node]:
-        """Dropout (its input's name released), then the classifier: the logits and their node."""
+        """Dropout (its input's name released), then the classifier: the logits and their node (`x`: a
+        product's activation, 16-bit under autocast)."""
         t = self.tape
-        dropped, drop_node = self._dropout(x, x_node)
+        dropped, drop_node = self._dropout(x, x_node, self.lp)
         t.drop(x)
         logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
         t.drop(dropped)
