@@ -508,9 +508,9 @@ class BertRun:
         embedded = self.tape.hold(x)
         mask: Storage | None = None
         if self.w.padding_mask:
-            mask = self._padding_mask()
+            mask = self._padding_mask(self._element(x))
         elif self.causal and self.eager:
-            mask = self._causal_mask()
+            mask = self._causal_mask(self._element(x))
         if self.albert:  # (its encoder projects the embeddings: after the model made its mask)
             x, x_node = self._project(x, x_node)
         self.bias = self._position_bias() if self.mpnet else None
@@ -632,28 +632,30 @@ class BertRun:
 
     def _discriminator(self, x: Storage, x_node: Node) -> Head:
         """ELECTRA's discriminator: dense, gelu, one logit a token; binary cross-entropy with logits against the
-        labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient)."""
+        labels as floats (it saves both; its backward: sigmoid, minus the target, times the gradient); under
+        autocast on a float32 copy of the logits (its backward casts the gradient back)."""
         t, n, h = self.tape, self.n, self.h
-        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h)
+        act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)
         logits, logits_node = self._dense(self.classifier, act, act_node, n, 1)
         t.drop(act)
         target = t.new(n * FLOAT)  # labels.float()
+        wide, wide_node = self._upcast(logits_node, n) if self.amp else (None, logits_node)
         loss = t.new(FLOAT)  # (16-bit logits against float32 labels: the loss, float32)
-        loss_node = t.node(self._bce_backward(n), [logits_node], [logits, target])
-        t.drop(target)
+        loss_node = t.node(self._bce_backward(n, FLOAT if wide else self.f), [wide_node], [wide or logits, target])
+        t.drop(target, wide, x)  # (x: the body's output holds the encoder's until the head returns)
         return loss, (logits,), loss_node
 
-    def _bce_backward(self, n: int) -> Rule:
-        """sigmoid(logits) in their dtype, minus the float32 target, times the gradient (float32), cast back to
-        16-bit logits' dtype where they are."""
+    def _bce_backward(self, n: int, element: int) -> Rule:
+        """sigmoid(logits) in their dtype (`element` bytes), minus the float32 target, times the gradient
+        (float32), cast back to 16-bit logits' dtype where they are."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            sigmoid = t.new(n * self.f)
+            sigmoid = t.new(n * element)
             minus = t.new(n * FLOAT)
             t.drop(sigmoid)
             grad = t.new(n * FLOAT)
             t.drop(minus)
-            if self.f != FLOAT:
-                cast = t.new(n * self.f)
+            if element != FLOAT:
+                cast = t.new(n * element)
                 t.drop(grad)
                 grad = cast
             self._finish(t, given, node)
@@ -945,7 +947,12 @@ class BertRun:
         return [self.layers[int(i / (c.num_hidden_layers / c.num_hidden_groups)) * k + j]
                 for i in range(c.num_hidden_layers) for j in range(k)]
 
-    def _causal_mask(self) -> Storage:
+    def _element(self, x: Storage) -> int:
+        """The element of the embeddings' output, whose dtype the model's float masks take (16-bit under autocast
+        where a Linear projected them, ELECTRA's)."""
+        return x.nbytes // (self.n * (self.h if self.projected and not self.albert else self.e))
+
+    def _causal_mask(self, element: int) -> Storage:
         """transformers' causal mask for eager attention (`masking_utils`: sdpa gets none, `is_causal` instead):
         the batch, head, query and key positions as aranges (offsets added), `kv ≤ q` as a (1, 1, s, s) bool,
         then `where(mask, 0.0, min)` over the mask expanded to the batch: a (b, 1, s, s) float32 tensor."""
@@ -958,8 +965,8 @@ class BertRun:
             t.drop(arange)
         allowed = t.new(s * s)
         t.drop(batch, head, *aranged)
-        zero, least = t.new(self.f), t.new(self.f)
-        mask = t.new(b * s * s * self.f)
+        zero, least = t.new(element), t.new(element)
+        mask = t.new(b * s * s * element)
         t.drop(least, zero, allowed)
         return mask
 
@@ -1006,7 +1013,7 @@ class BertRun:
         t.drop(x)
         return out, out_node
 
-    def _padding_mask(self) -> Storage:
+    def _padding_mask(self, element: int) -> Storage:
         """The padding mask as `masking_utils.create_bidirectional_mask` makes it: the mask as booleans, the batch
         and head aranges, the keys' and queries' positions (arange + offset), kv ≥ 0 and-ed with ones, the mask
         gathered at (batch, kv), and-ed into a boolean (b, 1, s, s); eager attention's as a float bias."""
@@ -1024,8 +1031,8 @@ class BertRun:
         if not self.eager:
             t.drop(cast)
             return mask
-        zero, least = t.new(self.f), t.new(self.f)
-        bias = t.new(b * s * s * self.f)
+        zero, least = t.new(element), t.new(element)
+        bias = t.new(b * s * s * element)
         t.drop(least, zero, mask, cast)
         return bias
 
@@ -1144,7 +1151,9 @@ class BertRun:
         if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
             mul = t.node(self._add_backward(), [mul, self.bias[1]])
         if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
-            element = self.f  # (the mask is the model's float: under autocast the sum is float32, its gradient cast)
+            # (the mask in the embeddings' dtype: under autocast a float32 one makes the sum float32, the
+            # scores' gradient cast down)
+            element = max(lp, mask.nbytes // (b * s * s))
             masked = t.new(pair * element)
             mul = t.node(self._grads(pair * lp) if element != lp else self._pass(), [mul])
             t.drop(scaled)
@@ -1231,8 +1240,11 @@ class BertRun:
             t.drop(projected)
         else:
             dropped, drop_node = projected, dense_node
-        summed = t.new(n * h * self.f)
-        narrow = (n * h * self.lp if self.lp != self.f else 0, 0)
+        # (autocast: a 16-bit sum where the residual is 16-bit too, ELECTRA's projected embeddings; float32
+        # otherwise, the 16-bit input's gradient cast down)
+        element = max(self.lp, residual.nbytes // (n * h))
+        summed = t.new(n * h * element)
+        narrow = (n * h * self.lp if self.lp != element else 0, 0)
         add = t.node(self._add_backward(narrow=narrow),
                      [residual_node, drop_node] if residual_first else [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
