@@ -740,8 +740,14 @@ class BertRun:
         if not self.regression:
             return self._cross_entropy(head, rows, classes)
         t = self.tape
+        wide = None
+        if self.amp:  # (autocast runs mse_loss on a float32 copy of the 16-bit logits)
+            wide, head = self._upcast(head, rows)
+            logits, element = wide or logits, FLOAT
         loss = t.new(FLOAT)  # (against float32 labels: float32)
-        return loss, t.node(self._promoted_backward(rows, element or self.f), [head], [logits, self.labels])
+        node = t.node(self._promoted_backward(rows, element or self.f), [head], [logits, self.labels])
+        t.drop(wide)
+        return loss, node
 
     def _promoted_backward(self, rows: int, element: int) -> Rule:
         """A loss of logits against float32 labels (MSE): its gradient in float32, cast back to 16-bit logits'
@@ -1048,14 +1054,14 @@ class BertRun:
         return made
 
     def _mask_bias(self, mask: Storage) -> Storage:
-        """sdpa given a boolean mask: `where(mask, 0, -inf)` over (b, 1, s, s) in the model's dtype, padded to a
+        """sdpa given a boolean mask: `where(mask, 0, -inf)` over (b, 1, s, s) in q's dtype, padded to a
         multiple of 8 columns for the memory-efficient kernel (`preprocess_mask`; cuDNN's takes it as it is)."""
         t, b, s = self.tape, self.b, self.s
-        zero, least = t.new(self.f), t.new(self.f)
-        bias = t.new(b * s * s * self.f)
+        zero, least = t.new(self.lp), t.new(self.lp)
+        bias = t.new(b * s * s * self.lp)
         t.drop(least, zero)
-        if s % MASK_ALIGNMENT and self.f == FLOAT:
-            padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * self.f)
+        if s % MASK_ALIGNMENT and self.lp == FLOAT:
+            padded = t.new(b * s * -(-s // MASK_ALIGNMENT) * MASK_ALIGNMENT * self.lp)
             t.drop(bias)
             bias = padded
         return bias
