@@ -1,7 +1,7 @@
 """The step's allocation order derived by the core (`tui.core.step.allocations`) against runs recorded with CUDA
 faked (tests/fixtures/allocation_order.json, `python tests/fixtures/generate_allocation.py --orders`): the same
-allocations and releases, of the same sizes, in the same order, for three steps; so the same replay through the
-caching allocator, under any cap."""
+allocations and releases, of the same sizes, in the same order (each run of releases in one order: autocast's cache
+releases in its hash table's), for three steps; so the same replay through the caching allocator, under any cap."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.allocation.compare import normalized
 from tui.core.config import BertConfig
 from tui.core.step.allocations import covers, events, events_at, replayed, runs, steps_at
 from tui.core.step.allocator import replay
@@ -20,17 +21,6 @@ from tui.core.step.workload import Workload
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))
 CASES = {case["case"]: case for case in DATA["cases"]}
-
-
-def normalized(stream: list[Any]) -> list[tuple[str, int, int]]:
-    """Events with storages numbered in the order they appear (ids are each side's own)."""
-    number: dict[int, int] = {}
-    out = []
-    for kind, key, nbytes in (event[:3] for event in stream):
-        if kind == "a":
-            number[key] = len(number)
-        out.append((kind, number[key], nbytes))
-    return out
 
 
 def derived(case: dict[str, Any]) -> list[tuple[str, int, int]]:
@@ -77,7 +67,13 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert "nonzero()" in (covers(deberta_classifier, run) or "")
     assert covers(deberta_classifier.replace(num_labels=1), run) is None
     assert "convolution" in (covers(base.as_family("deberta-v2").replace(conv_kernel_size=3), run) or "")
-    assert "only float32" in (covers(base, replace(run, precision="amp-bf16")) or "")
+    for precision in ("amp-bf16", "amp-fp16"):  # autocast: BERT's code, but not ALBERT's, MPNet's and the others
+        amp = replace(run, precision=precision)
+        assert covers(base, amp) is None and covers(base.as_family("distilbert"), amp) is None
+        assert covers(base.as_family("electra"), replace(amp, padding_mask=True)) is None
+        for family in ("albert", "mpnet", "modernbert", "deberta-v2"):
+            assert f"autocast ({precision}) on {family}" in (covers(base.as_family(family), amp) or "")
+    assert "without checkpointing" in (covers(base, replace(run, checkpointing=True)) or "")
     assert covers(base, replace(run, precision="bf16")) is None and covers(base, replace(run, precision="fp16")) is None
     padded = replace(run, padding_mask=True)
     assert covers(base, padded) is None and covers(base.as_family("electra"), padded) is None

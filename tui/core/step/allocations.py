@@ -26,6 +26,8 @@ DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "m
 # a padding mask as `masking_utils.create_bidirectional_mask` makes it
 PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
+AUTOCAST = ("amp-bf16", "amp-fp16")  # a float32 model whose products autocast runs in 16 bits
+AUTOCAST_FAMILIES = ("bert", *ROBERTA_LIKE, "electra", "distilbert")  # where its casts are derived
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
@@ -56,10 +58,11 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if (workload.checkpointing, workload.optimizer, workload.mode) != (False, "adamw", "train") or \
-            workload.precision not in ("fp32", *SIXTEEN_BITS):
-        return ("only float32, bfloat16 and float16 (not autocast) without checkpointing, AdamW training, are "
-                "derived yet")
+    if (workload.checkpointing, workload.optimizer, workload.mode) != (False, "adamw", "train"):
+        return "only AdamW training without checkpointing is derived yet"
+    if workload.precision in AUTOCAST and config.model_type not in AUTOCAST_FAMILIES:
+        return (f"autocast ({workload.precision}) on {config.model_type}: its allocation order is derived for "
+                f"{', '.join(AUTOCAST_FAMILIES)} only")
     if workload.padding_mask and (config.model_type not in PADDED or config.head == "causal-lm"):
         return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for "
                 f"{', '.join(PADDED)} without a causal mask only")
