@@ -567,3 +567,23 @@ def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family:
     assert all(0 < fit.max_batch < MAX_BATCH for fit in result.fits)
     # autocast: derived for BERT's code (ALBERT's and MPNet's aside); elsewhere the rule
     assert compute(config, replace(workload, precision="amp-bf16")).replayed == (family in AUTOCAST_FAMILIES)
+
+
+AMP_CASES = [(family, head) for family in AUTOCAST_FAMILIES for head in DERIVED_HEADS if head in FAMILY_HEADS[family]]
+AMP_RUNS = (("amp-bf16", "sdpa"), ("amp-fp16", "eager"))
+
+
+@pytest.mark.parametrize(("family", "head", "precision", "attention"), [
+    (family, head, *AMP_RUNS[i % 2]) for i, (family, head) in enumerate(AMP_CASES)])
+def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, precision: str, attention: str) -> None:
+    """Autocast (BERT's code, RoBERTa's, ELECTRA's, DistilBERT's): every size's batch runs within the usable bytes,
+    one more runs out; the reserved peak is the replay's (bf16 with sdpa and fp16 with eager, in turn)."""
+    from tui.core.step.allocations import replayed
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head=head).as_family(family)
+    workload = Workload(batch=8, seq=256, precision=precision, attention=attention, device="cuda")
+    result = compute(config, workload, gpu_memory=5 * 1024**3)
+    assert result.replayed
+    assert result.reserved_peak == replayed(config, workload, 8).peak_pinned
+    assert_replayed_fits_are_the_largest(result)

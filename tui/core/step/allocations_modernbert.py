@@ -104,6 +104,7 @@ class ModernBertRun(BertRun):
         words = t.new(n * h * self.f)
         words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
         x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
+        embedded = t.hold(x)  # (the model's local until it returns)
         t.drop(words)
         mask = self._window_mask() if self.window else None
         tables = [self._rotary() for _ in range(1 + any(self.local))]  # global, then local
@@ -111,7 +112,7 @@ class ModernBertRun(BertRun):
             x, x_node = self._modern_layer(layer, x, x_node, tables[local], mask if local else None)
         out, out_node = self._layer_norm(x, x_node, self.final_norm)
         t.drop(x)
-        t.drop(positions, mask, *(table for pair in tables for table in pair))  # the model's locals
+        t.drop(positions, embedded, mask, *(table for pair in tables for table in pair))  # the model's locals
         if self.bare:
             return self._bare(out, out_node)
         if self.mlm:
@@ -125,20 +126,22 @@ class ModernBertRun(BertRun):
             x, x_node, select = pooled, pooled_node, 0
         else:
             x, x_node, select = out, out_node, 0 if rows == n else n * h
-        act, act_node = self._dense_activation(self.transform, x, x_node, rows, h, h, select=select)
+        act, act_node = self._dense_activation(self.transform, x, x_node, rows, h, h, select=select, keep=True)
         normed, norm_node = self._layer_norm(act, act_node, self.transform_norm, rows=rows)
         t.drop(act)
         if self.qa:
-            return self._question_answering(normed, norm_node)
+            answer = self._question_answering(normed, norm_node)
+            t.drop(x)  # (the model's output, the head's until it returns)
+            return answer
         labels = 1 if self.choices else self.c.num_labels
         logits, head = self._dense(self.classifier, normed, norm_node, rows, labels)
-        t.drop(normed)
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         elif self.tokens:
             loss, loss_node = self._cross_entropy(head, rows, labels)
         else:
             loss, loss_node = self._classification_loss(head, rows, labels, logits)
+        t.drop(x, normed)  # (the head's locals as it returns)
         return loss, (logits,), loss_node
 
     def _lm_logits(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
@@ -207,12 +210,12 @@ class ModernBertRun(BertRun):
         else:
             normed, normed_node = t.hold(x), x_node
         qkv, qkv_node = self._dense(layer["qkv"], normed, normed_node, n, 3 * h)
-        unbind = t.node(self._cat_backward(n * 3 * h * self.f), [qkv_node], inputs=3)  # (its backward: a stack)
+        unbind = t.node(self._cat_backward(n * 3 * h * self.lp), [qkv_node], inputs=3)  # (its backward: a stack)
         q_view, k_view, v_view = (t.node(self._pass(), [(unbind, slot)]) for slot in range(3))
         q, q_node = self._rotate(q_view, table)
         k, k_node = self._rotate(k_view, table)
-        if self.f != FLOAT:  # q_embed.to(original_dtype), k_embed.to(…): 16-bit copies, the float32 ones go
-            narrow = t.new(n * h * self.f), t.new(n * h * self.f)
+        if self.lp != FLOAT:  # q_embed.to(original_dtype), k_embed.to(…): 16-bit copies, the float32 ones go
+            narrow = t.new(n * h * self.lp), t.new(n * h * self.lp)
             casts = t.node(self._grads(n * h * FLOAT), [q_node]), t.node(self._grads(n * h * FLOAT), [k_node])
             t.drop(q, k)
             (q, k), (q_node, k_node) = narrow, casts
@@ -220,21 +223,23 @@ class ModernBertRun(BertRun):
         merged, merge = self._attention(q, q_node, k, k_node, v, v_view, mask)
         attended, attended_node = self._dense(layer["o"], merged, merge, n, h)
         t.drop(normed, qkv, q, k, v, merged)  # the attention's locals, as it returns
+        # (autocast: the 16-bit attention added to the float32 stream, its gradient cast down)
+        narrow = (0, n * h * self.lp if self.lp != self.f else 0)
         summed = t.new(n * h * self.f)
-        sum_node = t.node(self._add_backward(), [x_node, attended_node])
+        sum_node = t.node(self._add_backward(narrow=narrow), [x_node, attended_node])
         normed2, norm2_node = self._layer_norm(summed, sum_node, layer["norm2"])
         up, up_node = self._dense(layer["up"], normed2, norm2_node, n, 2 * i)
-        chunk = t.node(self._cat_backward(n * 2 * i * self.f), [up_node], inputs=2)
-        gelu = t.new(n * i * self.f)
-        gelu_node = t.node(self._grads(n * i * self.f), [(chunk, 0)], [up])
-        gated = t.new(n * i * self.f)
-        gated_node = t.node(self._mul_backward(n * i * self.f), [gelu_node, (chunk, 1)], [up, gelu])
+        chunk = t.node(self._cat_backward(n * 2 * i * self.lp), [up_node], inputs=2)
+        gelu = t.new(n * i * self.lp)
+        gelu_node = t.node(self._grads(n * i * self.lp), [(chunk, 0)], [up])
+        gated = t.new(n * i * self.lp)
+        gated_node = t.node(self._mul_backward(n * i * self.lp), [gelu_node, (chunk, 1)], [up, gelu])
         t.drop(gelu)
         down, down_node = self._dense(layer["down"], gated, gated_node, n, h, inputs=i)
-        t.drop(gated, up)  # (the MLP's temporaries and locals)
+        t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
-        out_node = t.node(self._add_backward(), [sum_node, down_node])
-        t.drop(down, normed2, summed, attended)
+        out_node = t.node(self._add_backward(narrow=narrow), [sum_node, down_node])
+        t.drop(down, summed, attended)
         t.drop(x)  # (the caller's name, rebound)
         return out, out_node
 

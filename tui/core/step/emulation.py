@@ -38,8 +38,11 @@ outputs), in float32 (eager attention or sdpa's memory-efficient kernel) or with
 (eager attention or sdpa's cuDNN kernel: every size at the model's element (`self.f`), but LayerNorm's mean and
 rstd and the tables and buckets computed in float32, and where a loss casts the logits up or meets float32
 labels, or ModernBERT computes its rotary embedding and softmax in float32, the casts and their gradients' casts
-back), no padding mask (BERT's code: one too, `_padding_mask`), either loop, a tied decoder; anything else is
-refused by name (`allocations.covers`, which also gives the order to the search for what fits).
+back), or a float32 model under autocast (BERT's code, RoBERTa's, ELECTRA's, DistilBERT's: every Linear on 16-bit
+copies, `_dense` and `_cast`, the parameters' cached until the forward leaves autocast, `_leave_autocast`; a
+16-bit input's float32 copy for LayerNorm, softmax and the losses; elements `self.lp`), no padding mask (BERT's
+code: one too, `_padding_mask`), either loop, a tied decoder; anything else is refused by name
+(`allocations.covers`, which also gives the order to the search for what fits).
 """
 
 from __future__ import annotations
@@ -1164,19 +1167,22 @@ class BertRun:
             mul = t.node(self._grads(pair * lp) if element != lp else self._pass(), [mul])
             t.drop(scaled)
             scaled = masked
-        if softmax32 and self.f != FLOAT:
-            if self.w.precision == "fp16":  # softmax's half_to_float: float32 out of half in, a half gradient
+        if softmax32 and lp != FLOAT:
+            # softmax's half_to_float (float32 out of half in, a half gradient), or float32 scores (autocast's
+            # float32 mask added)
+            if self.w.precision.endswith("fp16") or element == FLOAT:
                 wide = t.new(pair * FLOAT)
-                softmax = t.node(self._grads(pair * self.f), [mul], [wide])
+                softmax = t.node(self._grads(pair * element), [mul], [wide])
             else:  # bfloat16 is cast up first (a copy), and its gradient back
                 upcast = t.new(pair * FLOAT)
-                up = t.node(self._grads(pair * self.f), [mul])
+                up = t.node(self._grads(pair * lp), [mul])
                 wide = t.new(pair * FLOAT)
                 softmax = t.node(self._grads(pair * FLOAT), [up], [wide])
                 t.drop(upcast)
-            probs = t.new(pair * self.f)
+            probs = t.new(pair * lp)
             softmax = t.node(self._grads(pair * FLOAT), [softmax])
             t.drop(wide)
+            element = lp
         elif self.amp:  # softmax in float32 (autocast's float32 ops): from half scores at once (half_to_float,
             # a half gradient), bfloat16 ones copied up first
             upcast = t.new(pair * FLOAT) if element != FLOAT and self.w.precision == "amp-bf16" else None
