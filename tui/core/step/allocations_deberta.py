@@ -107,9 +107,12 @@ class DebertaRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t = self.tape
-        ones, types = t.new(self.n * FLOAT), t.new(self.n * LONG)  # the model's attention mask (float32), token types
+        # the model's attention mask (float32 ones where the batch gives none), token types
+        ones = None if self.w.padding_mask else t.new(self.n * FLOAT)
+        types = t.new(self.n * LONG)
         x, x_node = self._deberta_embeddings(ones, types)
-        mask = t.new(self.b * self.s * self.s * FLOAT)  # get_attention_mask: (b, 1, 1, s) × (b, 1, s, 1)
+        # get_attention_mask: (b, 1, 1, s) × (b, 1, s, 1), in the mask's dtype (the batch's: int64)
+        mask = t.new(self.b * self.s * self.s * (LONG if ones is None else FLOAT))
         relative = self._relative_positions() if self.disentangled else None
         rel, rel_node, unread = self._relative_embeddings() if self.disentangled else (None, None, ())
         for layer in self.deberta_layers:
@@ -118,7 +121,7 @@ class DebertaRun(BertRun):
         t.drop(ones, types)  # the model's
         return self._head(x, x_node)
 
-    def _deberta_embeddings(self, ones: Storage, types: Storage) -> tuple[Storage, Node]:
+    def _deberta_embeddings(self, ones: Storage | None, types: Storage) -> tuple[Storage, Node]:
         t, n, s, e, h = self.tape, self.n, self.s, self.e, self.h
         words = t.new(n * e * self.f)
         node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
@@ -148,7 +151,7 @@ class DebertaRun(BertRun):
             summed = projected
         normed, norm_node = self._layer_norm(summed, node, self.embedding_norm)
         t.drop(summed)
-        cast = t.new(n * self.f) if self.f != FLOAT else t.hold(ones)  # mask.to(embeddings.dtype)
+        cast = t.new(n * self.f) if ones is None or self.f != FLOAT else t.hold(ones)  # mask.to(embeddings.dtype)
         masked = t.new(n * h * self.f)  # × the mask (saved: the other operand)
         mask_node = t.node(self._grads(n * h * self.f), [norm_node], [cast])
         t.drop(normed, cast)
