@@ -23,7 +23,7 @@ from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
-# a padding mask as `masking_utils.create_bidirectional_mask` makes it
+# a padding mask as `masking_utils` makes it (`create_causal_mask` for a causal LM; DeBERTa its own)
 PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "deberta-v2")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 AUTOCAST = ("amp-bf16", "amp-fp16")  # a float32 model whose products autocast runs in 16 bits
@@ -63,9 +63,9 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     if workload.precision in AUTOCAST and config.model_type not in AUTOCAST_FAMILIES:
         return (f"autocast ({workload.precision}) on {config.model_type}: its allocation order is derived for "
                 f"{', '.join(AUTOCAST_FAMILIES)} only")
-    if workload.padding_mask and (config.model_type not in PADDED or config.head == "causal-lm"):
+    if workload.padding_mask and config.model_type not in PADDED:
         return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for "
-                f"{', '.join(PADDED)} without a causal mask only")
+                f"{', '.join(PADDED)} only")
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:

@@ -1025,13 +1025,15 @@ class BertRun:
     def _padding_mask(self, element: int) -> Storage:
         """The padding mask as `masking_utils.create_bidirectional_mask` makes it: the mask as booleans, the batch
         and head aranges, the keys' and queries' positions (arange + offset), kv ≥ 0 and-ed with ones, the mask
-        gathered at (batch, kv), and-ed into a boolean (b, 1, s, s); eager attention's as a float bias."""
+        gathered at (batch, kv), and-ed into a boolean (b, 1, s, s); eager attention's as a float bias. A causal
+        LM's (`create_causal_mask`): kv ≤ q, an (s, s) boolean, where kv ≥ 0 was (s)."""
         t, b, s, n = self.tape, self.b, self.s, self.n
         cast = t.new(n)
         positions = self._mask_positions()
         ones = t.new(1)
-        valid = t.new(s)
-        both = t.new(s)
+        pairs = s * s if self.causal else s
+        valid = t.new(pairs)
+        both = t.new(pairs)
         t.drop(valid, ones)
         gathered = t.new(n)
         mask = t.new(b * s * s)
