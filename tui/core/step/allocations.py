@@ -24,7 +24,7 @@ from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
 # a padding mask as `masking_utils` makes it (`create_causal_mask` for a causal LM; DeBERTa its own)
-PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "deberta-v2")
+PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 AUTOCAST = ("amp-bf16", "amp-fp16")  # a float32 model whose products autocast runs in 16 bits
 AUTOCAST_FAMILIES = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "modernbert")  # where its casts are derived

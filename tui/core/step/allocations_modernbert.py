@@ -106,13 +106,20 @@ class ModernBertRun(BertRun):
         x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
         embedded = t.hold(x)  # (the model's local until it returns)
         t.drop(words)
-        mask = self._window_mask() if self.window else None
+        # the global layers' mask and the local layers' (with a padding mask both, whatever the layers' types;
+        # without, the window's only where it is not all ones)
+        masks: tuple[Storage | None, Storage | None] = (None, None)
+        if self.w.padding_mask:
+            element = self._element(x)
+            masks = self._padding_mask(element), self._window_mask(element)
+        elif self.window:
+            masks = None, self._window_mask(self.f)
         tables = [self._rotary() for _ in range(1 + any(self.local))]  # global, then local
         for layer, local in zip(self.modern_layers, self.local, strict=True):
-            x, x_node = self._modern_layer(layer, x, x_node, tables[local], mask if local else None)
+            x, x_node = self._modern_layer(layer, x, x_node, tables[local], masks[local])
         out, out_node = self._layer_norm(x, x_node, self.final_norm)
         t.drop(x)
-        t.drop(positions, embedded, mask, *(table for pair in tables for table in pair))  # the model's locals
+        t.drop(positions, embedded, *masks, *(table for pair in tables for table in pair))  # the model's locals
         if self.bare:
             return self._bare(out, out_node)
         if self.mlm:
@@ -154,12 +161,17 @@ class ModernBertRun(BertRun):
         t.drop(normed)
         return logits, node
 
-    def _window_mask(self) -> Storage:
-        """The local layers' sliding-window mask (`masking_utils`, no padding mask): the batch and head aranges,
-        the keys' and queries' positions (each arange + offset), |q − kv| ≤ w and-ed with ones, then with
-        kv ≥ 0 (a boolean (s, s), broadcast over the batch); eager attention's as a float bias (b, 1, s, s)."""
-        t, b, s = self.tape, self.b, self.s
+    def _window_mask(self, element: int) -> Storage:
+        """The local layers' sliding-window mask (`masking_utils`): the batch and head aranges, the keys' and
+        queries' positions (each arange + offset), |q − kv| ≤ w and-ed with ones, then with kv ≥ 0 (a boolean
+        (s, s), broadcast over the batch); given a padding mask (its booleans first), and-ed with ones again and
+        with the padding gathered at (batch, kv), a boolean (b, 1, s, s); eager attention's as a float bias
+        (b, 1, s, s) of `element` bytes."""
+        t, b, s, n = self.tape, self.b, self.s, self.n
+        padded = self.w.padding_mask
+        cast = t.new(n) if padded else None
         positions = self._mask_positions()
+        outer = t.new(1) if padded else None
         ones = t.new(1)
         distance = t.new(s * s * LONG)
         absolute = t.new(s * s * LONG)
@@ -171,13 +183,14 @@ class ModernBertRun(BertRun):
         valid = t.new(s)
         mask = t.new(s * s)
         t.drop(valid, both)
+        if padded:
+            anded = t.new(s * s)
+            t.drop(mask, outer)
+            gathered = t.new(n)
+            mask = t.new(b * s * s)
+            t.drop(gathered, anded)
         t.drop(*positions)
-        if not self.eager:
-            return mask
-        zero, least = t.new(self.f), t.new(self.f)
-        bias = t.new(b * s * s * self.f)
-        t.drop(least, zero, mask)
-        return bias
+        return self._float_bias(mask, cast, element)
 
     def _rotary(self) -> tuple[Storage, Storage]:
         """One layer type's rotary table, in float32: the positions as floats times inv_freq (a float32 copy of a

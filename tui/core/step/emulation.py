@@ -1039,11 +1039,17 @@ class BertRun:
         mask = t.new(b * s * s)
         t.drop(gathered, both)
         t.drop(*positions)
+        return self._float_bias(mask, cast, element)
+
+    def _float_bias(self, mask: Storage, cast: Storage | None, element: int) -> Storage:
+        """A boolean mask as attention takes it: as it is for sdpa (the mask's booleans released); for eager
+        attention `where(mask, 0, min)`, a float (b, 1, s, s) of `element` bytes, the boolean one released."""
+        t = self.tape
         if not self.eager:
             t.drop(cast)
             return mask
         zero, least = t.new(element), t.new(element)
-        bias = t.new(b * s * s * element)
+        bias = t.new(self.b * self.s * self.s * element)
         t.drop(least, zero, mask, cast)
         return bias
 
