@@ -17,6 +17,9 @@ What ModernBERT's code does that the others' does not, each read off a recorded 
   made once by `masking_utils` (aranges, |q − kv| ≤ w, and-ed, a boolean (s, s)); eager attention gets it as a
   float (b, 1, s, s) bias at once, sdpa converts it in every local layer (`where`; for the memory-efficient
   kernel, float32, padded to a multiple of 8 columns; cuDNN's, 16 bits, takes it as it is) and the kernel saves it.
+  Given a padding mask, `masking_utils` makes both masks whatever the layers' types: the global layers' as BERT's
+  (`_padding_mask`) and the window's and-ed with the padding; the model holds them (and the embeddings' output, in
+  its mask arguments) until it returns.
 - Wqkv's output unbound into q, k, v (its backward stacks the three gradients); the MLP's Wi output chunked into
   the input and the gate, `gelu(input) · gate` (the chunk's backward concatenates).
 - Dropouts are 0 in ModernBERT's configs (a config with others is refused by `covers`): nothing runs for them.
