@@ -75,6 +75,8 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
         for family in ("albert", "mpnet", "deberta-v2"):
             assert f"autocast ({precision}) on {family}" in (covers(base.as_family(family), amp) or "")
     assert "without checkpointing" in (covers(base, replace(run, checkpointing=True)) or "")
+    assert all(covers(base, replace(run, optimizer=optimizer)) is None for optimizer in ("sgd", "sgd-momentum"))
+    assert "only training" in (covers(base, replace(run, mode="inference")) or "")
     assert covers(base, replace(run, precision="bf16")) is None and covers(base, replace(run, precision="fp16")) is None
     padded = replace(run, padding_mask=True)
     assert covers(base, padded) is None and covers(base.as_family("electra"), padded) is None

@@ -58,8 +58,8 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if (workload.checkpointing, workload.optimizer, workload.mode) != (False, "adamw", "train"):
-        return "only AdamW training without checkpointing is derived yet"
+    if workload.checkpointing or workload.mode != "train":
+        return "only training without checkpointing is derived yet"
     if workload.precision in AUTOCAST and config.model_type not in AUTOCAST_FAMILIES:
         return (f"autocast ({workload.precision}) on {config.model_type}: its allocation order is derived for "
                 f"{', '.join(AUTOCAST_FAMILIES)} only")

@@ -490,7 +490,7 @@ class BertRun:
             backward(t, root, grad)
             if trainer or self.bare:  # del loss (the bare model's: computed outside it, `out` does not hold it)
                 t.drop(loss)
-            self._adamw()
+            self._optimizer()
             for param in self.params:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
@@ -1478,8 +1478,15 @@ class BertRun:
         return rule
 
     # The optimizer ------------------------------------------------------------------------------------------
-    def _adamw(self) -> None:
+    def _optimizer(self) -> None:
+        """The optimizer's step (foreach): AdamW's states at the first step, then its `_foreach_sqrt` temporaries
+        each step; SGD with momentum its buffers at the first step (a clone of each gradient, in place after);
+        SGD nothing (every update in place)."""
         t = self.tape
+        if self.w.optimizer != "adamw":
+            if self.w.optimizer == "sgd-momentum" and not self.states:
+                self.states = [t.new(param.data.nbytes) for param in self.params]
+            return
         if not self.states:
             for param in self.params:
                 self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
