@@ -18,7 +18,8 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
 - cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
   (the backward runs on a thread of its own).
 - The optimizer (foreach AdamW): its states at the first step, parameter by parameter (`exp_avg`, then
-  `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order;
+  `exp_avg_sq`), and each step `_foreach_sqrt`'s temporaries, released in reverse order (SGD with momentum: its
+  buffers at the first step; SGD: nothing);
   `zero_grad(set_to_none=True)` releases the gradients in parameter order.
 
 Covered so far: BERT, the RoBERTa code (`roberta`, `xlm-roberta`, `camembert`: positions made from the ids, its
@@ -38,11 +39,12 @@ outputs), in float32 (eager attention or sdpa's memory-efficient kernel) or with
 (eager attention or sdpa's cuDNN kernel: every size at the model's element (`self.f`), but LayerNorm's mean and
 rstd and the tables and buckets computed in float32, and where a loss casts the logits up or meets float32
 labels, or ModernBERT computes its rotary embedding and softmax in float32, the casts and their gradients' casts
-back), or a float32 model under autocast (BERT's code, RoBERTa's, ELECTRA's, DistilBERT's: every Linear on 16-bit
-copies, `_dense` and `_cast`, the parameters' cached until the forward leaves autocast, `_leave_autocast`; a
-16-bit input's float32 copy for LayerNorm, softmax and the losses; elements `self.lp`), no padding mask (BERT's
-code: one too, `_padding_mask`), either loop, a tied decoder; anything else is refused by name
-(`allocations.covers`, which also gives the order to the search for what fits).
+back), or a float32 model under autocast (BERT's code, RoBERTa's, ELECTRA's, DistilBERT's, ModernBERT's: every
+Linear on 16-bit copies, `_dense` and `_cast`, the parameters' cached until the forward leaves autocast,
+`_leave_autocast`; a 16-bit input's float32 copy for LayerNorm, softmax and the losses; elements `self.lp`), no
+padding mask (or one: BERT's code's `_padding_mask`, a causal LM's too, ModernBERT's and DeBERTa's their own),
+either loop, a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order to
+the search for what fits).
 """
 
 from __future__ import annotations
