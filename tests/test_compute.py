@@ -565,7 +565,7 @@ def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family:
     assert result.reserved_peak == replayed(config, workload, 8).peak_pinned
     assert_replayed_fits_are_the_largest(result)
     assert all(0 < fit.max_batch < MAX_BATCH for fit in result.fits)
-    # autocast: derived for BERT's code and ModernBERT's (ALBERT's, MPNet's and DeBERTa's aside); elsewhere the rule
+    # autocast: derived for BERT's code, ModernBERT's and DeBERTa's (ALBERT's and MPNet's aside); elsewhere the rule
     assert compute(config, replace(workload, precision="amp-bf16")).replayed == (family in AUTOCAST_FAMILIES)
 
 
@@ -578,8 +578,8 @@ AMP_RUNS = (("amp-bf16", "sdpa"), ("amp-fp16", "eager"))
 @pytest.mark.parametrize(("family", "head", "precision", "attention"), [
     (family, head, *AMP_RUNS[i % 2]) for i, (family, head) in enumerate(AMP_CASES)])
 def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, precision: str, attention: str) -> None:
-    """Autocast (BERT's code, RoBERTa's, ELECTRA's, DistilBERT's, ModernBERT's): every size's batch runs within the
-    usable bytes, one more runs out; the reserved peak is the replay's (bf16 with sdpa, fp16 with eager, in turn)."""
+    """Autocast (every family but ALBERT and MPNet): every size's batch runs within the usable bytes, one more
+    runs out; the reserved peak is the replay's (bf16 with sdpa, fp16 with eager, in turn)."""
     from tui.core.step.allocations import replayed
 
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,

@@ -27,7 +27,7 @@ DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "m
 PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 AUTOCAST = ("amp-bf16", "amp-fp16")  # a float32 model whose products autocast runs in 16 bits
-AUTOCAST_FAMILIES = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "modernbert")  # where its casts are derived
+AUTOCAST_FAMILIES = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "modernbert", "deberta-v2")  # casts derived
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 

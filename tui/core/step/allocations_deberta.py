@@ -111,14 +111,17 @@ class DebertaRun(BertRun):
         ones = None if self.w.padding_mask else t.new(self.n * FLOAT)
         types = t.new(self.n * LONG)
         x, x_node = self._deberta_embeddings(ones, types)
+        embedded = t.hold(x)  # (the model's local, `embedding_output`)
         # get_attention_mask: (b, 1, 1, s) × (b, 1, s, 1), in the mask's dtype (the batch's: int64)
         mask = t.new(self.b * self.s * self.s * (LONG if ones is None else FLOAT))
         relative = self._relative_positions() if self.disentangled else None
         rel, rel_node, unread = self._relative_embeddings() if self.disentangled else (None, None, ())
+        inputs = []  # every layer's input, the encoder's until it returns (a tuple: released last first)
         for layer in self.deberta_layers:
+            inputs.append(t.hold(x))
             x, x_node = self._deberta_layer(layer, x, x_node, mask, relative, rel, rel_node)
-        t.drop(mask, relative, *unread, rel)  # the encoder's locals as it returns
-        t.drop(ones, types)  # the model's
+        t.drop(mask, relative, *unread, rel, *reversed(inputs))  # the encoder's locals as it returns
+        t.drop(ones, types, embedded)  # the model's
         return self._head(x, x_node)
 
     def _deberta_embeddings(self, ones: Storage | None, types: Storage) -> tuple[Storage, Node]:
@@ -144,9 +147,7 @@ class DebertaRun(BertRun):
             t.drop(summed)
             summed = added
         if self.embed_proj:  # E → H, no bias
-            t.product("main")
-            projected = t.new(n * h * self.f)
-            node = self._linear(self.embed_proj, node, summed, n, e, h)
+            projected, node = self._dense(self.embed_proj, summed, node, n, h, inputs=e)
             t.drop(summed)
             summed = projected
         normed, norm_node = self._layer_norm(summed, node, self.embedding_norm)
@@ -211,9 +212,7 @@ class DebertaRun(BertRun):
         merged, merge = self._disentangled(layer, x, x_node, mask, relative, rel, rel_node)
         attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node)
         t.drop(merged)
-        t.product("main", addmm=True)
-        up = t.new(n * i * self.f)
-        up_node = self._linear(layer["up"], attention_node, attention, n, h, i)
+        up, up_node = self._dense(layer["up"], attention, attention_node, n, i)
         gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, i, attention, attention_node)
@@ -225,11 +224,9 @@ class DebertaRun(BertRun):
         """transpose_for_scores(Linear(x)): the projection made contiguous as (b·A, s, d) (a copy unless one
         head or one token), its backward copying back where the heads' layout is not the tokens' (`copy`)."""
         t, n, h = self.tape, self.n, self.h
-        t.product("main", addmm=True)
-        projected = t.new(n * h * self.f)
-        node = self._linear(params, x_node, x, n, h, h, copy=copy)
+        projected, node = self._dense(params, x, x_node, n, h, copy=copy)
         if copies.merge_forward:
-            out = t.new(n * h * self.f)
+            out = t.new(n * h * self.lp)
             t.drop(projected)
             projected = out
         return projected, t.node(self._pass(), [node])
@@ -244,12 +241,13 @@ class DebertaRun(BertRun):
         # k's gradient: the p2c product's (contiguous) first where there is one, else the scores' (transposed)
         k, k_node = self._heads(layer["k"], x, x_node, copies, copies.q_backward if self.p2c else copies.k_backward)
         v, v_node = self._heads(layer["v"], x, x_node, copies, copies.q_backward)
-        scores_size = b * heads * s * s * self.f
-        divided = t.new(n * h * self.f)  # kᵀ / scale
-        divide = t.node(self._grads(n * h * self.f), [k_node])
+        lp, pair = self.lp, b * heads * s * s
+        scores_size = pair * lp
+        divided = t.new(n * h * lp)  # kᵀ / scale
+        divide = t.node(self._grads(n * h * lp), [k_node])
         t.product("main")
         scores = t.new(scores_size)
-        scores_node = t.node(self._bmm_backward(n * h * self.f, n * h * self.f), [q_node, divide], [divided, q])
+        scores_node = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_node, divide], [divided, q])
         t.drop(divided)
         rel_att = rel_in = rel_mask = None
         if self.disentangled:
@@ -270,14 +268,26 @@ class DebertaRun(BertRun):
         filled = t.new(scores_size)
         fill_node = t.node(self._grads(scores_size), [scores_node], [negated])
         t.drop(negated, scores)
-        probs = t.new(scores_size)
-        softmax = t.node(self._grads(scores_size), [fill_node], [probs])
-        dropped, drop = self._dropout(probs, softmax)
+        cast = None
+        if self.amp:  # softmax in float32 (bfloat16 copied up first; half through half_to_float), dropout too
+            upcast = t.new(pair * FLOAT) if self.w.precision == "amp-bf16" else None
+            up = t.node(self._grads(scores_size), [fill_node]) if upcast else fill_node
+            probs = t.new(pair * FLOAT)
+            softmax = t.node(self._grads(pair * FLOAT if upcast else scores_size), [up], [probs])
+            t.drop(upcast)
+            dropped, drop = self._dropout(probs, softmax, FLOAT)
+            cast = t.new(scores_size)  # (the product's 16-bit copy of the probabilities)
+            drop = t.node(self._grads(pair * FLOAT), [drop])
+        else:
+            probs = t.new(scores_size)
+            softmax = t.node(self._grads(scores_size), [fill_node], [probs])
+            dropped, drop = self._dropout(probs, softmax)
         t.product("main")
-        context = t.new(n * h * self.f)
-        bmm = t.node(self._bmm_backward(scores_size, n * h * self.f), [drop, v_node], [v, dropped])
-        merged = t.new(n * h * self.f) if copies.merge_forward else t.hold(context)
-        merge = t.node(self._grads(n * h * self.f) if copies.merge_backward else self._pass(), [bmm])
+        context = t.new(n * h * lp)
+        bmm = t.node(self._bmm_backward(scores_size, n * h * lp), [drop, v_node], [v, cast or dropped])
+        t.drop(cast)
+        merged = t.new(n * h * lp) if copies.merge_forward else t.hold(context)
+        merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm])
         t.drop(context)
         # the attention's locals as it returns
         t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, probs, dropped)
@@ -291,9 +301,10 @@ class DebertaRun(BertRun):
         t, b, heads, s, rows = self.tape, self.b, self.heads, self.s, 2 * self.span
         wanted = [("pos_q", "q", self.p2c), ("pos_k", "k", self.c2p)] if self.c.share_att_key else [
             ("pos_k", "pos_k", self.c2p), ("pos_q", "pos_q", self.p2c)]
+        self._unread: list[Node] = []  # the graphs of projections nothing reads, dropped with them
         projections = {name: self._positions(layer[params], rel, rel_node, used)
                        for name, params, used in wanted if self.c.share_att_key or used}
-        scores_size, pair, product_size = b * heads * s * s * self.f, s * s * LONG, b * heads * s * rows * self.f
+        scores_size, pair, product_size = b * heads * s * s * self.lp, s * s * LONG, b * heads * s * rows * self.lp
         score: Storage | None = None
         score_node: Node | None = None
         gathered = []
@@ -329,6 +340,9 @@ class DebertaRun(BertRun):
         # the function's locals as it returns: the projections (one share_att_key made for nothing goes), the
         # gathered scores
         t.drop(*(projection[0] for projection in projections.values()), *gathered)
+        for graph in self._unread:
+            t.release(graph)
+        self._unread = []
         return score, score_node
 
     def _relative_product(self, states: Storage, states_node: Node, positions: Storage,
@@ -336,28 +350,28 @@ class DebertaRun(BertRun):
         """bmm(q or k (b·A, s, d), the projected positions transposed (b·A, d, 2·span))."""
         t, b, h, rows = self.tape, self.b, self.h, 2 * self.span
         t.product("main")
-        product = t.new(b * self.heads * self.s * rows * self.f)
-        return product, t.node(self._bmm_backward(self.n * h * self.f, b * rows * h * self.f),
+        product = t.new(b * self.heads * self.s * rows * self.lp)
+        return product, t.node(self._bmm_backward(self.n * h * self.lp, b * rows * h * self.lp),
                                [states_node, positions_node], [positions, states])
 
     def _positions(self, params: Pair, rel: Storage, rel_node: Node, used: bool) -> tuple[Storage, Node | None]:
         """A projection of the relative embeddings (2·span rows, one sequence), made contiguous per head (a copy
         unless one head), repeated b times; its backward sums the repeats, copies back, then the Linear. Where
-        nothing reads it (share_att_key without that score type) it is made and dropped with its graph."""
+        nothing reads it (share_att_key without that score type) it is made and dropped with its graph (`_unread`:
+        under autocast that graph holds the input's 16-bit copy)."""
         t, h, heads, b, rows = self.tape, self.h, self.heads, self.b, 2 * self.span
-        t.product("main", addmm=True)
-        projected = t.new(rows * h * self.f)
         # (its gradient comes back transposed from one sequence's product, which views back; summed over b > 1
         # sequences it is contiguous, and only a copy can merge its heads)
-        node = self._linear(params, rel_node, rel, rows, h, h, copy=heads > 1 and b > 1) if used else None
-        contiguous = t.new(rows * h * self.f) if heads > 1 else t.hold(projected)
+        projected, node = self._dense(params, rel, rel_node, rows, h, copy=heads > 1 and b > 1)
+        contiguous = t.new(rows * h * self.lp) if heads > 1 else t.hold(projected)
         t.drop(projected)
-        repeated = t.new(b * rows * h * self.f)
+        repeated = t.new(b * rows * h * self.lp)
         t.drop(contiguous)
-        if node is None:
+        if not used:
+            self._unread.append(node)
             return repeated, None
         chain = t.node(self._pass(), [node])
-        return repeated, t.node(self._sum_repeats(rows * h * self.f) if b > 1 else self._pass(), [chain])
+        return repeated, t.node(self._sum_repeats(rows * h * self.lp) if b > 1 else self._pass(), [chain])
 
     @staticmethod
     def _sum_repeats(size: int) -> Rule:
@@ -389,10 +403,11 @@ class DebertaRun(BertRun):
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)  # (`_mlm` releases x)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
-        product = t.new(n * vocab * self.f)
-        product_node = self._linear((self.word, None), norm_node, normed, n, h, vocab)
-        logits = t.new(n * vocab * self.f)
-        node = t.node(self._add_backward(broadcast=vocab * self.f), [product_node, self.decoder_bias.node])
+        product, product_node = self._dense((self.word, None), normed, norm_node, n, vocab)
+        logits = t.new(n * vocab * self.f)  # (autocast: the 16-bit product and the float32 bias, a float32 sum)
+        narrow = (n * vocab * self.lp if self.lp != self.f else 0, 0)
+        node = t.node(self._add_backward(broadcast=vocab * self.f, narrow=narrow),
+                      [product_node, self.decoder_bias.node])
         t.drop(product, normed)
         return logits, node
 
@@ -401,14 +416,16 @@ class DebertaRun(BertRun):
         choice (cross-entropy over the choices) or one label (MSE)."""
         t, rows, h = self.tape, self.b, self.h
         classes = 1 if self.choices else self.c.num_labels
-        act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h)
+        act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h, keep=True)
         logits, head = self._classify(act, act_node, rows, classes)
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
+            t.drop(x)  # (the encoder's output: the head's until it returns)
             return loss, (logits,), loss_node
         cast, head = self._upcast(head, rows)  # logits.view(-1).to(labels.dtype): the copy the outputs keep
         if cast is not None:
             t.drop(logits)
             logits = cast
         loss, loss_node = self._classification_loss(head, rows, classes, logits, FLOAT)
+        t.drop(x)
         return loss, (logits,), loss_node

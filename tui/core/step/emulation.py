@@ -746,7 +746,7 @@ class BertRun:
             return self._cross_entropy(head, rows, classes)
         t = self.tape
         wide = None
-        if self.amp:  # (autocast runs mse_loss on a float32 copy of the 16-bit logits)
+        if self.amp and element != FLOAT:  # (autocast runs mse_loss on a float32 copy of 16-bit logits)
             wide, head = self._upcast(head, rows)
             logits, element = wide or logits, FLOAT
         loss = t.new(FLOAT)  # (against float32 labels: float32)
@@ -814,7 +814,9 @@ class BertRun:
         logits, decoder_node = self._lm_logits(x, x_node)
         if not self.causal:
             upcast, decoder_node = self._upcast(decoder_node, n * vocab) if self.lm_upcast else (None, decoder_node)
-            loss, loss_node = self._cross_entropy(decoder_node, n, vocab, element=FLOAT if upcast else 0)
+            element = FLOAT if upcast else logits.nbytes // (n * vocab)  # (autocast: DeBERTa's float32 bias makes
+            # its logits float32)
+            loss, loss_node = self._cross_entropy(decoder_node, n, vocab, element=element)
             t.drop(upcast, x)  # (the encoder's output: the body's output holds it until the head returns)
             return loss, (logits,), loss_node
         # ForCausalLMLoss: the logits as float32, the labels padded by one (b, s + 1), shifted as
@@ -1375,12 +1377,10 @@ class BertRun:
         the bytes of an input that was 16-bit in a float32 sum (autocast; 0: not), whose gradient the engine
         casts down as it hands it on."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grads = [t.hold(given), t.new(broadcast) if broadcast else t.hold(given)]
+            # (the engine checks the outputs in order: each cast or summed down, then the input gradient goes)
+            grads = [t.new(narrow[i]) if narrow[i] else t.new(broadcast) if i and broadcast else t.hold(given)
+                     for i in range(2)]
             self._finish(t, given, node)
-            for i, nbytes in enumerate(narrow):
-                if nbytes:
-                    t.drop(grads[i])
-                    grads[i] = t.new(nbytes)
             return grads
         return rule
 
