@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-PRESET_SIZES = "vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096"
+PRESET_SIZES = ("vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, "
+                "intermediate_size=4096")
 HF_SCRIPT = (
     "import torch, transformers\n"
     f"config = transformers.BertConfig({PRESET_SIZES})\n"

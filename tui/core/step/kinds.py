@@ -268,8 +268,9 @@ class Attention:
                 yield step.saved("attention dropout mask", ("b'", "A", "s", "s"), c.mask(c.softmax))
             # What the context product keeps: the probabilities in the dtype of the values (a 16-bit copy if need be).
             if self.dropout or softmax != c.heads:
-                yield step.saved("attention probabilities after dropout" if self.dropout else
-                                 "attention probabilities (a copy in the values' dtype)", ("b'", "A", "s", "s"), "heads")
+                name = ("attention probabilities after dropout" if self.dropout else
+                        "attention probabilities (a copy in the values' dtype)")
+                yield step.saved(name, ("b'", "A", "s", "s"), "heads")
             yield step.saved("attention context (output projection input)", ("n", "H"), "compute")
             return
         # sdpa's fused CUDA kernels (cuDNN for 16-bit inputs, memory-efficient for float32), as measured on an
