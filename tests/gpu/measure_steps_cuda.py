@@ -30,8 +30,8 @@ It writes one JSON object with the fixture's keys:
   lm_caps`).
 - `replay_caps` (not in the fixture yet): measured as `lm_caps`, on runs whose fits come from the derived
   allocation order's replay (a batch whose fourth step runs out in the replay; ModernBERT's mask padding at
-  s = 72; DeBERTa in float32; cuDNN's attention in bf16; autocast in bf16 and fp16): `bert-tui compute`'s answer
-  is the replay's.
+  s = 72; DeBERTa in float32; cuDNN's attention in bf16; autocast in bf16 and fp16, DeBERTa's too; ModernBERT's
+  padding masks; SGD with momentum): `bert-tui compute`'s answer is the replay's.
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -188,6 +188,11 @@ REPLAY_CAPS = [  # fits from the derived order's replay (every family in float32
     # autocast: every Linear's 16-bit copies, the cache's frees as the forward leaves autocast
     ("b-mlm-512-ampbf16-sdpa-24", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB")),
     ("r-mlm-128-ampfp16-eager-16", cap(R, MLM, 128, "amp-fp16", "eager", "16GiB")),
+    # DeBERTa under autocast; ModernBERT given a padding mask (both masks made); SGD with momentum
+    ("deb-mlm-512-ampfp16-eager-24", cap("deberta-v3-base", MLM, 512, "amp-fp16", "eager", "24GiB")),
+    ("mod-mlm-512-pad-ampbf16-sdpa-24", cap("ModernBERT-base", MLM, 512, "amp-bf16", "sdpa", "24GiB",
+                                            "--padding-mask")),
+    ("b-mlm-512-sgdm-fp32-sdpa-24", cap(B, MLM, 512, "fp32", "sdpa", "24GiB", "--optimizer", "sgd-momentum")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
          "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS}
