@@ -22,7 +22,7 @@ from tui.cli import main
 from tui.core import BertConfig, ConfigError
 from tui.core.config import FAMILY_HEADS
 from tui.core.poly import value as evaluate
-from tui.core.step.allocations import AUTOCAST_FAMILIES, DERIVED, DERIVED_HEADS, covers
+from tui.core.step.allocations import DERIVED, DERIVED_HEADS, covers
 from tui.core.step.compute import bytes_form, compute, flops_form, layer_times, peak_at
 from tui.core.step.workload import (
     ATTENTIONS,
@@ -565,11 +565,10 @@ def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family:
     assert result.reserved_peak == replayed(config, workload, 8).peak_pinned
     assert_replayed_fits_are_the_largest(result)
     assert all(0 < fit.max_batch < MAX_BATCH for fit in result.fits)
-    # autocast: derived for BERT's code, ModernBERT's and DeBERTa's (ALBERT's and MPNet's aside); elsewhere the rule
-    assert compute(config, replace(workload, precision="amp-bf16")).replayed == (family in AUTOCAST_FAMILIES)
+    assert compute(config, replace(workload, precision="amp-bf16")).replayed  # (autocast: derived too)
 
 
-AMP_CASES = [(family, head) for family in AUTOCAST_FAMILIES for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
+AMP_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
              if covers(BertConfig(head=head).as_family(family), Workload(8, 256, precision="amp-bf16", device="cuda"))
              is None]
 AMP_RUNS = (("amp-bf16", "sdpa"), ("amp-fp16", "eager"))
@@ -578,8 +577,8 @@ AMP_RUNS = (("amp-bf16", "sdpa"), ("amp-fp16", "eager"))
 @pytest.mark.parametrize(("family", "head", "precision", "attention"), [
     (family, head, *AMP_RUNS[i % 2]) for i, (family, head) in enumerate(AMP_CASES)])
 def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, precision: str, attention: str) -> None:
-    """Autocast (every family but ALBERT and MPNet): every size's batch runs within the usable bytes, one more
-    runs out; the reserved peak is the replay's (bf16 with sdpa, fp16 with eager, in turn)."""
+    """Autocast (every family): every size's batch runs within the usable bytes, one more runs out; the reserved
+    peak is the replay's (bf16 with sdpa, fp16 with eager, in turn)."""
     from tui.core.step.allocations import replayed
 
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,

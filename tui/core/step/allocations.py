@@ -26,8 +26,6 @@ DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "m
 # a padding mask as `masking_utils` makes it (`create_causal_mask` for a causal LM; DeBERTa its own)
 PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
 SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
-AUTOCAST = ("amp-bf16", "amp-fp16")  # a float32 model whose products autocast runs in 16 bits
-AUTOCAST_FAMILIES = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "modernbert", "deberta-v2")  # casts derived
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
@@ -60,9 +58,6 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return "the allocation order is the CUDA caching allocator's: device cuda only"
     if workload.checkpointing or workload.mode != "train":
         return "only training without checkpointing is derived yet"
-    if workload.precision in AUTOCAST and config.model_type not in AUTOCAST_FAMILIES:
-        return (f"autocast ({workload.precision}) on {config.model_type}: its allocation order is derived for "
-                f"{', '.join(AUTOCAST_FAMILIES)} only")
     if workload.padding_mask and config.model_type not in PADDED:
         return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for "
                 f"{', '.join(PADDED)} only")

@@ -590,7 +590,7 @@ class BertRun:
             logits, decoder_node = self._lm_logits(x, x_node)
             kept.append(logits)
         if self.albert:
-            dropped, drop_node = self._dropout(pooled, pooled_node)
+            dropped, drop_node = self._dropout(pooled, pooled_node, self.lp)
         else:
             dropped, drop_node = t.hold(pooled), pooled_node
         classes = self.sentence_classes
@@ -1019,9 +1019,11 @@ class BertRun:
         up, up_node = self._dense(layer["up"], attention, attention_node, n, self.i)
         gelu, gelu_node = self._activation(up, up_node)
         t.drop(up)
+        # (ALBERT's feed-forward rebinds its activation to the output projection's: it goes then)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
-                                     attention_node, dropout=self.dropout)
-        t.drop(gelu, self.weights, attention)  # (the layer's locals as it returns: `_` the attention's weights)
+                                     attention_node, dropout=self.dropout, then=(gelu,) if self.albert else ())
+        t.drop(None if self.albert else gelu, self.weights, attention)  # (the layer's locals as it returns: `_`
+        # the attention's weights)
         self.weights = None
         t.drop(x)
         return out, out_node
@@ -1169,8 +1171,9 @@ class BertRun:
         mul = t.node(self._grads(pair * lp), [bmm1])
         t.drop(scores)
         element = lp  # the scores' element
-        if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both)
-            mul = t.node(self._add_backward(), [mul, self.bias[1]])
+        if self.bias is not None:  # MPNet: += the position bias, in place (its gradient goes to both; under
+            # autocast the float32 bias's cast up)
+            mul = t.node(self._add_backward(narrow=(0, pair * self.f if lp != self.f else 0)), [mul, self.bias[1]])
         if mask is not None:  # + the causal mask (which wants no gradient: the sum's passes through)
             # (the mask in the embeddings' dtype: under autocast a float32 one makes the sum float32, the
             # scores' gradient cast down)
@@ -1242,10 +1245,12 @@ class BertRun:
         LayerNorm(dropout(o) + x), the dropped copy a temporary of the sum."""
         t, n, h = self.tape, self.n, self.h
         out, out_node = self._dense(layer["o"], merged, merge, n, h)
-        t.drop(*locals_)
-        dropped, drop_node = self._dropout(out, out_node)
+        t.drop(*locals_, self.weights)  # (under autocast the float32 probabilities are its attention's too)
+        self.weights = None
+        dropped, drop_node = self._dropout(out, out_node, self.lp)
         summed = t.new(n * h * self.f)
-        add = t.node(self._add_backward(), [drop_node, x_node])
+        narrow = (n * h * self.lp if self.lp != self.f else 0, 0)
+        add = t.node(self._add_backward(narrow=narrow), [drop_node, x_node])
         t.drop(dropped)
         normed, norm_node = self._layer_norm(summed, add, layer["norm1"])
         t.drop(summed, out)
@@ -1269,6 +1274,8 @@ class BertRun:
         element = max(self.lp, residual.nbytes // (n * h))
         summed = t.new(n * h * element)
         narrow = (n * h * self.lp if self.lp != element else 0, 0)
+        if residual_first:  # (the 16-bit input second)
+            narrow = narrow[::-1]
         add = t.node(self._add_backward(narrow=narrow),
                      [residual_node, drop_node] if residual_first else [drop_node, residual_node])
         normed, norm_node = self._layer_norm(summed, add, norm)
@@ -1294,26 +1301,31 @@ class BertRun:
         if not self.albert:
             out = t.new(size)
             return out, t.node(self._grads(size), [x_node], [x])
+        # (under autocast pow runs in float32, on a copy of the 16-bit x: from there on every op is float32)
+        wide = size // self.lp * FLOAT if self.amp else size
         half = t.new(size)
         half_node = t.node(self._grads(size), [x_node])  # (a product with a number saves nothing)
-        cube = t.new(size)
-        cube_node = t.node(self._pow_backward(size), [x_node], [x])
-        scaled = t.new(size)
-        scaled_node = t.node(self._grads(size), [cube_node])
+        powered, powered_node = (t.new(wide), t.node(self._grads(size), [x_node])) if wide != size else (x, x_node)
+        cube = t.new(wide)
+        cube_node = t.node(self._pow_backward(wide), [powered_node], [powered])
+        if wide != size:
+            t.drop(powered)
+        scaled = t.new(wide)
+        scaled_node = t.node(self._grads(wide), [cube_node])
         t.drop(cube)
-        inner = t.new(size)
-        inner_node = t.node(self._add_backward(), [x_node, scaled_node])
+        inner = t.new(wide)
+        inner_node = t.node(self._add_backward(narrow=(size if wide != size else 0, 0)), [x_node, scaled_node])
         t.drop(scaled)
-        arg = t.new(size)
-        arg_node = t.node(self._grads(size), [inner_node])
+        arg = t.new(wide)
+        arg_node = t.node(self._grads(wide), [inner_node])
         t.drop(inner)
-        tanh = t.new(size)
-        tanh_node = t.node(self._grads(size), [arg_node], [tanh])
+        tanh = t.new(wide)
+        tanh_node = t.node(self._grads(wide), [arg_node], [tanh])
         t.drop(arg)
-        one = t.new(size)
+        one = t.new(wide)
         one_node = t.node(self._pass(), [tanh_node])  # (+ 1.0)
-        out = t.new(size)
-        node = t.node(self._mul_backward(size), [half_node, one_node], [one, half])  # (released: other, self)
+        out = t.new(wide)
+        node = t.node(self._mul_backward(wide, size), [half_node, one_node], [one, half])  # (released: other, self)
         t.drop(half, tanh, one)
         return out, node
 
@@ -1384,10 +1396,15 @@ class BertRun:
             return grads
         return rule
 
-    def _mul_backward(self, size: int) -> Rule:
-        """A product of two tensors: the second's gradient first, then the first's."""
+    def _mul_backward(self, size: int, narrow: int = 0) -> Rule:
+        """A product of two tensors: the second's gradient first, then the first's (`narrow`: the first was a
+        16-bit tensor in a float32 product, its gradient then cast down to these bytes)."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             second, first = t.new(size), t.new(size)
+            if narrow and narrow != size:  # (the engine casts it as it checks the outputs, before the releases)
+                cast = t.new(narrow)
+                t.drop(first)
+                first = cast
             self._finish(t, given, node)
             return [first, second]
         return rule
