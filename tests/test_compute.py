@@ -588,3 +588,12 @@ def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, pr
     assert result.replayed
     assert result.reserved_peak == replayed(config, workload, 8).peak_pinned
     assert_replayed_fits_are_the_largest(result)
+
+
+def test_without_fits_the_terms_are_the_full_answer_s() -> None:
+    """`fits=False` skips the fits table and the allocator's replay, nothing else: every term is the same."""
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024, head="mlm")
+    workload = Workload(batch=8, seq=128, precision="amp-bf16", device="cuda")
+    full, terms = compute(config, workload), compute(config, workload, fits=False)
+    assert full.replayed and full.fits and not terms.replayed and terms.fits == ()
+    assert (terms.peak, terms.activations, terms.flops_step) == (full.peak, full.activations, full.flops_step)

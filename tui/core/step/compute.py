@@ -82,10 +82,12 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
 
 
 def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
-            tree: ParamTree | None = None, method: Method | None = None) -> Compute:
+            tree: ParamTree | None = None, method: Method | None = None, fits: bool = True) -> Compute:
     """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. `tree`: the
     config's counted tree if the caller has it (the explorer does), so it is not built again. `method`: a
-    fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything."""
+    fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything. `fits` False: the
+    step's terms only, without the fits table and the allocator's replay (what a caller that reads neither
+    need not wait for)."""
     check(config, workload, method)
     if tree is None or tree.config != config:
         tree = build_tree(config)
@@ -95,6 +97,8 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
     else:
         layer, parameters, tensors = method.layer_trainable(config), method.parameters, method.tensors
     result = measure(config, workload, parameters, tensors, layer, method)
+    if not fits:
+        return result
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
