@@ -56,9 +56,12 @@ def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_say
     logits = dict(kept.phases[1].held)[KEPT]
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
+    assert kept.replayed and trainer.replayed  # (autocast's order is derived: the rule's segment is only named)
     assert f"keeps {logits / 1e9:.1f} GB of bf16 logits, a {kept.peak / 1e9:.1f} GB peak against " \
-           f"{trainer.peak / 1e9:.1f} GB, and the split segment adds {kept.stranded / 1e9:.1f} GB: a 24 GiB card " \
-           f"takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
+           f"{trainer.peak / 1e9:.1f} GB with the Trainer's, and the rule would add a whole `n·V·4` segment " \
+           f"({config.vocab_size * 32 * 512 * 4 / 1e9:.1f} GB)" in said
+    assert f"its replay strands {kept.stranded / 1e9:.1f} GB and reserves {kept.reserved_peak / 1e9:.1f} GB, and a " \
+           f"24 GiB card takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
 
 
 def test_the_replayed_lm_example_is_what_compute_says() -> None:
