@@ -269,12 +269,8 @@ class DebertaRun(BertRun):
         fill_node = t.node(self._grads(scores_size), [scores_node], [negated])
         t.drop(negated, scores)
         cast = None
-        if self.amp:  # softmax in float32 (bfloat16 copied up first; half through half_to_float), dropout too
-            upcast = t.new(pair * FLOAT) if self.w.precision == "amp-bf16" else None
-            up = t.node(self._grads(scores_size), [fill_node]) if upcast else fill_node
-            probs = t.new(pair * FLOAT)
-            softmax = t.node(self._grads(pair * FLOAT if upcast else scores_size), [up], [probs])
-            t.drop(upcast)
+        if self.amp:  # softmax and dropout in float32
+            probs, softmax = self._autocast_softmax(fill_node, pair, lp)
             dropped, drop = self._dropout(probs, softmax, FLOAT)
             cast = t.new(scores_size)  # (the product's 16-bit copy of the probabilities)
             drop = t.node(self._grads(pair * FLOAT), [drop])

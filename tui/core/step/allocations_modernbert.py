@@ -240,9 +240,9 @@ class ModernBertRun(BertRun):
         attended, attended_node = self._dense(layer["o"], merged, merge, n, h)
         t.drop(normed, qkv, q, k, v, merged)  # the attention's locals, as it returns
         # (autocast: the 16-bit attention added to the float32 stream, its gradient cast down)
-        narrow = (0, n * h * self.lp if self.lp != self.f else 0)
+        cast_down = (0, n * h * self.lp if self.lp != self.f else 0)
         summed = t.new(n * h * self.f)
-        sum_node = t.node(self._add_backward(narrow=narrow), [x_node, attended_node])
+        sum_node = t.node(self._add_backward(narrow=cast_down), [x_node, attended_node])
         normed2, norm2_node = self._layer_norm(summed, sum_node, layer["norm2"])
         up, up_node = self._dense(layer["up"], normed2, norm2_node, n, 2 * i)
         chunk = t.node(self._cat_backward(n * 2 * i * self.lp), [up_node], inputs=2)
@@ -254,7 +254,7 @@ class ModernBertRun(BertRun):
         down, down_node = self._dense(layer["down"], gated, gated_node, n, h, inputs=i)
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
-        out_node = t.node(self._add_backward(narrow=narrow), [sum_node, down_node])
+        out_node = t.node(self._add_backward(narrow=cast_down), [sum_node, down_node])
         t.drop(down, summed, attended)
         t.drop(x)  # (the caller's name, rebound)
         return out, out_node

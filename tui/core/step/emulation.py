@@ -1198,13 +1198,8 @@ class BertRun:
             softmax = t.node(self._grads(pair * FLOAT), [softmax])
             t.drop(wide)
             element = lp
-        elif self.amp:  # softmax in float32 (autocast's float32 ops): from half scores at once (half_to_float,
-            # a half gradient), bfloat16 ones copied up first
-            upcast = t.new(pair * FLOAT) if element != FLOAT and self.w.precision == "amp-bf16" else None
-            up = t.node(self._grads(pair * element), [mul]) if upcast else mul
-            probs = t.new(pair * FLOAT)
-            softmax = t.node(self._grads(pair * (FLOAT if upcast else element)), [up], [probs])
-            t.drop(upcast)
+        elif self.amp:
+            probs, softmax = self._autocast_softmax(mul, pair, element)
             element = FLOAT
         else:
             probs = t.new(pair * self.f)
@@ -1238,6 +1233,17 @@ class BertRun:
         if self.mpnet:
             self.scores = scaled
         return merged, merge
+
+    def _autocast_softmax(self, scores: Node, pair: int, element: int) -> tuple[Storage, Node]:
+        """Softmax under autocast (one of its float32 ops) over `pair` scores of `element` bytes: float32
+        probabilities, from half scores at once (half_to_float: a half gradient), bfloat16 ones copied up first."""
+        t = self.tape
+        copied = t.new(pair * FLOAT) if element != FLOAT and self.w.precision == "amp-bf16" else None
+        up = t.node(self._grads(pair * element), [scores]) if copied else scores
+        probs = t.new(pair * FLOAT)
+        softmax = t.node(self._grads(pair * (FLOAT if copied else element)), [up], [probs])
+        t.drop(copied)
+        return probs, softmax
 
     def _mpnet_output(self, layer: Mapping[str, Pair], merged: Storage, merge: Node, x: Storage,
                       x_node: Node, locals_: Sequence[Storage]) -> tuple[Storage, Node]:
