@@ -23,9 +23,6 @@ from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
-# a padding mask as `masking_utils` makes it (`create_causal_mask` for a causal LM; DeBERTa its own)
-PADDED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
-SIXTEEN_BITS = ("bf16", "fp16")  # the model in 16 bits (its weights, activations and AdamW's states)
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
@@ -58,9 +55,6 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return "the allocation order is the CUDA caching allocator's: device cuda only"
     if workload.checkpointing or workload.mode != "train":
         return "only training without checkpointing is derived yet"
-    if workload.padding_mask and config.model_type not in PADDED:
-        return (f"a padding mask on {config.model_type}'s {config.head}: its allocation order is derived for "
-                f"{', '.join(PADDED)} only")
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
