@@ -401,8 +401,7 @@ class DebertaRun(BertRun):
         t.drop(gelu)
         product, product_node = self._dense((self.word, None), normed, norm_node, n, vocab)
         logits = t.new(n * vocab * self.f)  # (autocast: the 16-bit product and the float32 bias, a float32 sum)
-        narrow = (n * vocab * self.lp if self.lp != self.f else 0, 0)
-        node = t.node(self._add_backward(broadcast=vocab * self.f, narrow=narrow),
+        node = t.node(self._add_backward(broadcast=vocab * self.f, narrow=(self._narrowed(n * vocab), 0)),
                       [product_node, self.decoder_bias.node])
         t.drop(product, normed)
         return logits, node

@@ -240,7 +240,7 @@ class ModernBertRun(BertRun):
         attended, attended_node = self._dense(layer["o"], merged, merge, n, h)
         t.drop(normed, qkv, q, k, v, merged)  # the attention's locals, as it returns
         # (autocast: the 16-bit attention added to the float32 stream, its gradient cast down)
-        cast_down = (0, n * h * self.lp if self.lp != self.f else 0)
+        cast_down = (0, self._narrowed(n * h))
         summed = t.new(n * h * self.f)
         sum_node = t.node(self._add_backward(narrow=cast_down), [x_node, attended_node])
         normed2, norm2_node = self._layer_norm(summed, sum_node, layer["norm2"])

@@ -624,7 +624,7 @@ class BertRun:
         second = t.new(self.lp)  # (the pooler's 16-bit output under autocast: its sum too, the total float32)
         second_node = t.node(self._sum_backward(pooled.nbytes), [pooled_node])
         summed = t.new(self.f)
-        node = t.node(self._add_backward(narrow=(0, self.lp if self.lp != self.f else 0)), [total_node, second_node])
+        node = t.node(self._add_backward(narrow=(0, self._narrowed(1))), [total_node, second_node])
         t.drop(second, total)
         return summed, tuple(kept), node
 
@@ -777,16 +777,12 @@ class BertRun:
         logp = t.new(rows * classes * size)
         logp_node = t.node(self._grads(rows * classes * size), [head], [logp])
         t.drop(logp)
-        saved = [target or self.labels]
-        if size != FLOAT and self.amp:
-            logp = t.new(rows * classes * FLOAT)
-            logp_node = t.node(self._grads(rows * classes * size), [logp_node])
-            saved, size = [logp, *saved], FLOAT
+        wide, logp_node = self._upcast(logp_node, rows * classes) if self.amp and size != FLOAT else (None, logp_node)
+        size = FLOAT if wide else size
+        saved = [target or self.labels] if wide is None else [wide, target or self.labels]
         loss, total = t.new(size), t.new(size)
         loss_node = t.node(self._grads(rows * classes * size), [logp_node], [*saved, total])
-        t.drop(total)
-        if len(saved) > 1:
-            t.drop(logp)
+        t.drop(total, wide)
         return loss, loss_node
 
     def _upcast(self, head: Node, size: int) -> tuple[Storage | None, Node]:
@@ -1255,8 +1251,7 @@ class BertRun:
         self.weights = None
         dropped, drop_node = self._dropout(out, out_node, self.lp)
         summed = t.new(n * h * self.f)
-        narrow = (n * h * self.lp if self.lp != self.f else 0, 0)
-        add = t.node(self._add_backward(narrow=narrow), [drop_node, x_node])
+        add = t.node(self._add_backward(narrow=(self._narrowed(n * h), 0)), [drop_node, x_node])
         t.drop(dropped)
         normed, norm_node = self._layer_norm(summed, add, layer["norm1"])
         t.drop(summed, out)
@@ -1311,11 +1306,10 @@ class BertRun:
         wide = size // self.lp * FLOAT if self.amp else size
         half = t.new(size)
         half_node = t.node(self._grads(size), [x_node])  # (a product with a number saves nothing)
-        powered, powered_node = (t.new(wide), t.node(self._grads(size), [x_node])) if wide != size else (x, x_node)
+        copied, powered_node = self._upcast(x_node, size // self.lp) if self.amp else (None, x_node)
         cube = t.new(wide)
-        cube_node = t.node(self._pow_backward(wide), [powered_node], [powered])
-        if wide != size:
-            t.drop(powered)
+        cube_node = t.node(self._pow_backward(wide), [powered_node], [copied or x])
+        t.drop(copied)
         scaled = t.new(wide)
         scaled_node = t.node(self._grads(wide), [cube_node])
         t.drop(cube)
@@ -1341,16 +1335,13 @@ class BertRun:
         input's gradient, the weight's, the bias's (if it has one)."""
         t, n, h = self.tape, rows or self.n, width or self.h
         weight, bias = norm
-        wide = self.amp and x.nbytes == n * h * self.lp  # autocast runs it on a float32 copy of a 16-bit input
-        if wide:
-            x = t.new(n * h * FLOAT)
-            x_node = t.node(self._grads(n * h * self.lp), [x_node])
+        # (autocast runs it on a float32 copy of a 16-bit input)
+        wide, x_node = self._upcast(x_node, n * h) if self.amp and x.nbytes == n * h * self.lp else (None, x_node)
+        x = wide or x
         out, mean, rstd = t.new(n * h * self.f), t.new(n * FLOAT), t.new(n * FLOAT)  # (mean, rstd: float32)
         sizes = (n * h * self.f, h * self.f) + ((h * self.f,) if bias else ())
         node = t.node(self._grads(*sizes), [x_node, weight.node, bias.node if bias else None], [x, mean, rstd])
-        t.drop(mean, rstd)
-        if wide:
-            t.drop(x)
+        t.drop(mean, rstd, wide)
         return out, node
 
     def _dropout(self, x: Storage, x_node: Node, element: int = 0) -> tuple[Storage, Node]:
@@ -1389,6 +1380,11 @@ class BertRun:
                 grads[0] = whole
             return grads
         return rule
+
+    def _narrowed(self, elements: int) -> int:
+        """The bytes the engine casts a 16-bit input's gradient down to where autocast summed it with float32
+        (`_add_backward`'s `narrow`); 0 where nothing is cast."""
+        return elements * self.lp if self.lp != self.f else 0
 
     def _add_backward(self, broadcast: int = 0, narrow: Sequence[int] = (0, 0)) -> Rule:
         """The same gradient to both inputs (summed down to the second's shape where it was broadcast); `narrow`:
