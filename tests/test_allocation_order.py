@@ -151,3 +151,29 @@ def test_a_run_replays_until_it_settles_and_every_later_step_repeats(config: Ber
     assert (longer.peak_allocated, longer.peak_reserved, longer.peak_pinned, longer.stranded, longer.out_of_memory) \
         == (run.peak_allocated, run.peak_reserved, run.peak_pinned, run.stranded, None)
     assert runs(config, workload, 16, cap or 1 << 40)
+
+
+@pytest.mark.parametrize(("config", "precision", "handed"), [
+    (SMALL, "fp32", 2), (SMALL, "amp-bf16", 2),  # the logits, then the loss
+    (SMALL.replace(head="none"), "fp32", 3),  # the last hidden state and the pooler's output, then the loop's sum
+    (SMALL.as_family("modernbert"), "amp-bf16", 2),
+    (SMALL.replace(head="token-classification").as_family("deberta-v2"), "fp32", 2),
+])
+def test_the_courses_loop_hands_its_outputs_on_to_the_next_step_and_still_settles(
+        config: BertConfig, precision: str, handed: int) -> None:
+    """Under the course's loop a step's outputs and loss live until the next step rebinds `out` and `loss`: the
+    later step replayed again and again frees the blocks the step before handed on (`("m", id, new)` events),
+    and its replay is that of any longer run of the same events with nothing handed on."""
+    workload = Workload(4, 64, precision=precision, attention="sdpa", device="cuda", loop="course")
+    first, step = steps_at(config, workload, 8)
+    moves = [event for event in step if event[0] == "m"]
+    assert len(moves) == handed and [event for event in first if event[0] == "m"][-1][2] == moves[-1][2]
+    free = replayed(config, workload, 8)
+    assert free.steady and free.steps >= 3 and free.out_of_memory is None
+    for cap in (None, free.peak_pinned, free.peak_pinned - (2 << 20)):  # (the last two: a cap that binds)
+        run = replayed(config, workload, 8, cap)
+        longer = replay(events_at(config, workload, 8, steps=run.steps + 3), cap)
+        assert (longer.peak_allocated, longer.peak_reserved, longer.peak_pinned, longer.stranded,
+                longer.out_of_memory is None) == (run.peak_allocated, run.peak_reserved, run.peak_pinned,
+                                                  run.stranded, run.out_of_memory is None)
+    assert not [event for event in steps_at(config, replace(workload, loop="hand-written"), 8)[1] if event[0] == "m"]

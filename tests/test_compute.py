@@ -548,8 +548,8 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
 @pytest.mark.parametrize(("family", "head"), [
     (family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
     if covers(BertConfig(head=head).as_family(family), Workload(8, 256, precision="fp32", device="cuda")) is None])
-@pytest.mark.parametrize("attention", ["eager", "sdpa"])
-@pytest.mark.parametrize("loop", ["hand-written", "trainer"])
+@pytest.mark.parametrize(("attention", "loop"), [("eager", "hand-written"), ("sdpa", "hand-written"),
+                                                 ("eager", "trainer"), ("sdpa", "trainer"), ("sdpa", "course")])
 def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family: str, head: str, attention: str,
                                                                            loop: str) -> None:
     """Every family whose allocation order is derived (`tui.core.step.allocations.covers`), in float32: every
@@ -597,3 +597,20 @@ def test_without_fits_the_terms_are_the_full_answer_s() -> None:
     full, terms = compute(config, workload), compute(config, workload, fits=False)
     assert full.replayed and full.fits and not terms.replayed and terms.fits == ()
     assert (terms.peak, terms.activations, terms.flops_step) == (full.peak, full.activations, full.flops_step)
+
+
+def test_the_courses_loop_holds_the_last_steps_outputs_through_the_next_forward() -> None:
+    """The course's loop deletes nothing: where the peak rule gives the fits (checkpointing is not replayed), the
+    forward holds the last step's logits beside its own, so its peak and fits are the hand-written loop's or
+    worse; where the order is derived the replay hands them on (tests/test_allocation_order.py)."""
+    from tui.core.step.peak import LAST
+
+    config = BertConfig(head="mlm")
+    runs = {loop: compute(config, Workload(batch=16, seq=512, device="cuda", checkpointing=True, loop=loop))
+            for loop in ("hand-written", "course")}
+    forward = {loop: next(phase for phase in result.phases if phase.name == "forward") for loop, result in runs.items()}
+    assert dict(forward["course"].held)[LAST] == 16 * 512 * config.vocab_size * 4
+    assert LAST not in dict(forward["hand-written"].held)
+    assert forward["course"].peak == forward["hand-written"].peak + 16 * 512 * config.vocab_size * 4
+    assert all(c.max_batch <= h.max_batch for c, h in zip(runs["course"].fits, runs["hand-written"].fits))
+    assert runs["course"].reserved_peak >= runs["hand-written"].reserved_peak

@@ -351,6 +351,7 @@ def phase_lines(result: Compute) -> list[str]:
 
 
 LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through the backward and the step",
+             "course": "the course's loop (nothing deleted): its outputs live until the next forward returns",
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 

@@ -94,11 +94,6 @@ def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[
         raise ValueError(refused)
     run = emulator(config, workload, SYMBOLIC_BATCH)
     kinds, keys, sizes = zip(*run.run(steps), strict=True)
-    if steps > 1:  # a later step leaves nothing of its own behind: it can be replayed again and again
-        later = slice(run.step_ends[0], run.step_ends[1])
-        made = {key for kind, key in zip(kinds[later], keys[later], strict=True) if kind == "a"}
-        if made != {key for kind, key in zip(kinds[later], keys[later], strict=True) if kind == "f"}:
-            raise AssertionError(f"{config.model_type}: a later step keeps a block it allocated")
     return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes),
             tuple(run.step_ends))
 
@@ -109,10 +104,52 @@ def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3
 
 
 def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Event], list[Event]]:
-    """The first step's events at `batch`, and a later step's (each later step the same: every block it
-    allocates is freed by its end, which `_program` checks)."""
-    two, ends = _at(config, workload, batch, 2)
-    return two[:ends[0]], two[ends[0]:]
+    """The first step's events at `batch`, and a later step's: each later step the same, every block it allocates
+    freed by its end or handed on to the next step under an id of its own (`_steps`)."""
+    if batch < 2:
+        two, ends = _at(config, workload, batch, 2)
+        first, later, _ = _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
+    else:
+        first, later, _ = _steps(config, replace(workload, batch=2))
+    return [(kind, key, c + d * batch) for kind, key, c, d in first], \
+        [(kind, key, c + d * batch) for kind, key, c, d in later]
+
+
+def carried(config: BertConfig, workload: Workload) -> tuple[int, ...]:
+    """The ids under which a step hands blocks on to the next (`_handed_on`): the course's loop's outputs."""
+    return _steps(config, replace(workload, batch=2))[2]
+
+
+Program = list[tuple[str, int, int, int]]  # (kind, id, c, d): an event whose size is c + d·b ("m": c the new id)
+
+
+@lru_cache(maxsize=8)
+def _steps(config: BertConfig, workload: Workload) -> tuple[Program, Program, tuple[int, ...]]:
+    """The first step's program and a later step's (`_handed_on` over the program's two steps)."""
+    kinds, keys, fixed, per, ends = _program(config, workload, 2)
+    return _handed_on(list(zip(kinds, keys, fixed, per, strict=True)), ends)
+
+
+def _handed_on(events: Program, ends: Sequence[int]) -> tuple[Program, Program, tuple[int, ...]]:
+    """Two steps' events as the first step's and a later step's, which can be replayed again and again. A block
+    a step allocates and the next step frees (the course's loop keeps the outputs until the next forward returns)
+    is handed on under an id of its own: `("m", id, new)` at the step's end moves it there, and the next step
+    frees it by that id. What the first step hands on and what the second does must match, in the order they
+    were allocated, size for size; anything else a later step kept would make it a step that does not repeat."""
+    first, second = events[:ends[0]], events[ends[0]:ends[1]]
+    freed_first = {key for kind, key, _, _ in first if kind == "f"}
+    freed_second = {key for kind, key, _, _ in second if kind == "f"}
+    made = {key: sizes for kind, key, *sizes in first if kind == "a"}
+    handed = [key for key in made if key not in freed_first and key in freed_second]
+    own = {key: sizes for kind, key, *sizes in second if kind == "a"}
+    kept = [key for key in own if key not in freed_second]
+    if [made[key] for key in handed] != [own[key] for key in kept]:
+        raise AssertionError("a later step keeps blocks that are not what the step before it handed on")
+    ids = tuple(-1 - j for j in range(len(handed)))
+    renamed = dict(zip(handed, ids, strict=True))
+    later = [(kind, renamed.get(key, key) if kind == "f" else key, c, d) for kind, key, c, d in second]
+    return ([*first, *(("m", key, new, 0) for key, new in zip(handed, ids, strict=True))],
+            [*later, *(("m", key, new, 0) for key, new in zip(kept, ids, strict=True))], ids)
 
 
 def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple[list[Event], Sequence[int]]:
@@ -126,7 +163,7 @@ def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
     """The run at `batch` through the caching allocator under `room` bytes, step after step until one leaves it
     as it found it (`allocator.replay_steps`)."""
-    return replay_steps(*steps_at(config, workload, batch), room)
+    return replay_steps(*steps_at(config, workload, batch), room, carried=carried(config, workload))
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:

@@ -195,6 +195,12 @@ class CachingAllocator:
                 blocks.append((key >> _ADDRESS_BITS, rank, address - bases[rank]))
         return tuple(self._segments[base] for base in bases), tuple(blocks)
 
+    def where(self, block: Block) -> tuple[int, int, int]:
+        """A block as `state` places it: its segment's rank, its offset in it, its size."""
+        bases = sorted(self._segments)
+        rank = bisect_right(bases, block.address) - 1
+        return rank, block.address - bases[rank], block.size
+
     def release_cached_blocks(self) -> int:
         """Give back every cached block that is a whole segment (`release_cached_blocks`); the bytes given back."""
         given = 0
@@ -233,7 +239,8 @@ class Replay:
     steady: bool = True  # (`replay_steps`) whether a step left the allocator as it found it: every later one repeats it
 
 
-Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f", id, 0) frees it
+Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f", id, 0) frees it; ("m", id, new)
+# hands the block of `id` on under the id `new` (a block one step leaves to the next: `allocations._handed_on`)
 
 
 def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
@@ -246,8 +253,10 @@ def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
         for index, (kind, key, nbytes) in enumerate(events):
             if kind == "a":
                 live[key] = malloc(nbytes)
-            else:
+            elif kind == "f":
                 free(live.pop(key))
+            else:
+                live[nbytes] = live.pop(key)
     except OutOfMemory:
         return _result(allocator, index)
     return _result(allocator, None)
@@ -256,8 +265,8 @@ def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
 STEPS_LIMIT = 16  # `replay_steps`: a run whose allocator has not settled by then is not counted as running
 
 
-def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None = None, limit: int = STEPS_LIMIT
-                 ) -> Replay:
+def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None = None, limit: int = STEPS_LIMIT,
+                 carried: Sequence[int] = ()) -> Replay:
     """A training run: `first` (its first step, where the optimizer's states appear), then `step` (every later
     step: the same events each time, each block it allocates freed by its end) again and again, until a step
     leaves the allocator as an earlier step left it (the same segments, the same free blocks: the blocks in use
@@ -266,21 +275,24 @@ def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None 
     it trains. Most runs settle at their third step (it ends as the second did); some need a fourth, and a cap
     that binds can make a run alternate (each step gives back cached segments the next one asks for again): it
     settles when a state comes back. A run not settled after `limit` steps is not proven to run: `steady` False
-    (the search counts it as running out)."""
+    (the search counts it as running out). `carried`: the ids of blocks a step hands on to the next (`("m", id,
+    new)` events), whose places are part of the state (the next step frees them)."""
     allocator = CachingAllocator(cap)
     malloc, free = allocator.malloc, allocator.free
     live: dict[int, Block] = {}
     index = count = 0
-    seen: set[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] = set()
+    seen: set[object] = set()
     try:
         for count in range(1, limit + 1):
             for kind, key, nbytes in first if count == 1 else step:
                 if kind == "a":
                     live[key] = malloc(nbytes)
-                else:
+                elif kind == "f":
                     free(live.pop(key))
+                else:
+                    live[nbytes] = live.pop(key)
                 index += 1
-            state = allocator.state()
+            state = allocator.state(), tuple(allocator.where(live[key]) for key in carried)
             if state in seen:
                 return _result(allocator, None, count)
             seen.add(state)

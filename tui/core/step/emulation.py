@@ -481,25 +481,37 @@ class BertRun:
         """The events of `steps` training steps (`step_ends`: how many events each step's end has seen)."""
         self._setup()
         t = self.tape
-        trainer = self.w.loop == "trainer"
+        trainer, course = self.w.loop == "trainer", self.w.loop == "course"
         self.step_ends: list[int] = []
+        self.last_outputs: tuple[Storage, ...] = ()  # (the course's loop: the last step's, until `out` is rebound)
+        last_loss: Storage | None = None
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
+            self._returned()
             self._leave_autocast()
+            t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound)
             if trainer:  # del out: the logits go before the backward
                 t.drop(*logits)
             grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
-            if trainer or self.bare:  # del loss (the bare model's: computed outside it, `out` does not hold it)
+            if trainer or self.bare and not course:  # del loss (the bare model's: computed outside it)
                 t.drop(loss)
             self._optimizer()
             for param in self.params:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
-            if not trainer:  # out = None, after the optimizer's step
+            if course:  # nothing deleted: the outputs and the loss live on into the next step
+                self.last_outputs, last_loss = tuple(logits), loss
+            elif not trainer:  # out = None, after the optimizer's step
                 t.drop(None if self.bare else loss, *logits)
             self.step_ends.append(len(t.events))
         return t.events
+
+    def _returned(self) -> None:
+        """The model's forward returned and `out` is rebound: the course's loop releases the last step's outputs
+        (their loss lives on in `loss` until that is rebound too)."""
+        self.tape.drop(*self.last_outputs)
+        self.last_outputs = ()
 
     def _leave_autocast(self) -> None:
         """Leaving `autocast` clears its cache: the 16-bit copies no backward saved go (the order is the cache's
@@ -616,6 +628,7 @@ class BertRun:
         if self.c.has_pooler:
             pooled, pooled_node = self._pooler(x, x_node)
             kept.append(pooled)
+        self._returned()
         self._leave_autocast()  # (the sums are the loop's, after the model's forward)
         total = t.new(self.f)
         total_node = t.node(self._sum_backward(x.nbytes), [x_node])

@@ -14,7 +14,8 @@ phase here is the bytes held at its start plus its largest working set, as named
 - optimizer step: weights, buffers, states and every gradient; foreach AdamW's temporaries (one tensor the size of
   the parameters).
 - the hand-written loop (`out = model(**batch); out.loss.backward(); opt.step()`, `Workload.loop`) keeps the
-  outputs through the backward and the optimizer step as well; the Trainer's keeps only the loss. A run's first
+  outputs through the backward and the optimizer step as well; the course's (nothing deleted) through the next
+  step's forward too; the Trainer's keeps only the loss. A run's first
   steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
   the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch, plus the larger of one layer's live tensors and the LM head's logits.
@@ -89,6 +90,7 @@ def _sizes(result: Compute) -> tuple[int, int, int, int, int]:
 
 OUTPUTS = "the outputs it returns (logits)"
 KEPT = "the outputs the loop keeps (out.logits)"
+LAST = "the last step's outputs (out until the forward returns)"
 
 
 def outputs_bytes(result: Compute) -> int:
@@ -122,7 +124,7 @@ def outputs_bytes(result: Compute) -> int:
 
 def _kept(result: Compute) -> list[tuple[str, int]]:
     """What the loop keeps alive past the forward: the hand-written loop's `out`."""
-    kept = outputs_bytes(result) if result.workload.loop == "hand-written" else 0
+    kept = outputs_bytes(result) if result.workload.loop in ("hand-written", "course") else 0
     return [(KEPT, kept)] if kept else []
 
 
@@ -150,6 +152,8 @@ def _forward(result: Compute) -> Phase:
     held = [*_base(result), ("saved for backward", result.activations)]
     if outputs_bytes(result):
         held.append((OUTPUTS, outputs_bytes(result)))
+        if result.workload.loop == "course":
+            held.append((LAST, outputs_bytes(result)))
     transient = [("one hidden state in flight", n * h * c.residual)]
     if amp and not c.fused:
         transient.append(("the scores in 16 bits and autocast's float32 copy", scores * (c.compute + 4)))

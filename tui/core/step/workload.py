@@ -16,10 +16,11 @@ PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
 OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
 ATTENTIONS = ("eager", "sdpa")
 DEVICES = ("cpu", "cuda")
-# The training loop, for what it keeps alive: `out = model(**batch); out.loss.backward(); opt.step()` keeps the
-# outputs (an LM head's b·s·V logits) through the backward and the step (the transformers course's and accelerate's
-# examples); the Trainer keeps only the loss.
-LOOPS = ("hand-written", "trainer")
+# The training loop, for what it keeps alive: `out = model(**batch); out.loss.backward(); opt.step(); del out`
+# keeps the outputs (an LM head's b·s·V logits) through the backward and the step; the course's loop (the
+# transformers course's and accelerate's examples, written with nothing deleted) keeps them until the next step's
+# forward returns, so they are held through that forward too; the Trainer keeps only the loss.
+LOOPS = ("hand-written", "course", "trainer")
 GPU_SIZES_GIB = (16, 24, 40, 48, 80, 141)
 GIB = 1024**3
 FLOP_CONVENTION = "torch.utils.flop_counter: 2 FLOPs per multiply-accumulate, matrix products only"
