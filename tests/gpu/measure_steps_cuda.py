@@ -31,7 +31,7 @@ It writes one JSON object with the fixture's keys:
 - `replay_caps` (not in the fixture yet): measured as `lm_caps`, on runs whose fits come from the derived
   allocation order's replay (a batch whose fourth step runs out in the replay; ModernBERT's mask padding at
   s = 72; DeBERTa in float32; cuDNN's attention in bf16; autocast in bf16 and fp16, DeBERTa's too; ModernBERT's
-  padding masks; SGD with momentum): `bert-tui compute`'s answer is the replay's.
+  padding masks; SGD with momentum; the course's loop): `bert-tui compute`'s answer is the replay's.
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -193,6 +193,10 @@ REPLAY_CAPS = [  # fits from the derived order's replay (every family in float32
     ("mod-mlm-512-pad-ampbf16-sdpa-24", cap("ModernBERT-base", MLM, 512, "amp-bf16", "sdpa", "24GiB",
                                             "--padding-mask")),
     ("b-mlm-512-sgdm-fp32-sdpa-24", cap(B, MLM, 512, "fp32", "sdpa", "24GiB", "--optimizer", "sgd-momentum")),
+    # the course's loop: each step's logits held through the next step's forward
+    ("b-mlm-512-ampbf16-sdpa-24-course", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB", "--loop", "course")),
+    ("mod-mlm-512-ampbf16-sdpa-24-course", cap("ModernBERT-base", MLM, 512, "amp-bf16", "sdpa", "24GiB", "--loop",
+                                               "course")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
          "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS}
@@ -254,7 +258,8 @@ def _optimizer(model: Any, workload: Workload) -> Any:
 
 
 def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> dict[str, Any]:
-    """Two steps of the hand-written loop, then the third phase by phase (absolute bytes)."""
+    """Two steps of the case's loop (the course's keeps each step's outputs and loss until the next step rebinds
+    them; the others delete them), then the third phase by phase (absolute bytes)."""
     import torch
 
     from tui.reference import measure as M
@@ -269,12 +274,22 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
         with grad, M._autocast(workload, "cuda"):
             return model(**batch)
 
+    last: dict[str, Any] = {}  # the course's loop: the last step's outputs and loss, until this step rebinds them
+    course = workload.loop == "course"
+
     def step() -> None:
         out = forward()
+        last.pop("out", None)
         if opt is not None:
-            M.loss_of(out).backward()
+            loss = M.loss_of(out)
+            last.pop("loss", None)
+            loss.backward()
+            if not course:
+                del loss
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if course:
+                last.update(out=out, loss=loss)
         del out
 
     for _ in range(2):
@@ -282,7 +297,9 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
     memory: dict[str, int] = {"start": _allocated()}
     _peak_since(reset=True)
     out = forward()
+    last.pop("out", None)
     loss = M.loss_of(out) if opt is not None else None
+    last.pop("loss", None)
     memory["after_forward"] = _allocated()
     memory["peak_forward"] = _peak_since(reset=True)
     if opt is not None:

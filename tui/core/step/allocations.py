@@ -18,7 +18,7 @@ from operator import add, mul
 from ..config import BertConfig
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
-from .allocator import Replay, replay_steps
+from .allocator import HANDED_ON_STEPS_LIMIT, STEPS_LIMIT, Replay, replay_steps
 from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
@@ -163,7 +163,9 @@ def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
     """The run at `batch` through the caching allocator under `room` bytes, step after step until one leaves it
     as it found it (`allocator.replay_steps`)."""
-    return replay_steps(*steps_at(config, workload, batch), room, carried=carried(config, workload))
+    handed = carried(config, workload)
+    return replay_steps(*steps_at(config, workload, batch), room, HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT,
+                        handed)
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:

@@ -263,6 +263,11 @@ def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
 
 
 STEPS_LIMIT = 16  # `replay_steps`: a run whose allocator has not settled by then is not counted as running
+# A run that hands blocks on from step to step (the course's loop) can take longer to come back to a state: each
+# step's loss (512 bytes) is made while the last one lives, so the two walk through a small segment's free slots,
+# and the logits alternate between two segments; the period is the walk's times two (ModernBERT-base under
+# autocast: 18 steps, its peaks the same from the third on).
+HANDED_ON_STEPS_LIMIT = 64
 
 
 def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None = None, limit: int = STEPS_LIMIT,
