@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.gpu.measure_steps_cuda import as_measured
 from tui.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -25,7 +26,7 @@ H200 = {case["case"]: case for case in json.loads((FIXTURES / "gpu" / "h200-step
 def claimed(argv: tuple[str, ...]) -> int:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["compute", *argv, "--format", "json"]) == 0
+        assert main(["compute", *as_measured(argv), "--format", "json"]) == 0
     return next(fit["max_batch"] for fit in json.loads(out.getvalue())["fits"] if fit["asked"])  # type: ignore
 
 
@@ -67,7 +68,7 @@ def test_one_float32_logits_segment_bounds_what_the_replay_strands(case: dict[st
     argv = [*case["argv"]]
     argv[argv.index("--batch") + 1] = str(case["largest_batch_that_runs"])
     with contextlib.redirect_stdout(out):
-        assert main(["compute", *argv, "--format", "json"]) == 0
+        assert main(["compute", *as_measured(argv), "--format", "json"]) == 0
     data = json.loads(out.getvalue())
     bound = data["memory_bytes"]["reserved_peak"] - data["memory_bytes"]["peak"]
     assert case["at_largest"]["stranded"] <= bound + 0.03 * case["at_largest"]["peak_pinned"]
@@ -76,7 +77,7 @@ def test_one_float32_logits_segment_bounds_what_the_replay_strands(case: dict[st
 def peak_predicted(argv: list[str]) -> int:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["compute", *argv, "--format", "json"]) == 0
+        assert main(["compute", *as_measured(argv), "--format", "json"]) == 0
     return json.loads(out.getvalue())["memory_bytes"]["peak"]  # type: ignore[no-any-return]
 
 

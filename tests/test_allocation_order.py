@@ -142,7 +142,7 @@ def test_a_run_replays_until_it_settles_and_every_later_step_repeats(config: Ber
                                                                     cap: int | None, settles: int) -> None:
     """`replayed` replays step after step until one leaves the allocator as an earlier one did; the run's peaks
     are then those of any longer run (checked against the events of three steps more, replayed as they are)."""
-    workload = Workload(4, 128, precision="fp32", attention=attention, device="cuda")
+    workload = Workload(4, 128, precision="fp32", attention=attention, device="cuda", loop="hand-written")
     first, step = steps_at(config, workload, 16)
     assert first + step == events_at(config, workload, 16, steps=2)
     run = replayed(config, workload, 16, cap)

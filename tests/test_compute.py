@@ -513,7 +513,7 @@ def test_a_batch_whose_fourth_step_runs_out_is_not_claimed() -> None:
     from tui.presets import find_preset
 
     config = find_preset("electra-base-generator").config.replace(head="mlm")
-    workload = Workload(batch=8, seq=128, precision="fp32", attention="eager", device="cuda")
+    workload = Workload(batch=8, seq=128, precision="fp32", attention="eager", device="cuda", loop="hand-written")
     room = usable(16 << 30)
     assert replay(events_at(config, workload, 138), room).out_of_memory is None  # three steps: no sign of it
     out = replayed(config, workload, 138, room)

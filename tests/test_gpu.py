@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.gpu.measure_steps_cuda import as_measured
 from tui.cli import main
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "gpu" / "h200-steps.json").read_text(encoding="utf-8"))
@@ -38,7 +39,8 @@ def predicted(argv: tuple[str, ...]) -> dict[str, Any]:
 
 
 def argv_of(case: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(str(part) for part in case["argv"])
+    """The case's command line with the loop it was measured with (`as_measured`)."""
+    return tuple(as_measured([str(part) for part in case["argv"]]))
 
 
 @pytest.mark.parametrize("name", [name for name, case in STEPS.items() if case.get("layer0_saved")])

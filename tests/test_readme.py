@@ -147,3 +147,20 @@ def test_the_peft_case_count_the_readme_states_is_the_fixtures() -> None:
     ia3 = len(cases) - lora
     said = " ".join(README.split())
     assert f"on {lora} configurations over every family, and {ia3} IA3 ones" in said
+
+
+def test_the_course_loop_example_is_what_compute_says() -> None:
+    from tui.core import BertConfig
+    from tui.core.step.compute import compute
+    from tui.core.step.workload import Workload
+
+    config, size = BertConfig(head="causal-lm"), 16 * 2**30
+    fits = {}
+    for loop in ("course", "hand-written", "trainer"):
+        result = compute(config, Workload(batch=32, seq=512, precision="amp-bf16", device="cuda", loop=loop), size)
+        assert result.replayed
+        fits[loop] = next(fit.max_batch for fit in result.fits if fit.asked)
+    assert Workload(batch=1, seq=1).loop == "course"
+    said = " ".join(README.split())
+    assert f"on a 16 GiB card takes batch {fits['course']} with the course's loop, {fits['hand-written']} with " \
+           f"`del out` and {fits['trainer']} with the Trainer's" in said

@@ -73,11 +73,13 @@ def build_parser() -> Parser:
                        "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
     group.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                        help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
-    group.add_argument("--loop", choices=LOOPS, default="hand-written",
-                       help="what the training loop keeps alive, for the peak and what fits: hand-written (default: "
-                       "out = model(**batch); out.loss.backward(); opt.step() keeps the outputs, an LM head's "
-                       "b·s·V logits, through the backward and the step) or trainer (transformers' Trainer keeps "
-                       "only the loss); what fits the first fits the second")
+    group.add_argument("--loop", choices=LOOPS, default="course",
+                       help="what the training loop keeps alive, for the peak and what fits: course (default: the "
+                       "loop of the transformers course and accelerate's examples, out = model(**batch); "
+                       "out.loss.backward(); opt.step() with nothing deleted, keeps the outputs, an LM head's b·s·V "
+                       "logits, through the backward, the step and the next step's forward), hand-written (the same "
+                       "with `del out` at the end of each step) or trainer (transformers' Trainer keeps only the "
+                       "loss)")
     group.add_argument("--checkpointing", action="store_true",
                        help="activation checkpointing of every encoder layer (recomputed in the backward)")
     group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",

@@ -350,8 +350,8 @@ def phase_lines(result: Compute) -> list[str]:
     return lines
 
 
-LOOP_SAYS = {"hand-written": "the hand-written loop: its outputs live through the backward and the step",
-             "course": "the course's loop (nothing deleted): its outputs live until the next forward returns",
+LOOP_SAYS = {"course": "the course's loop (nothing deleted): outputs live until the next forward",
+             "hand-written": "the loop with del out: its outputs live through the backward and the step",
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 

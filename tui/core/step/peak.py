@@ -13,9 +13,9 @@ phase here is the bytes held at its start plus its largest working set, as named
   gradient of the LM loss's float32 log-probabilities; with checkpointing, one layer recomputed.
 - optimizer step: weights, buffers, states and every gradient; foreach AdamW's temporaries (one tensor the size of
   the parameters).
-- the hand-written loop (`out = model(**batch); out.loss.backward(); opt.step()`, `Workload.loop`) keeps the
-  outputs through the backward and the optimizer step as well; the course's (nothing deleted) through the next
-  step's forward too; the Trainer's keeps only the loss. A run's first
+- the course's loop (`out = model(**batch); out.loss.backward(); opt.step()`, nothing deleted: `Workload.loop`)
+  keeps the outputs through the backward, the optimizer step and the next step's forward; the hand-written loop
+  that ends each step with `del out`, through the backward and the step; the Trainer's keeps only the loss. A run's first
   steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
   the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch, plus the larger of one layer's live tensors and the LM head's logits.
@@ -90,7 +90,7 @@ def _sizes(result: Compute) -> tuple[int, int, int, int, int]:
 
 OUTPUTS = "the outputs it returns (logits)"
 KEPT = "the outputs the loop keeps (out.logits)"
-LAST = "the last step's outputs (out until the forward returns)"
+LAST = "the last step's outputs (until this forward)"
 
 
 def outputs_bytes(result: Compute) -> int:

@@ -16,11 +16,12 @@ PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
 OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
 ATTENTIONS = ("eager", "sdpa")
 DEVICES = ("cpu", "cuda")
-# The training loop, for what it keeps alive: `out = model(**batch); out.loss.backward(); opt.step(); del out`
-# keeps the outputs (an LM head's b·s·V logits) through the backward and the step; the course's loop (the
-# transformers course's and accelerate's examples, written with nothing deleted) keeps them until the next step's
-# forward returns, so they are held through that forward too; the Trainer keeps only the loss.
-LOOPS = ("hand-written", "course", "trainer")
+# The training loop, for what it keeps alive: the course's (the transformers course's and accelerate's examples:
+# `out = model(**batch); out.loss.backward(); opt.step()`, nothing deleted) keeps the outputs (an LM head's b·s·V
+# logits) through the backward and the step, and on until the next step's forward returns and `out` is rebound;
+# the hand-written loop with `del out` at the end of each step, through the backward and the step only; the
+# Trainer keeps only the loss.
+LOOPS = ("course", "hand-written", "trainer")
 GPU_SIZES_GIB = (16, 24, 40, 48, 80, 141)
 GIB = 1024**3
 FLOP_CONVENTION = "torch.utils.flop_counter: 2 FLOPs per multiply-accumulate, matrix products only"
@@ -41,7 +42,7 @@ class Workload:
     padding_mask: bool = False
     device: str = "cpu"
     choices: int = 2  # multiple-choice only: candidate answers per example (C)
-    loop: str = "hand-written"  # what the training loop keeps alive (LOOPS): the peak and fits only
+    loop: str = "course"  # what the training loop keeps alive (LOOPS): the peak and fits only
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "choices"):
