@@ -162,7 +162,13 @@ def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple
 
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
     """The run at `batch` through the caching allocator under `room` bytes, step after step until one leaves it
-    as it found it (`allocator.replay_steps`)."""
+    as it found it (`allocator.replay_steps`); kept for the next asker (the explorer's edits come back to a
+    batch, and the fits table is checked at the batches its search replayed)."""
+    return _replayed(config, replace(workload, batch=2), batch, room)
+
+
+@lru_cache(maxsize=1024)
+def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | None) -> Replay:
     handed = carried(config, workload)
     return replay_steps(*steps_at(config, workload, batch), room, HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT,
                         handed)
