@@ -43,8 +43,9 @@ back), or a float32 model under autocast (BERT's code, RoBERTa's, ELECTRA's, Dis
 Linear on 16-bit copies, `_dense` and `_cast`, the parameters' cached until the forward leaves autocast,
 `_leave_autocast`; a 16-bit input's float32 copy for LayerNorm, softmax and the losses; elements `self.lp`), no
 padding mask (or one: BERT's code's `_padding_mask`, a causal LM's too, ModernBERT's and DeBERTa's their own),
-either loop, a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order to
-the search for what fits).
+every loop (the course's: the last step's outputs and loss released as `out` and `loss` are rebound,
+`_returned`), a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order
+to the search for what fits).
 """
 
 from __future__ import annotations
