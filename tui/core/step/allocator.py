@@ -73,7 +73,8 @@ _ADDRESS_MASK = (1 << _ADDRESS_BITS) - 1
 
 
 class _Pool:
-    """Cached free blocks in `BlockComparatorSize` order: by size, then address."""
+    """Cached free blocks in `BlockComparatorSize` order: by size, then address (one integer key each, size then
+    address; `CachingAllocator.run` takes the best fit and adds blocks on its own)."""
 
     __slots__ = ("_keys", "_blocks")
 
@@ -81,24 +82,11 @@ class _Pool:
         self._keys: list[int] = []
         self._blocks: dict[int, Block] = {}
 
-    def add(self, block: Block) -> None:
-        key = block.size << _ADDRESS_BITS | block.address
-        insort(self._keys, key)
-        self._blocks[key] = block
-
     def remove(self, block: Block) -> None:
         key = block.size << _ADDRESS_BITS | block.address
         keys = self._keys
         del keys[bisect_left(keys, key)]
         del self._blocks[key]
-
-    def take_best_fit(self, size: int) -> Block | None:
-        """The smallest block of at least `size` bytes (the lowest address among equals), taken out of the pool."""
-        keys = self._keys
-        index = bisect_left(keys, size << _ADDRESS_BITS)
-        if index == len(keys):
-            return None
-        return self._blocks.pop(keys.pop(index))
 
     def blocks(self) -> list[Block]:
         return [self._blocks[key] for key in self._keys]
@@ -107,8 +95,9 @@ class _Pool:
 class OutOfMemory(Exception):
     """The allocator could not get a segment under the cap, even after giving back every whole cached segment."""
 
-    def __init__(self, nbytes: int, reserved: int, allocated: int) -> None:
+    def __init__(self, nbytes: int, reserved: int, allocated: int, index: int = 0) -> None:
         self.nbytes, self.reserved, self.allocated = nbytes, reserved, allocated
+        self.index = index  # the event that ran out, among those `CachingAllocator.run` was given
         super().__init__(f"{nbytes:,} bytes asked with {reserved:,} reserved and {allocated:,} allocated")
 
 
@@ -129,58 +118,104 @@ class CachingAllocator:
         self._segments: dict[int, int] = {}  # each segment's address → its size
 
     def malloc(self, nbytes: int) -> Block:
-        size = -(-nbytes // MIN_BLOCK) * MIN_BLOCK or MIN_BLOCK  # round_size
-        small = size <= SMALL_SIZE
-        pool = self._small if small else self._large
-        block = pool.take_best_fit(size)
-        if block is not None:
-            if block.prev is None and block.next is None:
-                self.cached_segments -= block.size
-        else:
-            block = self._new_segment(allocation_size(size), small)
-            if block is None:
-                self.release_cached_blocks()
-                block = self._new_segment(allocation_size(size), small)
-                if block is None:
-                    raise OutOfMemory(nbytes, self.reserved, self.allocated)
-        rest = block.size - size
-        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-            front = Block(block.address, size, small)
-            front.prev, front.next = block.prev, block
-            if block.prev is not None:
-                block.prev.next = front
-            block.prev = front
-            block.address += size
-            block.size = rest
-            pool.add(block)
-            block = front
-        block.allocated = True
-        allocated = self.allocated = self.allocated + block.size
-        if allocated > self.peak_allocated:
-            self.peak_allocated = allocated
-        pinned = self.reserved - self.cached_segments
-        if pinned > self.peak_pinned:
-            self.peak_pinned, self.stranded = pinned, pinned - allocated
-        return block
+        """A block for a request of `nbytes` (`run`'s rules)."""
+        live: dict[int, Block] = {}
+        self.run((("a", 0, nbytes),), live)
+        return live[0]
 
     def free(self, block: Block) -> None:
-        block.allocated = False
-        self.allocated -= block.size
-        pool = self._small if block.small else self._large
-        before, after = block.prev, block.next
-        if before is not None and not before.allocated:
-            pool.remove(before)
-            block.address, block.size, block.prev = before.address, block.size + before.size, before.prev
-            if block.prev is not None:
-                block.prev.next = block
-        if after is not None and not after.allocated:
-            pool.remove(after)
-            block.size, block.next = block.size + after.size, after.next
-            if block.next is not None:
-                block.next.prev = block
-        if block.prev is None and block.next is None:
-            self.cached_segments += block.size
-        pool.add(block)
+        """Give `block` back to its pool, merged with its free neighbours (`run`'s rules)."""
+        self.run((("f", 0, 0),), {0: block})
+
+    def run(self, events: Iterable[Event], live: dict[int, Block]) -> None:
+        """Carry out `events` (`live`: the block of each id in use), the policy's rules written out in one loop,
+        the replay's hot path (about a microsecond an event): `malloc` — the request rounded (`round_size`), the
+        best fit of its pool or a new segment (`alloc_block`; over the cap, the cached whole segments given back
+        first and the segment asked again, else `OutOfMemory`), the rest split off (`should_split`,
+        `alloc_found_block`); `free` — merged with free neighbours (`try_merge_blocks`); `("m", id, new)` hands a
+        block on to another id. An `OutOfMemory` leaves the allocator as it was before that event."""
+        small_keys, small_blocks = self._small._keys, self._small._blocks
+        large_keys, large_blocks = self._large._keys, self._large._blocks
+        allocated, cached, reserved = self.allocated, self.cached_segments, self.reserved
+        peak_allocated, peak_pinned, stranded = self.peak_allocated, self.peak_pinned, self.stranded
+        try:
+            for index, (kind, key, nbytes) in enumerate(events):
+                if kind == "a":
+                    size = -(-nbytes // MIN_BLOCK) * MIN_BLOCK or MIN_BLOCK
+                    small = size <= SMALL_SIZE
+                    keys, blocks = (small_keys, small_blocks) if small else (large_keys, large_blocks)
+                    fit = bisect_left(keys, size << _ADDRESS_BITS)
+                    if fit < len(keys):
+                        block = blocks.pop(keys.pop(fit))
+                        if block.prev is None and block.next is None:
+                            cached -= block.size
+                    else:
+                        self.allocated, self.cached_segments = allocated, cached
+                        segment = self._new_segment(allocation_size(size), small)
+                        if segment is None:
+                            self.release_cached_blocks()
+                            cached = self.cached_segments
+                            segment = self._new_segment(allocation_size(size), small)
+                            if segment is None:
+                                raise OutOfMemory(nbytes, self.reserved, allocated, index)
+                        block, reserved = segment, self.reserved
+                    rest = block.size - size
+                    if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+                        front = Block(block.address, size, small)
+                        front.prev = before = block.prev
+                        front.next = block
+                        if before is not None:
+                            before.next = front
+                        block.prev = front
+                        block.address = address = block.address + size
+                        block.size = rest
+                        rest_key = rest << _ADDRESS_BITS | address
+                        insort(keys, rest_key)
+                        blocks[rest_key] = block
+                        block = front
+                    block.allocated = True
+                    live[key] = block
+                    allocated += block.size
+                    if allocated > peak_allocated:
+                        peak_allocated = allocated
+                    pinned = reserved - cached
+                    if pinned > peak_pinned:
+                        peak_pinned, stranded = pinned, pinned - allocated
+                elif kind == "f":
+                    block = live.pop(key)
+                    block.allocated = False
+                    size = block.size
+                    allocated -= size
+                    keys, blocks = (small_keys, small_blocks) if block.small else (large_keys, large_blocks)
+                    before, after = block.prev, block.next
+                    if before is not None and not before.allocated:
+                        gone = before.size << _ADDRESS_BITS | before.address
+                        del keys[bisect_left(keys, gone)]
+                        del blocks[gone]
+                        size += before.size
+                        block.address = before.address
+                        block.prev = before = before.prev
+                        if before is not None:
+                            before.next = block
+                    if after is not None and not after.allocated:
+                        gone = after.size << _ADDRESS_BITS | after.address
+                        del keys[bisect_left(keys, gone)]
+                        del blocks[gone]
+                        size += after.size
+                        block.next = after = after.next
+                        if after is not None:
+                            after.prev = block
+                    block.size = size
+                    if before is None and after is None:
+                        cached += size
+                    free_key = size << _ADDRESS_BITS | block.address
+                    insort(keys, free_key)
+                    blocks[free_key] = block
+                else:
+                    live[nbytes] = live.pop(key)
+        finally:
+            self.allocated, self.cached_segments = allocated, cached
+            self.peak_allocated, self.peak_pinned, self.stranded = peak_allocated, peak_pinned, stranded
 
     def state(self) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]:
         """What the next allocations depend on, with addresses as the policy reads them (only their order: new
@@ -246,19 +281,10 @@ Event = tuple[str, int, int]  # ("a", id, bytes) allocates a block for `id`; ("f
 def replay(events: Iterable[Event], cap: int | None = None) -> Replay:
     """Replay `events` through a fresh allocator under `cap` (bytes it may reserve), stopping at an out-of-memory."""
     allocator = CachingAllocator(cap)
-    malloc, free = allocator.malloc, allocator.free
-    live: dict[int, Block] = {}
-    index = 0
     try:
-        for index, (kind, key, nbytes) in enumerate(events):
-            if kind == "a":
-                live[key] = malloc(nbytes)
-            elif kind == "f":
-                free(live.pop(key))
-            else:
-                live[nbytes] = live.pop(key)
-    except OutOfMemory:
-        return _result(allocator, index)
+        allocator.run(events, {})
+    except OutOfMemory as error:
+        return _result(allocator, error.index)
     return _result(allocator, None)
 
 
@@ -283,26 +309,20 @@ def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None 
     (the search counts it as running out). `carried`: the ids of blocks a step hands on to the next (`("m", id,
     new)` events), whose places are part of the state (the next step frees them)."""
     allocator = CachingAllocator(cap)
-    malloc, free = allocator.malloc, allocator.free
     live: dict[int, Block] = {}
-    index = count = 0
+    done = count = 0  # the events of the steps before this one
     seen: set[object] = set()
     try:
         for count in range(1, limit + 1):
-            for kind, key, nbytes in first if count == 1 else step:
-                if kind == "a":
-                    live[key] = malloc(nbytes)
-                elif kind == "f":
-                    free(live.pop(key))
-                else:
-                    live[nbytes] = live.pop(key)
-                index += 1
+            events = first if count == 1 else step
+            allocator.run(events, live)
+            done += len(events)
             state = allocator.state(), tuple(allocator.where(live[key]) for key in carried)
             if state in seen:
                 return _result(allocator, None, count)
             seen.add(state)
-    except OutOfMemory:
-        return _result(allocator, index, count)
+    except OutOfMemory as error:
+        return _result(allocator, done + error.index, count)
     return _result(allocator, None, count, steady=False)
 
 
