@@ -133,7 +133,8 @@ class CachingAllocator:
         best fit of its pool or a new segment (`alloc_block`; over the cap, the cached whole segments given back
         first and the segment asked again, else `OutOfMemory`), the rest split off (`should_split`,
         `alloc_found_block`); `free` — merged with free neighbours (`try_merge_blocks`); `("m", id, new)` hands a
-        block on to another id. An `OutOfMemory` leaves the allocator as it was before that event."""
+        block on to another id. After an `OutOfMemory` (its `index`: the event) the allocator holds what it held
+        before that event, less the cached whole segments it gave back trying."""
         small_keys, small_blocks = self._small._keys, self._small._blocks
         large_keys, large_blocks = self._large._keys, self._large._blocks
         allocated, cached, reserved = self.allocated, self.cached_segments, self.reserved
