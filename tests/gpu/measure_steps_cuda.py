@@ -207,8 +207,9 @@ MEASURED_LOOP = "hand-written"  # the loop of every case that names none: the de
 
 def as_measured(case_argv: list[str] | tuple[str, ...]) -> list[str]:
     """A case's arguments with the loop it was measured with: the fixtures' cases that name no loop ran the
-    hand-written loop (`del out` at each step's end), `bert-tui compute`'s default before the course's."""
-    if "--loop" in case_argv or "inference" in case_argv:
+    hand-written loop (`del out` at each step's end; inference: each forward's outputs gone before the next),
+    `bert-tui compute`'s default before the course's."""
+    if "--loop" in case_argv:
         return list(case_argv)
     return [*case_argv, "--loop", MEASURED_LOOP]
 

@@ -22,12 +22,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
+from math import prod
 
 from ..config import MEAN_POOLING, BertConfig, ConfigError
 from ..count.families import build_tree
 from ..count.tree import ParamTree
 from ..poly import Poly, of_terms, render
 from . import allocations, flow, kinds
+from .allocator import round_size
 from .kinds import Flop, Module, Saved, Step
 from .method import Method
 from .peak import max_batch, phases, stranded, usable
@@ -96,13 +98,14 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         parameters, tensors = tree.total, tree.root.tensors
     else:
         layer, parameters, tensors = method.layer_trainable(config), method.parameters, method.tensors
-    result = measure(config, workload, parameters, tensors, layer, method)
+    copies = linear_copies(tree) if workload.amp and not workload.train else 0
+    result = measure(config, workload, parameters, tensors, layer, method, copies)
     if not fits:
         return result
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
     if gpu_memory is not None:
         sizes.append((gpu_memory / GIB, gpu_memory, True))
-    table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method)
+    table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method, copies)
     if fits_replayed(config, workload, method):
         run = allocations.replayed(config, workload, workload.batch)
         result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
@@ -111,15 +114,23 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
 
 @lru_cache(maxsize=32)
 def _fits(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer: int,
-          sizes: tuple[tuple[float, int, bool], ...], method: Method | None = None) -> tuple[Fit, ...]:
+          sizes: tuple[tuple[float, int, bool], ...], method: Method | None = None, copies: int = 0
+          ) -> tuple[Fit, ...]:
     """The fits table, which the batch does not change (`workload` at batch 1): kept for the next edit of the
     batch (the explorer asks at every keystroke)."""
-    return fits(measure(config, workload, parameters, tensors, layer, method), list(sizes))
+    return fits(measure(config, workload, parameters, tensors, layer, method, copies), list(sizes))
+
+
+def linear_copies(tree: ParamTree) -> int:
+    """Bytes of the 16-bit copies autocast makes of every Linear's weight and bias (the tied decoder's too),
+    each a block of its own: an inference forward's cache, held until the forward leaves autocast."""
+    return sum(round_size(prod(param.shape) * 2) for param in tree.root.params() if param.kind in ("weight", "bias"))
 
 
 def measure(config: BertConfig, workload: Workload, parameters: int, tensors: int, layer_parameters: int,
-            method: Method | None = None) -> Compute:
-    """The terms of `workload` on `config` (checked by `compute`), without the fits table."""
+            method: Method | None = None, copies: int = 0) -> Compute:
+    """The terms of `workload` on `config` (checked by `compute`), without the fits table; `copies`: autocast's
+    cached 16-bit weights an inference forward holds (`linear_copies`)."""
     stream16 = workload.amp and projects(config) and workload.device == "cpu"
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
     mask16 = stream16 and STEPS[config.model_type].mask_after_projection
@@ -128,7 +139,7 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
                                                           stream16, mask16, method)
     return _with_phases(Compute(config, workload, symbol_values(config, workload), flops, saved, recompute,
                                 parameters, tensors, 16 * config.max_position_embeddings, conventions,
-                                layer_parameters, loss_upcast=upcast, method=method))
+                                layer_parameters, loss_upcast=upcast, method=method, linear_copies=copies))
 
 
 @lru_cache(maxsize=64)
@@ -215,7 +226,7 @@ def at_batch(result: Compute, batch: int) -> Compute:
     workload = replace(result.workload, batch=batch)
     if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
         return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters,
-                       result.method)
+                       result.method, result.linear_copies)
     return _with_phases(_same_terms(result, replace(result, workload=workload, fits=(),
                                                     values=symbol_values(result.config, workload))))
 

@@ -18,7 +18,10 @@ phase here is the bytes held at its start plus its largest working set, as named
   that ends each step with `del out`, through the backward and the step; the Trainer's keeps only the loss. A run's first
   steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
   the gradients are held): the steady step's peak covers every step of the run.
-- inference: weights, buffers and the batch, plus the larger of one layer's live tensors and the LM head's logits.
+- inference: weights, buffers and the batch (under autocast, the 16-bit copies of every Linear's weight and bias
+  it caches until the forward leaves it), plus the larger of one layer's live tensors and the LM head's logits
+  and its input (the residual stream's element: float32 under autocast); the course's loop, the last forward's
+  outputs as well.
 - a fine-tuning method (LoRA, frozen parts): the same rules over the method's terms (what its step saves, the
   gradients and states of what trains, one layer's trained parameters); a frozen body's backward runs through no
   layer (none of the layers' transients). These rules were measured on full steps only.
@@ -202,9 +205,28 @@ def _inference(result: Compute) -> Phase:
     c = result.conventions
     n, h, i, vocab, scores = _sizes(result)
     layer = n * (2 * i + 3 * h) * c.compute + (0 if c.fused else scores * c.softmax)
-    head = n * vocab * c.compute + 2 * n * h * c.compute if _lm(result) else 0
+    head = n * vocab * c.compute + 2 * n * h * c.residual if _lm(result) else 0
     live = ("the LM head's logits and input", head) if head > layer else ("one layer's live tensors", layer)
-    return Phase("forward", tuple(_base(result)), (live,))
+    held = _base(result)
+    if result.linear_copies:
+        held.append(("autocast's 16-bit copies of the Linear weights", result.linear_copies))
+    if result.workload.loop == "course":  # `out = model(**batch)` in a loop: the last forward's, until it returns
+        held.append((LAST, returned_bytes(result)))
+    return Phase("forward", tuple(held), (live,))
+
+
+def returned_bytes(result: Compute) -> int:
+    """What an inference forward returns (no labels, so no loss; nothing saved holds it): `outputs_bytes`'s
+    tensors, and those a loss would have held in training (a regression's or ELECTRA's discriminator's logits,
+    the bare model's last hidden state beside its pooler's output)."""
+    v, c, config = result.values, result.conventions, result.config
+    if config.head == "sequence-classification":
+        return v["b"] * v["N"] * c.compute
+    if config.head == "pretraining" and config.model_type == "electra":
+        return v["n"] * c.compute
+    if config.head == "none":
+        return (v["n"] + (v["b"] if config.has_pooler else 0)) * v["H"] * c.stream
+    return outputs_bytes(result)
 
 
 def usable(size: int) -> int:

@@ -53,6 +53,7 @@ class Compute:
     phases: tuple[Phase, ...] = ()  # the step's phases, each with its peak (`tui.core.step.peak`)
     stranded: int = 0  # reserved beyond the allocated peak: free space the caching allocator cannot give back
     loss_upcast: bool = False  # the head's loss casts its n·V logits to float32 first (a causal LM's, ModernBERT's)
+    linear_copies: int = 0  # inference under autocast: the 16-bit weight copies its cache holds through the forward
     fits: tuple[Fit, ...] = field(default=())
     method: Method | None = None  # a fine-tuning method: what trains (None: everything)
     # The caching allocator replayed over the step's own allocation order (`tui.core.step.allocations`, where
