@@ -20,8 +20,8 @@ phase here is the bytes held at its start plus its largest working set, as named
   the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch (under autocast, the 16-bit copies of every Linear's weight and bias
   it caches until the forward leaves it), plus the larger of one layer's live tensors and the LM head's logits
-  and its input (the residual stream's element: float32 under autocast); the course's loop, the last forward's
-  outputs as well.
+  and its input (the residual stream's element: float32 under autocast); a causal LM's key/value cache, which it
+  returns; the course's loop, the last forward's outputs as well.
 - a fine-tuning method (LoRA, frozen parts): the same rules over the method's terms (what its step saves, the
   gradients and states of what trains, one layer's trained parameters); a frozen body's backward runs through no
   layer (none of the layers' transients). These rules were measured on full steps only.
@@ -210,9 +210,19 @@ def _inference(result: Compute) -> Phase:
     held = _base(result)
     if result.linear_copies:
         held.append(("autocast's 16-bit copies of the Linear weights", result.linear_copies))
+    if _key_value_cache(result):
+        held.append(("the key/value cache it returns (use_cache)", _key_value_cache(result)))
     if result.workload.loop == "course":  # `out = model(**batch)` in a loop: the last forward's, until it returns
         held.append((LAST, returned_bytes(result)))
     return Phase("forward", tuple(held), (live,))
+
+
+def _key_value_cache(result: Compute) -> int:
+    """A causal LM's inference forward (no labels: `use_cache` stays on) returns every layer's keys and values,
+    2·L·n·H elements, made as the layers run."""
+    if result.config.head != "causal-lm" or result.workload.train:
+        return 0
+    return 2 * result.config.num_hidden_layers * result.values["n"] * result.values["H"] * result.conventions.compute
 
 
 def returned_bytes(result: Compute) -> int:
@@ -226,7 +236,7 @@ def returned_bytes(result: Compute) -> int:
         return v["n"] * c.compute
     if config.head == "none":
         return (v["n"] + (v["b"] if config.has_pooler else 0)) * v["H"] * c.stream
-    return outputs_bytes(result)
+    return outputs_bytes(result) + _key_value_cache(result)
 
 
 def usable(size: int) -> int:
