@@ -614,3 +614,27 @@ def test_the_courses_loop_holds_the_last_steps_outputs_through_the_next_forward(
     assert forward["course"].peak == forward["hand-written"].peak + 16 * 512 * config.vocab_size * 4
     assert all(c.max_batch <= h.max_batch for c, h in zip(runs["course"].fits, runs["hand-written"].fits))
     assert runs["course"].reserved_peak >= runs["hand-written"].reserved_peak
+
+
+def test_an_inference_forward_holds_what_its_loop_and_autocast_keep() -> None:
+    """Inference (the peak rule, checked against recorded forwards in tests/fixtures/allocation.json): the
+    course's loop keeps the last forward's logits through this one; autocast its 16-bit weight copies; a causal
+    LM its key/value cache, which the course's loop keeps with the logits. The text says which loop."""
+    from tui.core.step.peak import LAST
+    from tui.formats.compute import COURSE_INFERENCE, compute_text
+
+    n, config = 8 * 128, BertConfig(head="mlm")
+    held = {}
+    for loop, precision, head in (("hand-written", "fp32", "mlm"), ("course", "fp32", "mlm"),
+                                  ("course", "amp-bf16", "mlm"), ("course", "fp32", "causal-lm")):
+        result = compute(config.replace(head=head), Workload(batch=8, seq=128, mode="inference", precision=precision,
+                                                              device="cuda", loop=loop))
+        held[loop, precision, head] = dict(result.phases[0].held)
+        assert (COURSE_INFERENCE in compute_text(result, "BERT")) == (loop == "course")
+    assert LAST not in held["hand-written", "fp32", "mlm"]
+    assert held["course", "fp32", "mlm"][LAST] == n * config.vocab_size * 4
+    copies = held["course", "amp-bf16", "mlm"]["autocast's 16-bit copies of the Linear weights"]
+    assert 2 * 85_000_000 < copies < 2 * 110_000_000  # every Linear of BERT-base, the tied decoder's too
+    cache = held["course", "fp32", "causal-lm"]["the key/value cache it returns (use_cache)"]
+    assert cache == 2 * 12 * n * 768 * 4
+    assert held["course", "fp32", "causal-lm"][LAST] == n * config.vocab_size * 4 + cache
