@@ -273,7 +273,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
     asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
-    loop = f"{result.workload.loop} loop; " if result.workload.train else ""
+    w = result.workload
+    loop = f"{w.loop} loop; " if w.train or w.loop == "course" else ""  # (inference: the course's keeps the last)
     text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
     text.append_text(layer_breakdown(result))
     return text
