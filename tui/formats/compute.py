@@ -130,10 +130,8 @@ def _workload_lines(result: Compute) -> list[str]:
         lines.append("sdpa on CPU: the math path (softmax and dropout over b·A·s² scores, as eager)")
     if train and workload.device == "cuda" and workload.optimizer == "adamw":
         lines.append("AdamW's step counters live on the host (torch's default), not on the GPU")
-    if train:
-        lines.append(LOOP_SAYS[workload.loop])
-    elif workload.loop == "course":
-        lines.append(COURSE_INFERENCE)
+    if loop_says(workload):
+        lines.append(loop_says(workload))
     lines.append("peak: each phase's held bytes and working set, checked against an H200 (torch 2.11)")
     if c.stream16:
         lines.append("the embeddings' 16-bit projection makes the encoder's stream 16-bit (CPU autocast)")
@@ -353,6 +351,15 @@ def phase_lines(result: Compute) -> list[str]:
 
 
 COURSE_INFERENCE = "the course's loop: the last forward's outputs live until the next one returns"
+
+
+def loop_says(workload: Workload) -> str:
+    """What the loop keeps that the figures count ("" where nothing: an inference forward at a time)."""
+    if workload.train:
+        return LOOP_SAYS[workload.loop]
+    return COURSE_INFERENCE if workload.loop == "course" else ""
+
+
 LOOP_SAYS = {"course": "the course's loop (nothing deleted): outputs live until the next forward",
              "hand-written": "the loop with del out: its outputs live through the backward and the step",
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
@@ -374,8 +381,8 @@ def fits_lines(result: Compute) -> list[str]:
     lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
     if result.replayed:
         lines += textwrap.wrap(REPLAYED, WIDTH, initial_indent="  ", subsequent_indent="  ")
-    if w.train or w.loop == "course":
-        lines.append(f"  {LOOP_SAYS[w.loop] if w.train else COURSE_INFERENCE}")
+    if loop_says(w):
+        lines.append(f"  {loop_says(w)}")
     for fit in result.fits:
         size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
         if fit.max_batch >= MAX_BATCH:

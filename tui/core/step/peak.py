@@ -15,9 +15,9 @@ phase here is the bytes held at its start plus its largest working set, as named
   the parameters).
 - the course's loop (`out = model(**batch); out.loss.backward(); opt.step()`, nothing deleted: `Workload.loop`)
   keeps the outputs through the backward, the optimizer step and the next step's forward; the hand-written loop
-  that ends each step with `del out`, through the backward and the step; the Trainer's keeps only the loss. A run's first
-  steps hold less than the steady one (no optimizer states before the first `step()`, which creates them while
-  the gradients are held): the steady step's peak covers every step of the run.
+  that ends each step with `del out`, through the backward and the step; the Trainer's keeps only the loss. A
+  run's first steps hold less than the steady one (no optimizer states before the first `step()`, which creates
+  them while the gradients are held): the steady step's peak covers every step of the run.
 - inference: weights, buffers and the batch (under autocast, the 16-bit copies of every Linear's weight and bias
   it caches until the forward leaves it), plus the larger of one layer's live tensors and the LM head's logits
   and its input (the residual stream's element: float32 under autocast); a causal LM's key/value cache, which it
@@ -126,7 +126,7 @@ def outputs_bytes(result: Compute) -> int:
 
 
 def _kept(result: Compute) -> list[tuple[str, int]]:
-    """What the loop keeps alive past the forward: the hand-written loop's `out`."""
+    """What the loop keeps alive past the forward: `out`, unless the Trainer's loop dropped it."""
     kept = outputs_bytes(result) if result.workload.loop in ("hand-written", "course") else 0
     return [(KEPT, kept)] if kept else []
 
@@ -210,8 +210,9 @@ def _inference(result: Compute) -> Phase:
     held = _base(result)
     if result.linear_copies:
         held.append(("autocast's 16-bit copies of the Linear weights", result.linear_copies))
-    if _key_value_cache(result):
-        held.append(("the key/value cache it returns (use_cache)", _key_value_cache(result)))
+    cache = _key_value_cache(result)
+    if cache:
+        held.append(("the key/value cache it returns (use_cache)", cache))
     if result.workload.loop == "course":  # `out = model(**batch)` in a loop: the last forward's, until it returns
         held.append((LAST, returned_bytes(result)))
     return Phase("forward", tuple(held), (live,))
