@@ -94,7 +94,7 @@ class DebertaRun(BertRun):
             self.transform, self.transform_norm = linear(h, width), norm(width)
             self.decoder_bias = Param(t, c.vocab_size * self.f)
             params += [self.decoder_bias, *flat(self.transform, self.transform_norm)]
-        elif self.choices or self.regression:  # the ContextPooler, the classifier
+        elif self.choices or self.c.head == "sequence-classification":  # the ContextPooler, the classifier
             self.pooler, self.classifier = linear(h, h), linear(h, 1 if self.choices else c.num_labels)
             params += flat(self.pooler, self.classifier)
         elif not self.bare:  # token classification, qa_outputs
@@ -107,6 +107,7 @@ class DebertaRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t = self.tape
+        self.cache = []  # (an encoder: no key/value cache)
         # the model's attention mask (float32 ones where the batch gives none), token types
         ones = None if self.w.padding_mask else t.new(self.n * FLOAT)
         types = t.new(self.n * LONG)
@@ -321,8 +322,8 @@ class DebertaRun(BertRun):
                 product, product_node = self._relative_product(states, states_node, positions, positions_node)
             gather = t.new(scores_size)
             gather_node = t.node(self._gather_backward(product_size), [product_node], [index, product])
-            t.drop(index, product)
-            gathered.append(gather)
+            t.drop(product)
+            gathered += [index, gather]
             if kind == "p2c":  # .transpose(-1, -2)
                 gather_node = t.node(self._pass(), [gather_node])
             divided = t.new(scores_size)  # / scale
@@ -333,8 +334,8 @@ class DebertaRun(BertRun):
             else:  # score += …: in place
                 score_node = t.node(self._add_backward(), [score_node, divide])
             t.drop(divided)
-        # the function's locals as it returns: the projections (one share_att_key made for nothing goes), the
-        # gathered scores
+        # the function's locals as it returns: the projections (one share_att_key made for nothing goes), each
+        # kind's positions and gathered scores
         t.drop(*(projection[0] for projection in projections.values()), *gathered)
         for graph in self._unread:
             t.release(graph)
@@ -413,6 +414,9 @@ class DebertaRun(BertRun):
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h, keep=True)
         logits, head = self._classify(act, act_node, rows, classes)
+        if not self.train:
+            t.drop(x)
+            return None, (logits,), head
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
             t.drop(x)  # (the encoder's output: the head's until it returns)

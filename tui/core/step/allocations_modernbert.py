@@ -103,6 +103,7 @@ class ModernBertRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t, n, h, s = self.tape, self.n, self.h, self.s
+        self.cache = []  # (an encoder: no key/value cache)
         positions = t.new(s * LONG)  # arange(s)
         words = t.new(n * h * self.f)
         words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
@@ -145,6 +146,9 @@ class ModernBertRun(BertRun):
             return answer
         labels = 1 if self.choices else self.c.num_labels
         logits, head = self._dense(self.classifier, normed, norm_node, rows, labels)
+        if not self.train:
+            t.drop(x, normed)
+            return None, (logits,), head
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         elif self.tokens:
@@ -255,7 +259,11 @@ class ModernBertRun(BertRun):
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
         out_node = t.node(self._add_backward(narrow=cast_down), [sum_node, down_node])
-        t.drop(down, summed, attended)
+        if self.train:
+            t.drop(down, summed, attended)
+        else:  # (inference: eager attention's weights returned with its output, the layer's until it returns)
+            t.drop(self.weights, attended, summed, down)
+            self.weights = None
         t.drop(x)  # (the caller's name, rebound)
         return out, out_node
 
