@@ -50,10 +50,10 @@ def test_the_replay_reproduces_most_h200_boundaries_exactly() -> None:
     assert len(exact) == 6
 
 
-@pytest.mark.parametrize("case", cases("lm_caps"), ids=lambda case: case["case"])
+@pytest.mark.parametrize("case", cases("lm_caps") + cases("inference_caps"), ids=lambda case: case["case"])
 def test_what_fits_never_claims_a_batch_the_replay_runs_out_of_memory_at(case: dict[str, Any]) -> None:
-    """Language-model heads: the claim stays at or below the largest batch that replays under the cap, and
-    within 80 % of it."""
+    """Language-model heads, training steps and inference forwards: the claim stays at or below the largest
+    batch that replays under the cap, and within 80 % of it."""
     claim = claimed(tuple(case["argv"]))
     assert claim < case["first_batch_out_of_memory"]
     assert claim <= case["largest_batch_that_runs"]

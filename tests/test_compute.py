@@ -590,6 +590,32 @@ def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, pr
     assert_replayed_fits_are_the_largest(result)
 
 
+INFERENCE_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
+                   if covers(BertConfig(head=head).as_family(family),
+                             Workload(8, 256, precision="fp32", device="cuda", mode="inference")) is None]
+INFERENCE_RUNS = (("fp32", "sdpa", "course"), ("amp-bf16", "eager", "hand-written"), ("bf16", "sdpa", "course"))
+
+
+@pytest.mark.parametrize(("family", "head", "precision", "attention", "loop"), [
+    (family, head, *INFERENCE_RUNS[i % 3]) for i, (family, head) in enumerate(INFERENCE_CASES)])
+def test_inference_fits_come_from_the_replay_of_its_forwards(family: str, head: str, precision: str, attention: str,
+                                                             loop: str) -> None:
+    """Inference (every family and head): forward after forward replayed, every size's batch runs within the
+    usable bytes, one more runs out; the reserved peak is the replay's, and the run settles."""
+    from tui.core.step.allocations import replayed
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head=head).as_family(family)
+    workload = Workload(batch=8, seq=256, precision=precision, attention=attention, device="cuda", loop=loop,
+                        mode="inference")
+    result = compute(config, workload, gpu_memory=2 * 1024**3)
+    assert result.replayed
+    run = replayed(config, workload, 8)
+    assert result.reserved_peak == run.peak_pinned and run.steady
+    assert_replayed_fits_are_the_largest(result)
+    assert all(0 < fit.max_batch for fit in result.fits)
+
+
 def test_without_fits_the_terms_are_the_full_answer_s() -> None:
     """`fits=False` skips the fits table and the allocator's replay, nothing else: every term is the same."""
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024, head="mlm")

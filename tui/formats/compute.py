@@ -58,7 +58,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
-        "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}" + (f"; {REPLAYED}" if result.replayed else ""),
+        "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}" + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
         "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
                            "stranded": result.stranded, "loop": result.workload.loop},
         "conventions": convention_lines(result),
@@ -365,8 +365,13 @@ LOOP_SAYS = {"course": "the course's loop (nothing deleted): outputs live until 
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
 
 
-REPLAYED = ("the CUDA caching allocator replayed over the step's own allocation order, derived op by op, "
-            "step after step until a step leaves it as an earlier one did (every later step repeats one replayed)")
+def replayed_says(workload: Workload) -> str:
+    """How the fits were replayed: over a training step's order, or an inference forward's."""
+    run = "step" if workload.train else "forward"
+    return (f"the CUDA caching allocator replayed over the {run}'s own allocation order, derived op by op, {run} "
+            f"after {run} until a {run} leaves it as an earlier one did (every later {run} repeats one replayed; "
+            f"a batch not settled so by the 16th {run}, the 64th where each hands its outputs on, counts as running "
+            f"out)")
 
 
 def fits_basis(result: Compute) -> str:
@@ -380,7 +385,7 @@ def fits_lines(result: Compute) -> list[str]:
     w = result.workload
     lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
     if result.replayed:
-        lines += textwrap.wrap(REPLAYED, WIDTH, initial_indent="  ", subsequent_indent="  ")
+        lines += textwrap.wrap(replayed_says(w), WIDTH, initial_indent="  ", subsequent_indent="  ")
     if loop_says(w):
         lines.append(f"  {loop_says(w)}")
     for fit in result.fits:
@@ -427,6 +432,6 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
               f"{fits_basis(result).capitalize()}: {HEADROOM_RULE}"
-              + (f"; {REPLAYED}." if result.replayed else "."), ""]
+              + (f"; {replayed_says(result.workload)}." if result.replayed else "."), ""]
     lines += [f"- {line}" for line in convention_lines(result)]
     return "\n".join(lines) + "\n"

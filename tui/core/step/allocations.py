@@ -36,9 +36,11 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     if config.model_type == "modernbert" and config.head == "multiple-choice":
         return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the recorder "
                 "cannot run without data), so its order is not derived yet")
-    if config.model_type == "deberta-v2" and config.head == "sequence-classification" and config.num_labels > 1:
-        return ("DeBERTa's sequence classification: its loss keeps the labels ≥ 0 by nonzero(), a count only data "
-                "can tell (the recorder cannot run it), so its order is not derived yet (num_labels 1 is)")
+    if (config.model_type == "deberta-v2" and config.head == "sequence-classification" and config.num_labels > 1
+            and workload.train):
+        return ("DeBERTa's sequence classification in training: its loss keeps the labels ≥ 0 by nonzero(), a "
+                "count only data can tell (the recorder cannot run it), so its order is not derived yet (num_labels "
+                "1 is, and inference)")
     if config.model_type == "deberta-v2" and config.conv_kernel_size:
         return "DeBERTa's convolution beside the first layer: its allocation order is not derived yet"
     if config.step_keys:
@@ -53,8 +55,8 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if workload.checkpointing or workload.mode != "train":
-        return "only training without checkpointing is derived yet"
+    if workload.checkpointing:
+        return "checkpointing (the forward recomputed in the backward): its allocation order is not derived yet"
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
