@@ -1,7 +1,8 @@
 """The step's allocation order and the search for what fits on it: `covers` says where the order is derived
 (`emulation` derives BERT's code and the families built like it, `allocations_modernbert` ModernBERT's,
-`allocations_deberta` DeBERTa-v2's),
-`events` and `events_at` give it, `largest_batches` replays it through the caching allocator for each card.
+`allocations_deberta` DeBERTa-v2's; training steps and inference forwards),
+`events` and `events_at` give it, `largest_batches` replays it through the caching allocator for each card
+(an inference run's "steps" are its forwards).
 
 Every size is affine in the batch from 2 on (`events_at` reads the program off one run at a batch of 2⁶⁴), so
 the search for what fits replays a new batch without running the step again.

@@ -46,6 +46,13 @@ padding mask (or one: BERT's code's `_padding_mask`, a causal LM's too, ModernBE
 every loop (the course's: the last step's outputs and loss released as `out` and `loss` are rebound,
 `_returned`), a tied decoder; anything else is refused by name (`allocations.covers`, which also gives the order
 to the search for what fits).
+
+Inference (`mode: inference`, `_forwards`): eval mode, each forward under `no_grad`: no node saves anything
+(`Tape.grad`), so a tensor goes with its last name; dropout gives its input back; no labels, no loss; sdpa's
+memory-efficient kernel makes no log-sum-exp; eager attention's weights are returned and live until the layer
+returns; a causal LM's key/value cache (`use_cache`: two `cat` copies a layer, (b, A, s, d), which eager attention
+reads as they are) is returned with the logits; the hand-written loop lets each forward's outputs go, the
+course's keeps them until the next forward returns.
 """
 
 from __future__ import annotations
