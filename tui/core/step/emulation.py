@@ -118,7 +118,8 @@ class Node:
 
 
 Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
-Head = tuple["Storage", tuple["Storage", ...], Node]  # the loss, the outputs a loop keeps, the loss's node
+Head = tuple["Storage | None", tuple["Storage", ...], Node]  # the loss (None: inference), the outputs a loop
+# keeps, the loss's node
 
 
 @dataclass
@@ -505,6 +506,7 @@ class BertRun:
         last_loss: Storage | None = None
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
+            assert loss is not None  # (training: the head's loss)
             self._returned()
             self._leave_autocast()
             t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound)
