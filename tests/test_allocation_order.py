@@ -14,8 +14,18 @@ import pytest
 
 from tests.fixtures.allocation.compare import normalized
 from tui.core.config import BertConfig
-from tui.core.step.allocations import DERIVED, carried, covers, events, events_at, replayed, runs, steps_at
-from tui.core.step.allocator import HANDED_ON_STEPS_LIMIT, CachingAllocator, replay
+from tui.core.step.allocations import (
+    DERIVED,
+    carried,
+    covers,
+    events,
+    events_at,
+    replayed,
+    runs,
+    spare,
+    steps_at,
+)
+from tui.core.step.allocator import HANDED_ON_STEPS_LIMIT, CachingAllocator, allocation_size, replay, round_size
 from tui.core.step.emulation import is_contiguous, view_strides
 from tui.core.step.workload import Workload
 
@@ -92,12 +102,13 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
         events(deberta_classifier, run)
 
 
-def test_a_run_whose_blocks_walk_without_end_is_not_claimed() -> None:
+def test_a_run_whose_blocks_walk_without_end_keeps_a_segment_of_its_largest_handed_on_block_to_spare() -> None:
     """A causal LM's inference forwards under the course's loop hand their key/value cache on to the next forward,
     which puts its own into the slots best fit leaves: the blocks can walk through the free slots without the
     allocator ever coming back to a state (RoBERTa-base under autocast: none in 1,500 forwards), and such a walk
-    can ask a new segment late (BERT-base, s = 128, b = 64: a 478 MiB one at the 171st forward). A run not
-    settled by the limit is not proven to run: it counts as running out."""
+    can ask a new segment late (BERT-base, s = 128, b = 64: a 478 MiB one at the 171st forward). Such a run,
+    not settled by the limit, counts as running where it never ran out and one segment of its largest handed-on
+    block (`spare`: the logits here) fits beside its most-pinned bytes."""
     config = BertConfig(head="causal-lm").as_family("roberta")
     workload = Workload(2, 510, precision="amp-bf16", attention="eager", device="cuda", mode="inference",
                         loop="course")
@@ -110,8 +121,13 @@ def test_a_run_whose_blocks_walk_without_end_is_not_claimed() -> None:
         seen.add(state)
     run = replayed(config, workload, 2)
     assert not run.steady and run.steps == HANDED_ON_STEPS_LIMIT and run.out_of_memory is None
-    assert not runs(config, workload, 2, 1 << 40)
-    assert replayed(config, replace(workload, loop="hand-written"), 2).steady  # (one forward's outputs at a time)
+    margin = spare(config, workload, 2)
+    assert margin == allocation_size(round_size(2 * 510 * config.vocab_size * 2))  # (the bfloat16 logits)
+    assert runs(config, workload, 2, 1 << 40)
+    room = run.peak_pinned + margin
+    assert runs(config, workload, 2, room + (64 << 20)) and not runs(config, workload, 2, room - (64 << 20))
+    hand = replace(workload, loop="hand-written")  # (one forward's outputs at a time: it settles)
+    assert replayed(config, hand, 2).steady and spare(config, hand, 2) == 0
 
 
 def test_views_and_copies_as_aten_computes_them() -> None:

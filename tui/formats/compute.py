@@ -370,8 +370,8 @@ def replayed_says(workload: Workload) -> str:
     run = "step" if workload.train else "forward"
     return (f"the CUDA caching allocator replayed over the {run}'s own allocation order, derived op by op, {run} "
             f"after {run} until a {run} leaves it as an earlier one did (every later {run} repeats one replayed; "
-            f"a batch not settled so by the 16th {run}, the 64th where each hands its outputs on, counts as running "
-            f"out)")
+            f"where each {run} hands its outputs on and none comes back so by the 64th, the batch must not run out "
+            f"and must keep a segment of its largest handed-on block to spare)")
 
 
 def fits_basis(result: Compute) -> str:

@@ -19,7 +19,7 @@ from operator import add, mul
 from ..config import BertConfig
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
-from .allocator import HANDED_ON_STEPS_LIMIT, STEPS_LIMIT, Replay, replay_steps
+from .allocator import HANDED_ON_STEPS_LIMIT, STEPS_LIMIT, Replay, allocation_size, replay_steps, round_size
 from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
@@ -178,9 +178,28 @@ def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | No
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
-    """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved."""
-    run = replayed(config, workload, batch, room)
-    return run.out_of_memory is None and run.steady
+    """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved: its
+    replay settled, or (a run whose steps hand blocks on, which can walk through the free slots without the
+    allocator ever coming back to a state) it never ran out over the replay's steps and holds one segment of its
+    largest handed-on block to spare (`spare`)."""
+    return _ran(replayed(config, workload, batch, room), spare(config, workload, batch), room)
+
+
+def _ran(run: Replay, margin: int, room: int) -> bool:
+    if run.out_of_memory is not None:
+        return False
+    return run.steady or (margin > 0 and run.peak_pinned + margin <= room)
+
+
+def spare(config: BertConfig, workload: Workload, batch: int) -> int:
+    """What a run that hands blocks on and does not settle must hold to spare: a new segment for its largest
+    handed-on block (the causal LM's cache, under the course's loop, walks through the free slots: where no
+    state comes back, a later step can ask one more segment, BERT-base's 478 MiB logits at its 171st forward);
+    0 where nothing is handed on (such a run must settle)."""
+    later = _steps(config, replace(workload, batch=2))[1]
+    made = {key: (c, d) for kind, key, c, d in later if kind == "a"}
+    handed = [made[key] for kind, key, _, _ in later if kind == "m" and key in made]
+    return max((allocation_size(round_size(c + d * batch)) for c, d in handed), default=0)
 
 
 def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
@@ -212,7 +231,7 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
         while bad - good > 1:
             probe = min(max(probe, good + 1), bad - 1)
             run = replayed(config, workload, probe, room)
-            ran = run.out_of_memory is None and run.steady
+            ran = _ran(run, spare(config, workload, probe), room)
             if ran:
                 good, pinned[probe], ran_here = probe, run.peak_pinned, True
             else:
