@@ -107,7 +107,6 @@ class DebertaRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t = self.tape
-        self.cache = []  # (an encoder: no key/value cache)
         # the model's attention mask (float32 ones where the batch gives none), token types
         ones = None if self.w.padding_mask else t.new(self.n * FLOAT)
         types = t.new(self.n * LONG)
@@ -304,7 +303,7 @@ class DebertaRun(BertRun):
         scores_size, pair, product_size = b * heads * s * s * self.lp, s * s * LONG, b * heads * s * rows * self.lp
         score: Storage | None = None
         score_node: Node | None = None
-        gathered = []
+        kept = []  # each kind's positions and gathered scores, the function's locals until it returns
         for kind in [kind for kind, on in (("c2p", self.c2p), ("p2c", self.p2c)) if on]:
             if kind == "c2p":  # q · pos_kᵀ, then clamp(relative + span, 0, 2·span − 1)
                 (positions, positions_node), (states, states_node) = projections["pos_k"], (q, q_node)
@@ -323,7 +322,7 @@ class DebertaRun(BertRun):
             gather = t.new(scores_size)
             gather_node = t.node(self._gather_backward(product_size), [product_node], [index, product])
             t.drop(product)
-            gathered += [index, gather]
+            kept += [index, gather]
             if kind == "p2c":  # .transpose(-1, -2)
                 gather_node = t.node(self._pass(), [gather_node])
             divided = t.new(scores_size)  # / scale
@@ -336,7 +335,7 @@ class DebertaRun(BertRun):
             t.drop(divided)
         # the function's locals as it returns: the projections (one share_att_key made for nothing goes), each
         # kind's positions and gathered scores
-        t.drop(*(projection[0] for projection in projections.values()), *gathered)
+        t.drop(*(projection[0] for projection in projections.values()), *kept)
         for graph in self._unread:
             t.release(graph)
         self._unread = []

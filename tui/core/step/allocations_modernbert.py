@@ -103,7 +103,6 @@ class ModernBertRun(BertRun):
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
         t, n, h, s = self.tape, self.n, self.h, self.s
-        self.cache = []  # (an encoder: no key/value cache)
         positions = t.new(s * LONG)  # arange(s)
         words = t.new(n * h * self.f)
         words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])

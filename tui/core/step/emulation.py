@@ -366,6 +366,7 @@ class BertRun:
         self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
         self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
         self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
+        self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache), this forward's
         # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
         self.model_locals: tuple[Storage | None, ...] = ()
 
@@ -560,7 +561,7 @@ class BertRun:
 
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
-        self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache)
+        self.cache = []
         x, x_node = self._embeddings()
         embedded = self.tape.hold(x)
         mask: Storage | None = None
