@@ -84,6 +84,16 @@ def measure(runs: int) -> list[Row]:
         replayed_rows.append((f"core: {layers} layers, MLM, float32 on CUDA, what fits replayed on every card (a "
                               "new sequence length each call)", replayed, replayed / deep_count,
                               "goal: well under a second"))
+    # Inference forwards replayed (#32): BERT-base's causal LM under autocast and the course's loop, whose cache
+    # can walk the free slots without settling (each such batch replays 64 forwards)
+    causal = BertConfig(head="causal-lm")
+    seqs = iter(range(10**9))
+    inference = median_seconds(lambda: compute(causal, Workload(batch=8, seq=64 + next(seqs) % 448, precision="amp-bf16",
+                                                                 attention="sdpa", device="cuda", mode="inference"),
+                                               gpu_memory=24 << 30).fits, max(3, runs // 4), calls=1)
+    replayed_rows.append(("core: 12 layers, causal LM inference, amp-bf16, the course's loop, what fits replayed on "
+                          "every card (a new sequence length each call)", inference, inference / deep_count,
+                          "goal: well under a second"))
     return [
         ("core: count 96 layers, MLM (baseline)", deep_count, 1.0, ""),
         ("core: compute 96 layers, MLM, with what fits on every card", deep_fits, deep_fits / deep_count,
