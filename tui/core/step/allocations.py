@@ -19,7 +19,14 @@ from operator import add, mul
 from ..config import BertConfig
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
-from .allocator import HANDED_ON_STEPS_LIMIT, STEPS_LIMIT, Replay, allocation_size, replay_steps, round_size
+from .allocator import (
+    HANDED_ON_STEPS_LIMIT,
+    STEPS_LIMIT,
+    Replay,
+    allocation_size,
+    replay_steps,
+    round_size,
+)
 from .emulation import ROBERTA_LIKE, BertRun, Event
 from .workload import Workload
 
@@ -196,10 +203,16 @@ def spare(config: BertConfig, workload: Workload, batch: int) -> int:
     handed-on block (the causal LM's cache, under the course's loop, walks through the free slots: where no
     state comes back, a later step can ask one more segment, BERT-base's 478 MiB logits at its 171st forward);
     0 where nothing is handed on (such a run must settle)."""
-    later = _steps(config, replace(workload, batch=2))[1]
+    return max((allocation_size(round_size(c + d * batch)) for c, d in _handed(config, replace(workload, batch=2))),
+               default=0)
+
+
+@lru_cache(maxsize=8)
+def _handed(config: BertConfig, workload: Workload) -> tuple[tuple[int, int], ...]:
+    """The sizes (c + d·b) of the blocks a later step hands on to the next."""
+    later = _steps(config, workload)[1]
     made = {key: (c, d) for kind, key, c, d in later if kind == "a"}
-    handed = [made[key] for kind, key, _, _ in later if kind == "m" and key in made]
-    return max((allocation_size(round_size(c + d * batch)) for c, d in handed), default=0)
+    return tuple(made[key] for kind, key, _, _ in later if kind == "m" and key in made)
 
 
 def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
