@@ -58,7 +58,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
                  for fit in result.fits],
-        "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}" + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
+        "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}"
+                     + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
         "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
                            "stranded": result.stranded, "loop": result.workload.loop},
         "conventions": convention_lines(result),

@@ -1109,8 +1109,8 @@ class BertRun:
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
                                      attention_node, dropout=self.dropout,
                                      then=(gelu,) if self.albert or self.distil else ())
-        t.drop(None if self.albert or self.distil else gelu, self.weights, attention)  # (the layer's locals as it returns: `_`
-        # the attention's weights)
+        # the layer's locals as it returns (`_`: the attention's weights)
+        t.drop(None if self.albert or self.distil else gelu, self.weights, attention)
         self.weights = None
         t.drop(x)
         return out, out_node
