@@ -79,7 +79,8 @@ def build_parser() -> Parser:
                        "out.loss.backward(); opt.step() with nothing deleted, keeps the outputs, an LM head's b·s·V "
                        "logits, through the backward, the step and the next step's forward), hand-written (the same "
                        "with `del out` at the end of each step) or trainer (transformers' Trainer keeps only the "
-                       "loss)")
+                       "loss); with --mode inference, course keeps each forward's outputs (a causal LM's key/value "
+                       "cache too) until the next forward returns, the other two let them go before it")
     group.add_argument("--checkpointing", action="store_true",
                        help="activation checkpointing of every encoder layer (recomputed in the backward)")
     group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",
