@@ -426,7 +426,7 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
         rest += "\n" + full_line(result, full)
     lines = [f"## {head}", "", rest, "", "| FLOPs | value |", "|---|---:|"]
     lines += [f"| forward | {result.flops_forward:,} |", f"| backward | {result.flops_backward:,} |",
-              f"| step | {result.flops_step:,} |", f"| 6 × params × tokens rule | {result.rule_of_thumb:,} |", "",
+              f"| step | {result.flops_step:,} |", f"| {6 if result.workload.train else 2} × params × tokens rule | {result.rule_of_thumb:,} |", "",
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]

@@ -237,15 +237,16 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append(method_line(result) + "\n", style="bold")
         if full is not None:
             text.append(full_line(result, full) + "\n", style="dim")
-    step, rule = result.flops_step, result.rule_of_thumb
-    text.append("FLOPs per step  ", style="dim")
+    step, rule, train = result.flops_step, result.rule_of_thumb, result.workload.train
+    text.append("FLOPs per step  " if train else "FLOPs a forward ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
-    text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n")
-    text.append("6·params·tokens ", style="dim")
+    text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n"
+                if train else "\n")
+    text.append("6·params·tokens " if train else "2·params·tokens ", style="dim")
     text.append(f"{short_flops(rule)}   ({versus(rule - step, step)})\n")
     memory = result.memory()
     total = memory["total"]
-    text.append("memory for a step ", style="dim")
+    text.append("memory for a step " if train else "memory for a forward ", style="dim")
     text.append("(what it allocates; the peak is what it holds at once)\n", style="dim")
     for kind in KINDS:
         n = memory[kind] + (memory["recompute"] if kind == "activations" else 0)
