@@ -48,7 +48,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
                   "recompute": result.flops_recompute, "forward_by_component": _ordered(result.flops_by_component()),
                   "forward_one_layer": result.layer_flops(),
                   "convention": FLOP_CONVENTION,
-                  "rule_of_thumb": {"formula": f"{6 if result.workload.train else 2} × parameters × tokens",
+                  "rule_of_thumb": {"formula": f"{result.rule_factor} × parameters × tokens",
                                     "flops": rule, "difference": rule - result.flops_step}},
         "memory_bytes": result.memory(),
         "peak_phase": result.peak_phase,
@@ -276,9 +276,8 @@ def flops_lines(result: Compute) -> list[str]:
     for what, n in layer.items():
         lines.append(f"    {what:<44}{n:>22,}")
     rule = result.rule_of_thumb
-    factor = 6 if result.workload.train else 2
     diff = rule - step
-    lines.append(f"  {f'{factor} × params × tokens':<22}{rule:>26,}  {short_flops(rule):>12}")
+    lines.append(f"  {f'{result.rule_factor} × params × tokens':<22}{rule:>26,}  {short_flops(rule):>12}")
     lines.append(f"    the rule of thumb {versus(diff, step)}")
     return lines
 
@@ -426,7 +425,8 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
         rest += "\n" + full_line(result, full)
     lines = [f"## {head}", "", rest, "", "| FLOPs | value |", "|---|---:|"]
     lines += [f"| forward | {result.flops_forward:,} |", f"| backward | {result.flops_backward:,} |",
-              f"| step | {result.flops_step:,} |", f"| {6 if result.workload.train else 2} × params × tokens rule | {result.rule_of_thumb:,} |", "",
+              f"| step | {result.flops_step:,} |",
+              f"| {result.rule_factor} × params × tokens rule | {result.rule_of_thumb:,} |", "",
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]

@@ -139,8 +139,12 @@ class Compute:
     @property
     def rule_of_thumb(self) -> int:
         """The `6 × parameters × tokens` estimate (2 forward + 4 backward per parameter and token)."""
-        factor = 6 if self.workload.train else 2
-        return factor * self.parameters * self.values["n"]
+        return self.rule_factor * self.parameters * self.values["n"]
+
+    @property
+    def rule_factor(self) -> int:
+        """FLOPs a parameter and token in the rule of thumb: 6 for a training step, 2 for an inference forward."""
+        return 6 if self.workload.train else 2
 
     # Memory ------------------------------------------------------------------------------------------------
     def activations_by_component(self) -> dict[str, int]:

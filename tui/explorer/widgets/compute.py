@@ -242,7 +242,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     text.append(f"{short_flops(step)}", style="bold")
     text.append(f"   forward {short_flops(result.flops_forward)} · backward {short_flops(result.flops_backward)}\n"
                 if train else "\n")
-    text.append("6·params·tokens " if train else "2·params·tokens ", style="dim")
+    text.append(f"{result.rule_factor}·params·tokens ", style="dim")
     text.append(f"{short_flops(rule)}   ({versus(rule - step, step)})\n")
     memory = result.memory()
     total = memory["total"]
