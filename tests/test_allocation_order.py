@@ -16,6 +16,7 @@ from tests.fixtures.allocation.compare import normalized
 from tui.core.config import BertConfig
 from tui.core.step.allocations import (
     DERIVED,
+    _ops_at,
     carried,
     covers,
     events,
@@ -25,7 +26,14 @@ from tui.core.step.allocations import (
     spare,
     steps_at,
 )
-from tui.core.step.allocator import HANDED_ON_STEPS_LIMIT, CachingAllocator, allocation_size, replay, round_size
+from tui.core.step.allocator import (
+    HANDED_ON_STEPS_LIMIT,
+    CachingAllocator,
+    allocation_size,
+    prepare,
+    replay,
+    round_size,
+)
 from tui.core.step.emulation import is_contiguous, view_strides
 from tui.core.step.workload import Workload
 
@@ -192,6 +200,17 @@ def test_a_run_replays_until_it_settles_and_every_later_step_repeats(config: Ber
     assert (longer.peak_allocated, longer.peak_reserved, longer.peak_pinned, longer.stranded, longer.out_of_memory) \
         == (run.peak_allocated, run.peak_reserved, run.peak_pinned, run.stranded, None)
     assert runs(config, workload, 16, cap or 1 << 40)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7, 300])
+@pytest.mark.parametrize("config", [SMALL, SMALL.replace(head="causal-lm"), SMALL.as_family("deberta-v2")])
+def test_the_ops_a_replay_reads_are_the_steps_events_rounded_to_their_pools(config: BertConfig, batch: int) -> None:
+    """The replay reads each batch's ops from templates (the sizes the batch does not change worked out once):
+    they are the events of `steps_at`, each request rounded to its block and sent to its pool."""
+    workload = Workload(4, 128, precision="amp-bf16", attention="sdpa", device="cuda")
+    ops = _ops_at(config, workload, batch)
+    assert ops == tuple(prepare(events) for events in steps_at(config, workload, batch))
+    assert {kind for kind, _, _ in ops[1]} == {"s", "l", "f", "m"}
 
 
 @pytest.mark.parametrize(("config", "precision", "handed"), [

@@ -22,9 +22,13 @@ from .allocations_modernbert import ModernBertRun
 from .allocator import (
     HANDED_ON_STEPS_LIMIT,
     STEPS_LIMIT,
+    Op,
     Replay,
+    allocation,
     allocation_size,
-    replay_steps,
+    collector_paused,
+    prepare,
+    replay_ops,
     round_size,
 )
 from .emulation import ROBERTA_LIKE, BertRun, Event
@@ -125,6 +129,37 @@ def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[E
         [(kind, key, c + d * batch) for kind, key, c, d in later]
 
 
+def _ops_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Op], list[Op]]:
+    """`steps_at` as the replay reads it (`allocator.prepare`): the batch's own sizes written into the program's
+    ops (`_templates`: the ops of every size the batch does not change, worked out once)."""
+    if batch < 2:
+        first, later = steps_at(config, workload, batch)
+        return prepare(first), prepare(later)
+    (first, first_varying), (later, later_varying) = _templates(config, replace(workload, batch=2))
+    return _filled(first, first_varying, batch), _filled(later, later_varying, batch)
+
+
+Varying = list[tuple[int, int, int, int]]  # (index, id, c, d): an allocation whose size c + d·b grows with b
+
+
+def _filled(ops: list[Op], varying: Varying, batch: int) -> list[Op]:
+    filled = ops.copy()
+    for index, key, c, d in varying:
+        filled[index] = allocation(key, c + d * batch)
+    return filled
+
+
+@lru_cache(maxsize=8)
+def _templates(config: BertConfig, workload: Workload) -> tuple[tuple[list[Op], Varying], ...]:
+    """The first step's ops and a later step's, each with the allocations whose size grows with the batch, as
+    (their index, id, c, d): the ops of every other event are the same at every batch."""
+    templates = []
+    for program in _steps(config, workload)[:2]:
+        ops = prepare((kind, key, c) for kind, key, c, _ in program)  # (those that grow: filled in by `_filled`)
+        templates.append((ops, [(index, key, c, d) for index, (kind, key, c, d) in enumerate(program) if d]))
+    return tuple(templates)
+
+
 def carried(config: BertConfig, workload: Workload) -> tuple[int, ...]:
     """The ids under which a step hands blocks on to the next (`_handed_on`): the course's loop's outputs."""
     return _steps(config, replace(workload, batch=2))[2]
@@ -179,9 +214,10 @@ def replayed(config: BertConfig, workload: Workload, batch: int, room: int | Non
 
 @lru_cache(maxsize=1024)
 def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | None) -> Replay:
-    handed = carried(config, workload)
-    return replay_steps(*steps_at(config, workload, batch), room, HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT,
-                        handed)
+    with collector_paused():  # (the step's derivation, its ops and their replay)
+        handed = carried(config, workload)
+        return replay_ops(*_ops_at(config, workload, batch), room,
+                          HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT, handed)
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:

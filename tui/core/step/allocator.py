@@ -26,9 +26,12 @@ names the function it comes from:
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 MIN_BLOCK = 512  # kMinBlockSize
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest block of the small pool
@@ -52,20 +55,14 @@ def allocation_size(size: int) -> int:
     return -(-size // ROUND_LARGE) * ROUND_LARGE
 
 
-class Block:
-    """A piece of a segment: allocated or cached free, with its neighbours in the segment."""
+# A block: a piece of a segment, allocated or cached free, with its neighbours in the segment — a list, not an
+# object, for the replay's hot path (a list is made and read faster than any class's instance).
+ADDRESS, SIZE, SMALL, IN_USE, PREV, NEXT = range(6)
+Block: TypeAlias = list[Any]  # [address, size, small (its pool), in use, the block before it, the block after it (None: the end)]
 
-    __slots__ = ("address", "size", "small", "allocated", "prev", "next")
 
-    def __init__(self, address: int, size: int, small: bool) -> None:
-        self.address, self.size, self.small = address, size, small
-        self.allocated = False
-        self.prev: Block | None = None
-        self.next: Block | None = None
-
-    @property
-    def whole_segment(self) -> bool:
-        return self.prev is None and self.next is None
+def _whole_segment(block: Block) -> bool:
+    return block[PREV] is None and block[NEXT] is None
 
 
 _ADDRESS_BITS = 64  # a pool's key: size, then address, in one integer (addresses stay far below 2⁶⁴)
@@ -74,22 +71,13 @@ _ADDRESS_MASK = (1 << _ADDRESS_BITS) - 1
 
 class _Pool:
     """Cached free blocks in `BlockComparatorSize` order: by size, then address (one integer key each, size then
-    address; `CachingAllocator.run` takes the best fit and adds blocks on its own)."""
+    address; `CachingAllocator._run` takes the best fit and adds blocks on its own)."""
 
     __slots__ = ("_keys", "_blocks")
 
     def __init__(self) -> None:
         self._keys: list[int] = []
         self._blocks: dict[int, Block] = {}
-
-    def remove(self, block: Block) -> None:
-        key = block.size << _ADDRESS_BITS | block.address
-        keys = self._keys
-        del keys[bisect_left(keys, key)]
-        del self._blocks[key]
-
-    def blocks(self) -> list[Block]:
-        return [self._blocks[key] for key in self._keys]
 
 
 class OutOfMemory(Exception):
@@ -99,6 +87,31 @@ class OutOfMemory(Exception):
         self.nbytes, self.reserved, self.allocated = nbytes, reserved, allocated
         self.index = index  # the event that ran out, among those `CachingAllocator.run` was given
         super().__init__(f"{nbytes:,} bytes asked with {reserved:,} reserved and {allocated:,} allocated")
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A block `CachingAllocator.malloc` handed out: where it is and how large (`free` gives it back)."""
+
+    address: int
+    size: int
+    block: Block
+
+
+Op = tuple[str, int, int]  # an event as the replay's loop reads it (`prepare`): ("s" or "l", id, the rounded
+# block) allocates from the small or the large pool; ("f", id, 0) and ("m", id, new) as events say
+
+
+def prepare(events: Iterable[Event]) -> list[Op]:
+    """`events` as the replay's loop reads them: each request rounded and its pool decided once (`allocation`),
+    not at every step that replays it."""
+    return [allocation(key, nbytes) if kind == "a" else (kind, key, nbytes) for kind, key, nbytes in events]
+
+
+def allocation(key: int, nbytes: int) -> Op:
+    """The op of a request of `nbytes` for `key`: its block (`round_size`) from its pool (`get_pool`)."""
+    size = round_size(nbytes)
+    return "s" if size <= SMALL_SIZE else "l", key, size
 
 
 class CachingAllocator:
@@ -117,39 +130,75 @@ class CachingAllocator:
         self.stranded = 0  # free bytes inside partly used segments when `peak_pinned` was reached
         self._segments: dict[int, int] = {}  # each segment's address → its size
 
-    def malloc(self, nbytes: int) -> Block:
+    def malloc(self, nbytes: int) -> Taken:
         """A block for a request of `nbytes` (`run`'s rules)."""
         live: dict[int, Block] = {}
         self.run((("a", 0, nbytes),), live)
-        return live[0]
+        return Taken(live[0][ADDRESS], live[0][SIZE], live[0])
 
-    def free(self, block: Block) -> None:
-        """Give `block` back to its pool, merged with its free neighbours (`run`'s rules)."""
-        self.run((("f", 0, 0),), {0: block})
+    def free(self, taken: Taken) -> None:
+        """Give a block back to its pool, merged with its free neighbours (`run`'s rules)."""
+        self.run((("f", 0, 0),), {0: taken.block})
 
     def run(self, events: Iterable[Event], live: dict[int, Block]) -> None:
-        """Carry out `events` (`live`: the block of each id in use), the policy's rules written out in one loop,
-        the replay's hot path (about a microsecond an event): `malloc` — the request rounded (`round_size`), the
-        best fit of its pool or a new segment (`alloc_block`; over the cap, the cached whole segments given back
-        first and the segment asked again, else `OutOfMemory`), the rest split off (`should_split`,
-        `alloc_found_block`); `free` — merged with free neighbours (`try_merge_blocks`); `("m", id, new)` hands a
-        block on to another id. After an `OutOfMemory` (its `index`: the event) the allocator holds what it held
-        before that event, less the cached whole segments it gave back trying."""
+        """Carry out `events` (`live`: the block of each id in use; `_run`'s rules)."""
+        self._run(prepare(events), live)
+
+    def _run(self, ops: Iterable[Op], live: dict[int, Block]) -> None:
+        """Carry out `ops` (`prepare`), the policy's rules written out in one loop, the replay's hot path (well
+        under a microsecond an event): an allocation — the best fit of its pool or a new segment (`alloc_block`;
+        over the cap, the cached whole segments given back first and the segment asked again, else
+        `OutOfMemory`), the rest split off (`should_split`, `alloc_found_block`); `free` — merged with free
+        neighbours (`try_merge_blocks`); `("m", id, new)` hands a block on to another id. After an
+        `OutOfMemory` (its `index`: the event) the allocator holds what it held before that event, less the
+        cached whole segments it gave back trying. (Blocks are lists: 0 address, 1 size, 2 small, 3 in use,
+        4 the block before, 5 the block after; the indices are written out, as `ADDRESS` … `NEXT` name them.)"""
         small_keys, small_blocks = self._small._keys, self._small._blocks
         large_keys, large_blocks = self._large._keys, self._large._blocks
         allocated, cached, reserved = self.allocated, self.cached_segments, self.reserved
         peak_allocated, peak_pinned, stranded = self.peak_allocated, self.peak_pinned, self.stranded
         try:
-            for index, (kind, key, nbytes) in enumerate(events):
-                if kind == "a":
-                    size = -(-nbytes // MIN_BLOCK) * MIN_BLOCK or MIN_BLOCK
-                    small = size <= SMALL_SIZE
+            for index, (kind, key, size) in enumerate(ops):
+                if kind == "f":
+                    block = live.pop(key)
+                    block[3] = False
+                    size = block[1]
+                    allocated -= size
+                    keys, blocks = (small_keys, small_blocks) if block[2] else (large_keys, large_blocks)
+                    before, after = block[4], block[5]
+                    if before is not None and not before[3]:
+                        gone = before[1] << _ADDRESS_BITS | before[0]
+                        del keys[bisect_left(keys, gone)]
+                        del blocks[gone]
+                        size += before[1]
+                        block[0] = before[0]
+                        block[4] = before = before[4]
+                        if before is not None:
+                            before[5] = block
+                    if after is not None and not after[3]:
+                        gone = after[1] << _ADDRESS_BITS | after[0]
+                        del keys[bisect_left(keys, gone)]
+                        del blocks[gone]
+                        size += after[1]
+                        block[5] = after = after[5]
+                        if after is not None:
+                            after[4] = block
+                    block[1] = size
+                    if before is None and after is None:
+                        cached += size
+                    free_key = size << _ADDRESS_BITS | block[0]
+                    insort(keys, free_key)
+                    blocks[free_key] = block
+                elif kind == "m":
+                    live[size] = live.pop(key)
+                else:
+                    small = kind == "s"
                     keys, blocks = (small_keys, small_blocks) if small else (large_keys, large_blocks)
                     fit = bisect_left(keys, size << _ADDRESS_BITS)
                     if fit < len(keys):
                         block = blocks.pop(keys.pop(fit))
-                        if block.prev is None and block.next is None:
-                            cached -= block.size
+                        if block[4] is None and block[5] is None:
+                            cached -= block[1]
                     else:
                         self.allocated, self.cached_segments = allocated, cached
                         segment = self._new_segment(allocation_size(size), small)
@@ -158,62 +207,31 @@ class CachingAllocator:
                             cached = self.cached_segments
                             segment = self._new_segment(allocation_size(size), small)
                             if segment is None:
-                                raise OutOfMemory(nbytes, self.reserved, allocated, index)
+                                raise OutOfMemory(size, self.reserved, allocated, index)
                         block, reserved = segment, self.reserved
-                    rest = block.size - size
+                    rest = block[1] - size
                     if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-                        front = Block(block.address, size, small)
-                        front.prev = before = block.prev
-                        front.next = block
+                        address = block[0]
+                        before = block[4]
+                        front = [address, size, small, True, before, block]
                         if before is not None:
-                            before.next = front
-                        block.prev = front
-                        block.address = address = block.address + size
-                        block.size = rest
+                            before[5] = front
+                        block[4] = front
+                        block[0] = address = address + size
+                        block[1] = rest
                         rest_key = rest << _ADDRESS_BITS | address
                         insort(keys, rest_key)
                         blocks[rest_key] = block
                         block = front
-                    block.allocated = True
+                    else:
+                        block[3] = True
                     live[key] = block
-                    allocated += block.size
+                    allocated += block[1]
                     if allocated > peak_allocated:
                         peak_allocated = allocated
                     pinned = reserved - cached
                     if pinned > peak_pinned:
                         peak_pinned, stranded = pinned, pinned - allocated
-                elif kind == "f":
-                    block = live.pop(key)
-                    block.allocated = False
-                    size = block.size
-                    allocated -= size
-                    keys, blocks = (small_keys, small_blocks) if block.small else (large_keys, large_blocks)
-                    before, after = block.prev, block.next
-                    if before is not None and not before.allocated:
-                        gone = before.size << _ADDRESS_BITS | before.address
-                        del keys[bisect_left(keys, gone)]
-                        del blocks[gone]
-                        size += before.size
-                        block.address = before.address
-                        block.prev = before = before.prev
-                        if before is not None:
-                            before.next = block
-                    if after is not None and not after.allocated:
-                        gone = after.size << _ADDRESS_BITS | after.address
-                        del keys[bisect_left(keys, gone)]
-                        del blocks[gone]
-                        size += after.size
-                        block.next = after = after.next
-                        if after is not None:
-                            after.prev = block
-                    block.size = size
-                    if before is None and after is None:
-                        cached += size
-                    free_key = size << _ADDRESS_BITS | block.address
-                    insort(keys, free_key)
-                    blocks[free_key] = block
-                else:
-                    live[nbytes] = live.pop(key)
         finally:
             self.allocated, self.cached_segments = allocated, cached
             self.peak_allocated, self.peak_pinned, self.stranded = peak_allocated, peak_pinned, stranded
@@ -234,18 +252,23 @@ class CachingAllocator:
     def where(self, block: Block) -> tuple[int, int, int]:
         """A block as `state` places it: its segment's rank, its offset in it, its size."""
         bases = sorted(self._segments)
-        rank = bisect_right(bases, block.address) - 1
-        return rank, block.address - bases[rank], block.size
+        rank = bisect_right(bases, block[ADDRESS]) - 1
+        return rank, block[ADDRESS] - bases[rank], block[SIZE]
 
     def release_cached_blocks(self) -> int:
         """Give back every cached block that is a whole segment (`release_cached_blocks`); the bytes given back."""
         given = 0
         for pool in (self._small, self._large):
-            for block in pool.blocks():
-                if block.whole_segment:
-                    pool.remove(block)
-                    del self._segments[block.address]
-                    given += block.size
+            kept = []
+            for key in pool._keys:
+                block = pool._blocks[key]
+                if _whole_segment(block):
+                    del pool._blocks[key]
+                    del self._segments[block[ADDRESS]]
+                    given += block[SIZE]
+                else:
+                    kept.append(key)
+            pool._keys[:] = kept
         self.reserved -= given
         self.cached_segments -= given
         return given
@@ -253,8 +276,8 @@ class CachingAllocator:
     def _new_segment(self, size: int, small: bool) -> Block | None:
         if self.cap is not None and self.reserved + size > self.cap:
             return None
-        block = Block(self._next_address, size, small)
-        self._segments[block.address] = size
+        block: Block = [self._next_address, size, small, False, None, None]
+        self._segments[self._next_address] = size
         self._next_address += size + ROUND_LARGE  # segments never adjacent: they never merge
         self.reserved += size
         if self.reserved > self.peak_reserved:
@@ -299,7 +322,27 @@ HANDED_ON_STEPS_LIMIT = 64
 
 def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None = None, limit: int = STEPS_LIMIT,
                  carried: Sequence[int] = ()) -> Replay:
-    """A training run: `first` (its first step, where the optimizer's states appear), then `step` (every later
+    """`replay_ops` over the events of the first step and a later one."""
+    return replay_ops(prepare(first), prepare(step), cap, limit, carried)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused: a replay makes ~10⁵ blocks that link each other (and the step's
+    derivation as many objects), and the collector's passes over them cost a tenth of its time; what they leave
+    is collected after. (Process-wide, as the collector is: where another thread has paused it, left paused.)"""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def replay_ops(first: Sequence[Op], step: Sequence[Op], cap: int | None = None, limit: int = STEPS_LIMIT,
+               carried: Sequence[int] = ()) -> Replay:
+    """A training run (its events as `prepare` gives them): `first` (its first step, where the optimizer's states appear), then `step` (every later
     step: the same events each time, each block it allocates freed by its end) again and again, until a step
     leaves the allocator as an earlier step left it (the same segments, the same free blocks: the blocks in use
     are the same tensors, the weights, states and batch). From the same state the same events do the same, so
@@ -309,15 +352,21 @@ def replay_steps(first: Sequence[Event], step: Sequence[Event], cap: int | None 
     settles when a state comes back. A run not settled after `limit` steps is not proven to run: `steady` False
     (the search counts it as running out). `carried`: the ids of blocks a step hands on to the next (`("m", id,
     new)` events), whose places are part of the state (the next step frees them)."""
+    with collector_paused():
+        return _replay_ops(first, step, cap, limit, carried)
+
+
+def _replay_ops(first: Sequence[Op], step: Sequence[Op], cap: int | None, limit: int, carried: Sequence[int]
+                ) -> Replay:
     allocator = CachingAllocator(cap)
     live: dict[int, Block] = {}
     done = count = 0  # the events of the steps before this one
     seen: set[object] = set()
     try:
         for count in range(1, limit + 1):
-            events = first if count == 1 else step
-            allocator.run(events, live)
-            done += len(events)
+            ops = first if count == 1 else step
+            allocator._run(ops, live)
+            done += len(ops)
             state = allocator.state(), tuple(allocator.where(live[key]) for key in carried)
             if state in seen:
                 return _result(allocator, None, count)
