@@ -67,8 +67,6 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
-    if workload.checkpointing:
-        return "checkpointing (the forward recomputed in the backward): its allocation order is not derived yet"
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:

@@ -24,6 +24,7 @@ What DeBERTa's code does that BERT's does not, each read off a recorded trace
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from .emulation import (
     FLOAT,
@@ -119,7 +120,13 @@ class DebertaRun(BertRun):
         inputs = []  # every layer's input, the encoder's until it returns (a tuple: released last first)
         for layer in self.deberta_layers:
             inputs.append(t.hold(x))
-            x, x_node = self._deberta_layer(layer, x, x_node, mask, relative, rel, rel_node)
+            if self.checkpointing:
+                run = partial(self._deberta_layer, layer, x_node=x_node, mask=mask, relative=relative, rel=rel,
+                              rel_node=rel_node)
+                # (the frame keeps the relative embeddings, and with them the graph of a LayerNorm no score reads)
+                x, x_node = self._checkpointed(run, x, mask, relative, rel, *unread)
+            else:
+                x, x_node = self._deberta_layer(layer, x, x_node, mask, relative, rel, rel_node)
         t.drop(mask, relative, *unread, rel, *reversed(inputs))  # the encoder's locals as it returns
         t.drop(ones, types, embedded)  # the model's
         return self._head(x, x_node)
@@ -245,7 +252,7 @@ class DebertaRun(BertRun):
         scores_size = pair * lp
         divided = t.new(n * h * lp)  # kᵀ / scale
         divide = t.node(self._grads(n * h * lp), [k_node])
-        t.product("main")
+        t.product(t.thread)
         scores = t.new(scores_size)
         scores_node = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_node, divide], [divided, q])
         t.drop(divided)
@@ -257,6 +264,9 @@ class DebertaRun(BertRun):
             else:  # nothing reads the dropped embeddings: the dropout's graph (its mask) goes with its output
                 rel_in, rel_mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
                 rel_in_node = rel_node
+                if t.packing is not None:  # (a checkpointed forward's graph keeps nothing: the mask goes now)
+                    t.drop(rel_mask)
+                    rel_mask = None
             rel_att, rel_att_node = self._bias(layer, q, q_node, k, k_node, rel_in, rel_in_node)
             summed = t.new(scores_size)  # scores + rel_att (the integer 0 without c2p or p2c)
             scores_node = t.node(self._add_backward() if rel_att_node else self._pass(),
@@ -272,13 +282,15 @@ class DebertaRun(BertRun):
         if self.amp:  # softmax and dropout in float32
             probs, softmax = self._autocast_softmax(fill_node, pair, lp)
             dropped, drop = self._dropout(probs, softmax, FLOAT)
+            t.drop(probs)  # (`attention_probs` rebound to the dropout's output)
             cast = t.new(scores_size)  # (the product's 16-bit copy of the probabilities)
             drop = t.node(self._grads(pair * FLOAT), [drop])
         else:
             probs = t.new(scores_size)
             softmax = t.node(self._grads(scores_size), [fill_node], [probs])
             dropped, drop = self._dropout(probs, softmax)
-        t.product("main")
+            t.drop(probs)  # (`attention_probs` rebound to the dropout's output)
+        t.product(t.thread)
         context = t.new(n * h * lp)
         bmm = t.node(self._bmm_backward(scores_size, n * h * lp), [drop, v_node], [v, cast or dropped])
         t.drop(cast)
@@ -286,7 +298,7 @@ class DebertaRun(BertRun):
         merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm])
         t.drop(context)
         # the attention's locals as it returns
-        t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, probs, dropped)
+        t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, dropped)
         return merged, merge
 
     def _bias(self, layer: dict[str, Pair], q: Storage, q_node: Node, k: Storage, k_node: Node,
@@ -345,7 +357,7 @@ class DebertaRun(BertRun):
                           positions_node: Node | None) -> tuple[Storage, Node]:
         """bmm(q or k (b·A, s, d), the projected positions transposed (b·A, d, 2·span))."""
         t, b, h, rows = self.tape, self.b, self.h, 2 * self.span
-        t.product("main")
+        t.product(t.thread)
         product = t.new(b * self.heads * self.s * rows * self.lp)
         return product, t.node(self._bmm_backward(self.n * h * self.lp, b * rows * h * self.lp),
                                [states_node, positions_node], [positions, states])

@@ -31,6 +31,7 @@ What ModernBERT's code does that the others' does not, each read off a recorded 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from .emulation import (
     FLOAT,
@@ -119,7 +120,11 @@ class ModernBertRun(BertRun):
             masks = None, self._window_mask(self.f)
         tables = [self._rotary() for _ in range(1 + any(self.local))]  # global, then local
         for layer, local in zip(self.modern_layers, self.local, strict=True):
-            x, x_node = self._modern_layer(layer, x, x_node, tables[local], masks[local])
+            if self.checkpointing:
+                run = partial(self._modern_layer, layer, x_node=x_node, table=tables[local], mask=masks[local])
+                x, x_node = self._checkpointed(run, x, masks[local], *tables[local])
+            else:
+                x, x_node = self._modern_layer(layer, x, x_node, tables[local], masks[local])
         out, out_node = self._layer_norm(x, x_node, self.final_norm)
         t.drop(x)
         t.drop(positions, embedded, *masks, *(table for pair in tables for table in pair))  # the model's locals
@@ -258,9 +263,9 @@ class ModernBertRun(BertRun):
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
         out_node = t.node(self._add_backward(narrow=cast_down), [sum_node, down_node])
-        if self.train:
+        if self.train and t.packing is None:
             t.drop(down, summed, attended)
-        else:  # (inference: eager attention's weights returned with its output, the layer's until it returns)
+        else:  # (nothing saved: eager attention's weights returned with its output, the layer's until it returns)
             t.drop(self.weights, attended, summed, down)
             self.weights = None
         t.drop(x)  # (the caller's name, rebound)

@@ -60,6 +60,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..config import BertConfig
 from .symbols import attention_run
@@ -115,6 +116,35 @@ class Node:
     grad: Storage | None = None  # a parameter's gradient, once accumulated
     inputs: int = 1  # gradients it takes (more than one: its rule is given the list)
     buffers: list[Storage | None] = field(default_factory=list)
+    frame: Frame | None = None  # the checkpoint that packed what it saved (`Tape.packing`): recomputed at its run
+
+
+@dataclass(eq=False)
+class Frame:
+    """A layer run under `torch.utils.checkpoint` (non-reentrant, transformers' default: `_CheckpointFrame`).
+    Its forward saves nothing (each saved tensor packed as a holder: `Tape.packing`), and the frame keeps the
+    layer's inputs; the backward's first node to unpack recomputes the layer (`recompute`) until the last tensor
+    the forward packed is made again (early stop), each held for the node that saved it, which releases it when
+    it has run; the inputs go as the last such node is released."""
+
+    recompute: Callable[[Frame], None]
+    args: list[Storage]
+    nodes: list[Node] = field(default_factory=list)  # those that packed, in the order they were created
+    pending: int = 0  # of them, not released yet
+    recomputed: bool = False
+
+
+class StopRecomputation(Exception):  # noqa: N818  (torch's `_StopRecomputationError`, as the early stop raises it)
+    """The recomputation made the last tensor its layer's forward packed."""
+
+
+@dataclass(eq=False)
+class Recomputation:
+    """A checkpointed layer's forward run again in the backward: the storages it makes, the nodes that save."""
+
+    frame: Frame
+    made: list[Storage] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
 
 
 Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
@@ -131,8 +161,17 @@ class Tape:
     seq: int = 0
     workspaces: set[str] = field(default_factory=set)
     grad: bool = True  # grad mode: under `no_grad` (inference) a node saves nothing
+    packing: Frame | None = None  # a checkpointed layer's forward: its nodes pack what they save (hold nothing)
+    recomputing: Recomputation | None = None  # its recomputation in the backward
+    thread: str = "main"  # the thread products run on (a recomputation: the backward's)
 
     def new(self, nbytes: int) -> Storage:
+        storage = self._allocate(nbytes)
+        if self.recomputing is not None:
+            self.recomputing.made.append(storage)
+        return storage
+
+    def _allocate(self, nbytes: int) -> Storage:
         self.count += 1
         self.events.append(("a", self.count, nbytes))
         return Storage(self.count, nbytes)
@@ -155,10 +194,10 @@ class Tape:
         """A matrix product on `thread`: its first asks cuBLAS for a workspace (and its first addmm, cuBLASLt)."""
         if f"cublas {thread}" not in self.workspaces:
             self.workspaces.add(f"cublas {thread}")
-            self.new(CUBLAS_WORKSPACE)
+            self._allocate(CUBLAS_WORKSPACE)
         if addmm and f"cublasLt {thread}" not in self.workspaces:
             self.workspaces.add(f"cublasLt {thread}")
-            self.new(CUBLASLT_WORKSPACE)
+            self._allocate(CUBLASLT_WORKSPACE)
 
     def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Storage] = (), inputs: int = 1) -> Node:
         """A node created now (the next sequence number), holding what it saved (under `no_grad` none is made:
@@ -166,14 +205,37 @@ class Tape:
         self.seq += 1
         if not self.grad:
             return Node(self.seq, [], [], rule, inputs=inputs)
+        edges = [edge for edge in edges if edge is not None]
+        frame = self.packing
+        if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
+            node = Node(self.seq, edges, [], rule, inputs=inputs, frame=frame if saved else None)
+            if saved:
+                frame.nodes.append(node)
+                frame.pending += 1
+            return node
         for storage in saved:
             self.hold(storage)
-        return Node(self.seq, [edge for edge in edges if edge is not None], list(saved), rule, inputs=inputs)
+        node = Node(self.seq, edges, list(saved), rule, inputs=inputs)
+        again = self.recomputing
+        if again is not None and saved:  # (the recomputation's pack hook: each kept for the node that saved it,
+            original = again.frame.nodes[len(again.nodes)]  # unless that node is gone: a graph nothing read)
+            if original.frame is not None:
+                original.saved = [self.hold(storage) for storage in saved]
+            again.nodes.append(node)
+            if len(again.nodes) == len(again.frame.nodes):
+                raise StopRecomputation
+        return node
 
     def release(self, node: Node) -> None:
-        """`release_variables`: what the node saved, in the order it saved it."""
+        """`release_variables`: what the node saved, in the order it saved it (the last node of a checkpoint to
+        go lets its frame go, and the layer's inputs it kept)."""
         self.drop(*node.saved)
         node.saved = []
+        frame, node.frame = node.frame, None
+        if frame is not None:
+            frame.pending -= 1
+            if frame.pending == 0:
+                self.drop(*frame.args)
 
 
 def backward(tape: Tape, root: Node, grad: Storage) -> None:
@@ -194,6 +256,9 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
     while ready:
         node = heapq.heappop(ready)[2]
         given, node.buffer = node.buffer, None
+        if node.frame is not None and not node.frame.recomputed:  # its first unpack: the layer recomputed
+            node.frame.recomputed = True
+            node.frame.recompute(node.frame)
         if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
             node.grad = given
             continue
@@ -359,6 +424,7 @@ class BertRun:
         self.mpnet = config.model_type == "mpnet"  # a relative position bias; eager attention only
         self.eager = attention_run(config, workload).attention == "eager"
         self.train = workload.mode == "train"  # else inference: `model.eval()`, forwards under `no_grad`
+        self.checkpointing = workload.checkpointing and self.train
         self.tape.grad = self.train
         # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing; in eval mode none runs)
         self.dropout = not self.albert and self.train
@@ -573,7 +639,10 @@ class BertRun:
             x, x_node = self._project(x, x_node)
         self.bias = self._position_bias() if self.mpnet else None
         for layer in self._runs():
-            x, x_node = self._layer(layer, x, x_node, mask)
+            if self.checkpointing:
+                x, x_node = self._checkpointed(partial(self._layer, layer, x_node=x_node, mask=mask), x, mask)
+            else:
+                x, x_node = self._layer(layer, x, x_node, mask)
         self.tape.drop(self.bias[0] if self.bias else None)  # (the encoder's local, as its forward returns)
         self.model_locals = mask, embedded  # they go as the model returns, after the body's pooler if any
         if not self.c.has_pooler:
@@ -1115,6 +1184,39 @@ class BertRun:
         t.drop(x)
         return out, out_node
 
+    def _checkpointed(self, layer: Callable[[Storage], tuple[Storage, Node]], x: Storage,
+                      *inputs: Storage | None) -> tuple[Storage, Node]:
+        """`layer(x)` (a layer's forward, which lets `x` go as it returns) under `torch.utils.checkpoint`
+        (`Frame`): it packs what it saves, and the frame keeps the layer's inputs (`x`, then the other tensors it
+        is given: a mask, a rotary table) for the recomputation."""
+        t = self.tape
+
+        def recompute(frame: Frame) -> None:
+            """The layer's forward again, on the backward's thread under a fresh autocast, until it made the last
+            tensor the forward packed (`StopRecomputation`); then what held the rest goes at once: autocast's
+            cache as the recomputation leaves autocast, its own graph and the forward's locals as its frames go."""
+            again = Recomputation(frame)
+            t.recomputing, t.thread, casts, self.casts = again, "backward", self.casts, {}
+            try:
+                layer(t.hold(x))
+            except StopRecomputation:
+                pass
+            t.recomputing, t.thread = None, "main"
+            t.drop(*(copy for copy, _ in self.casts.values()))
+            self.casts, self.weights = casts, None
+            for node in again.nodes:
+                t.release(node)
+            kept = [storage.id for node in frame.nodes for storage in node.saved]
+            for storage in again.made:
+                t.drop(*[storage] * (storage.refs - kept.count(storage.id)))
+            t.drop(x)  # (the layer's argument)
+
+        frame = Frame(recompute, [t.hold(x), *(t.hold(held) for held in inputs if held is not None)])
+        t.packing = frame
+        out = layer(x)
+        t.packing = None
+        return out
+
     def _padding_mask(self, element: int) -> Storage:
         """The padding mask as `masking_utils.create_bidirectional_mask` makes it: the mask as booleans, the batch
         and head aranges, the keys' and queries' positions (arange + offset), kv ≥ 0 and-ed with ones, the mask
@@ -1253,7 +1355,7 @@ class BertRun:
         k_operand = t.new(n * h * lp) if (copies.k_forward if k_copy is None else k_copy) else t.hold(k)
         q_pass = t.node(self._pass(), [q_node])
         k_pass = t.node(self._pass(), [k_node])
-        t.product("main")
+        t.product(t.thread)
         scores = t.new(pair * lp)
         bmm1 = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_pass, k_pass], [k_operand, q_operand])
         t.drop(q_operand, k_operand)
@@ -1309,21 +1411,22 @@ class BertRun:
             drop = t.node(self._grads(pair * element), [drop])
         v_operand = t.new(n * h * lp) if (copies.q_forward if v_copy is None else v_copy) else t.hold(v)
         v_pass = t.node(self._pass(), [v_node])
-        t.product("main")
+        t.product(t.thread)
         context = t.new(n * h * lp)
         bmm2 = t.node(self._bmm_backward(pair * lp, n * h * lp), [drop, v_pass],
                       [v_operand, dropped])  # (bmm saves its second operand first)
-        if not self.train and weights is not dropped:  # (inference: autocast's copy goes as the product returns)
+        saving = self.train and t.packing is None  # (else nothing saved: inference, a checkpointed forward)
+        if not saving and weights is not dropped:  # (autocast's copy goes as the product returns)
             t.drop(dropped)
         t.drop(v_operand)
         # transpose(1, 2).contiguous(): a copy unless the heads' layout already is the tokens'
         merged = t.new(n * h * lp) if copies.merge_forward else t.hold(context)
         merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm2])
-        if self.train:
+        if saving:
             t.drop(context, dropped)  # (the probabilities: saved by bmm)
             if weights is not dropped:
                 self.weights = weights
-        else:  # (inference: the weights returned, the layer's `_` until it returns)
+        else:  # (the weights returned, the layer's `_` until it returns)
             t.drop(context)
             self.weights = weights
         if self.mpnet:
@@ -1463,6 +1566,15 @@ class BertRun:
         t.drop(given)
         t.release(node)
 
+    @staticmethod
+    def _applied(t: Tape, node: Node) -> None:
+        """The node's apply returns: a checkpointed node's tensors (unpacked, the recomputation's: its locals) go
+        now, before the engine checks its outputs (a broadcast's gradient summed down, a cast), where a node that
+        kept them releases them only after (`_finish`, as it lets the checkpoint's frame go)."""
+        if node.frame is not None:
+            t.drop(*node.saved)
+            node.saved = []
+
     def _pass(self) -> Rule:
         """Views and copies whose backward hands the gradient on as it is."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
@@ -1539,10 +1651,10 @@ class BertRun:
         chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
         then the input's where it is float32 (a select view: the rows it picks, its own node before the copy)."""
         t, inputs = self.tape, inputs or self.h
-        if not self.amp:
-            t.product("main", addmm=params[1] is not None)
-            out = t.new(rows * outputs * self.f)
-            return out, self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select)
+        if not self.amp:  # (its node saves its inputs before the product runs: a recomputation can stop there)
+            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select)
+            t.product(t.thread, addmm=params[1] is not None)
+            return t.new(rows * outputs * self.f), node
         weight, bias = params
         if select:  # (the view is taken before the Linear runs)
             x_node = t.node(self._grads(select * FLOAT), [x_node])
@@ -1552,10 +1664,10 @@ class BertRun:
         if wide:
             x = t.new(rows * inputs * self.lp)
             x_node = t.node(self._grads(rows * inputs * FLOAT), [x_node])
-        t.product("main", addmm=bias is not None)
-        out = t.new(rows * outputs * self.lp)
         node = t.node(self._linear_backward(rows, inputs, outputs, copy, 0, bias is not None),
                       [bias_node, weight_node, x_node], [x, weight_copy])
+        t.product(t.thread, addmm=bias is not None)
+        out = t.new(rows * outputs * self.lp)
         if wide:
             t.drop(x)
         return out, node
@@ -1591,6 +1703,7 @@ class BertRun:
             t.product("backward")
             if bias:
                 grad, weight = t.new(rows * inputs * self.lp), t.new(outputs * inputs * self.lp)
+                self._applied(t, node)  # (the bias's gradient: summed down as the engine checks the outputs)
                 grads = [t.new(outputs * self.lp), weight]
             else:
                 grads = [t.new(outputs * inputs * self.lp)]
