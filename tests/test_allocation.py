@@ -50,14 +50,18 @@ def test_the_replay_reproduces_most_h200_boundaries_exactly() -> None:
     assert len(exact) == 6
 
 
-@pytest.mark.parametrize("case", cases("lm_caps") + cases("inference_caps"), ids=lambda case: case["case"])
+@pytest.mark.parametrize("case", cases("lm_caps") + cases("inference_caps") + cases("checkpointing_caps"),
+                         ids=lambda case: case["case"])
 def test_what_fits_never_claims_a_batch_the_replay_runs_out_of_memory_at(case: dict[str, Any]) -> None:
-    """Language-model heads, training steps and inference forwards: the claim stays at or below the largest
-    batch that replays under the cap, and within 80 % of it."""
+    """Language-model heads, training steps (with checkpointing too) and inference forwards: the claim stays at
+    or below the largest batch that replays under the cap, and within 80 % of it (75 % with checkpointing: the
+    claim is made under the usable bytes, 5 % less than the recorded cap, and where each step's logits are a few
+    GB that need a segment of their own the boundary is ragged: BERT-base MLM, float32, 512 tokens, 23,342 MiB
+    usable, runs 67, runs out at 68 and 70, runs 75, runs out at 80)."""
     claim = claimed(tuple(case["argv"]))
     assert claim < case["first_batch_out_of_memory"]
     assert claim <= case["largest_batch_that_runs"]
-    assert claim >= 0.8 * case["largest_batch_that_runs"]
+    assert claim >= (0.75 if "--checkpointing" in case["argv"] else 0.8) * case["largest_batch_that_runs"]
 
 
 @pytest.mark.parametrize("case", cases("lm_caps"), ids=lambda case: case["case"])

@@ -325,8 +325,9 @@ def memory_lines(result: Compute) -> list[str]:
             lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
         layer = result.layer_activations()
         lines.append(f"  {one_layer(result)} saves ({short_bytes(sum(layer.values()))}):")
-        for what, n in layer.items():
-            lines += labelled(4, what, 48, f"{n:>16,}  {short_bytes(n):>10}")
+        wide = max((len(f"{n:,}") - 16 for n in layer.values()), default=0)  # (a petabyte-scale layer: the
+        for what, n in layer.items():  # labels give the figures their columns)
+            lines += labelled(4, what, 48 - max(0, wide), f"{n:>{16 + max(0, wide)},}  {short_bytes(n):>10}")
     return lines
 
 

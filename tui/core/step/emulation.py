@@ -134,7 +134,7 @@ class Frame:
     recomputed: bool = False
 
 
-class StopRecomputation(Exception):  # noqa: N818  (torch's `_StopRecomputationError`, as the early stop raises it)
+class StopRecomputation(Exception):  # (torch's `_StopRecomputationError`, as the early stop raises it)
     """The recomputation made the last tensor its layer's forward packed."""
 
 
@@ -205,17 +205,17 @@ class Tape:
         self.seq += 1
         if not self.grad:
             return Node(self.seq, [], [], rule, inputs=inputs)
-        edges = [edge for edge in edges if edge is not None]
+        to = [edge for edge in edges if edge is not None]
         frame = self.packing
         if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
-            node = Node(self.seq, edges, [], rule, inputs=inputs, frame=frame if saved else None)
+            node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None)
             if saved:
                 frame.nodes.append(node)
                 frame.pending += 1
             return node
         for storage in saved:
             self.hold(storage)
-        node = Node(self.seq, edges, list(saved), rule, inputs=inputs)
+        node = Node(self.seq, to, list(saved), rule, inputs=inputs)
         again = self.recomputing
         if again is not None and saved:  # (the recomputation's pack hook: each kept for the node that saved it,
             original = again.frame.nodes[len(again.nodes)]  # unless that node is gone: a graph nothing read)
