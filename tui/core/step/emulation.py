@@ -53,6 +53,11 @@ memory-efficient kernel makes no log-sum-exp; eager attention's weights are retu
 returns; a causal LM's key/value cache (`use_cache`: two `cat` copies a layer, (b, A, s, d), which eager attention
 reads as they are) is returned with the logits; the hand-written loop lets each forward's outputs go, the
 course's keeps them until the next forward returns.
+
+Checkpointing (`workload.checkpointing`, `_checkpointed`): `torch.utils.checkpoint` as transformers calls it
+(non-reentrant): a layer's forward saves nothing (`Tape.packing`: each saved tensor packed, `Frame`), its frame
+keeps the layer's inputs, and the backward's first node to unpack recomputes the layer (`Recomputation`) until the
+last tensor the forward packed is made again (`StopRecomputation`), each kept for the node that saved it.
 """
 
 from __future__ import annotations
