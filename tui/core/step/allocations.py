@@ -32,6 +32,7 @@ from .allocator import (
     round_size,
 )
 from .emulation import ROBERTA_LIKE, BertRun, Event
+from .steps import STEPS
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
@@ -67,6 +68,9 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
     if workload.device != "cuda":
         return "the allocation order is the CUDA caching allocator's: device cuda only"
+    refused = STEPS[config.model_type].no_checkpointing
+    if workload.checkpointing and refused:
+        return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
