@@ -246,3 +246,31 @@ def test_presets_keep_every_name_whole(columns: str) -> None:
     assert max(len(line) for line in lines) <= int(columns)
     for name in load_catalog().presets:
         assert any(f" {name} " in line for line in lines), name
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--head", "mlm", "--device", "cuda"], "the CUDA caching allocator replayed"),
+    (["--head", "mlm", "--device", "cpu"], "working out the step"),
+])
+def test_a_slow_compute_says_what_it_is_working_out(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compute still running after `NOTICE_AFTER` says so on stderr (`progress`: where a person watches);
+    what it says is what is slow: the allocator's replay where the fits are replayed, else the step."""
+    import threading
+
+    import tui.cli.compute as command
+    import tui.core.step.compute as core
+
+    said: list[str] = []
+    noticed = threading.Event()
+    monkeypatch.setattr(command, "NOTICE_AFTER", 0.0)
+    monkeypatch.setattr(command, "progress", lambda message: (said.append(message), noticed.set()))
+    real = core.compute
+
+    def slow(*args: object, **kwargs: object) -> object:  # (as slow as the notice needs: until it is given)
+        noticed.wait(5)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core, "compute", slow)
+    code, _, _ = run(capsys, "compute", "--preset", "bert-base-uncased", "--num-hidden-layers", "2", *argv)
+    assert code == 0 and len(said) == 1 and says in said[0]

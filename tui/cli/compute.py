@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ..core import ConfigError
 from ..plain import printable, say
@@ -19,8 +21,26 @@ from .common import (
     freeze_of,
     ia3_of,
     lora_of,
+    progress,
     resolve,
 )
+
+SLOW_FITS = ("working out what fits: the CUDA caching allocator replayed over the step, card by card (deep "
+             "models take seconds)")
+SLOW_STEP = "working out the step, layer by layer (deep models take seconds)"
+NOTICE_AFTER = 1.0  # seconds: a compute that takes longer says what it is doing (where a person watches)
+
+
+@contextmanager
+def slow_notice(message: str) -> Iterator[None]:
+    """`message` on stderr (`progress`: a terminal only) if the block is still running after `NOTICE_AFTER`."""
+    timer = threading.Timer(NOTICE_AFTER, progress, (message,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def build_parser() -> Parser:
@@ -140,8 +160,11 @@ def run(argv: Sequence[str]) -> int:
                             checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
         method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
-        result = compute(selection.config, workload, gpu_memory, method=method)
-        full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it
+        from ..core.step.compute import fits_replayed
+
+        with slow_notice(SLOW_FITS if fits_replayed(selection.config, workload, method) else SLOW_STEP):
+            result = compute(selection.config, workload, gpu_memory, method=method)
+            full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
         if error.field in dict(selection.config.step_keys):
             raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
