@@ -205,6 +205,11 @@ REPLAY_CAPS = [  # fits from the derived order's replay (every family in float32
                                              "hand-written")),
     ("b-clm-512-bf16-eager-24-inf", cap(B, "causal-lm", 512, "bf16", "eager", "24GiB", "--mode", "inference",
                                         "--loop", "course")),
+    # checkpointing (non-reentrant, transformers' default), replayed with its recomputation: the peak rule claimed
+    # less than the recorded runs reach (tests/fixtures/allocation.json `checkpointing_caps`, the same cases)
+    ("b-mlm-512-fp32-sdpa-ckpt-24", cap(B, MLM, 512, "fp32", "sdpa", "24GiB", "--checkpointing", "--loop", "course")),
+    ("b-clm-128-fp32-eager-ckpt-16", cap(B, "causal-lm", 128, "fp32", "eager", "16GiB", "--checkpointing", "--loop",
+                                         "course")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
          "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS}
