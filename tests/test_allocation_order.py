@@ -239,3 +239,20 @@ def test_the_courses_loop_hands_its_outputs_on_to_the_next_step_and_still_settle
                 longer.out_of_memory is None) == (run.peak_allocated, run.peak_reserved, run.peak_pinned,
                                                   run.stranded, run.out_of_memory is None)
     assert not [event for event in steps_at(config, replace(workload, loop="hand-written"), 8)[1] if event[0] == "m"]
+
+
+def test_a_search_whose_asker_cancelled_stops_before_its_next_replay() -> None:
+    """`cancellable`: the explorer's superseded worker stops at its next replay (`Cancelled`), and nothing it
+    did not finish is kept as an answer: the same question asked again is answered whole."""
+    from tui.core.step.allocations import Cancelled, cancellable
+    from tui.core.step.compute import compute
+
+    config = BertConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=2, intermediate_size=96,
+                        vocab_size=777, max_position_embeddings=64, head="mlm")  # (no cache holds it yet)
+    workload = Workload(2, 16, precision="fp32", device="cuda")
+    asked: list[int] = []
+    with pytest.raises(Cancelled), cancellable(lambda: asked.append(1) is None and len(asked) > 1):
+        compute(config, workload)
+    assert len(asked) == 2  # the first replay ran, the second was refused
+    result = compute(config, workload)
+    assert result.replayed and all(fit.max_batch for fit in result.fits)

@@ -287,11 +287,16 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="compute")
     def _compute_off_loop(self, model: ParamTree, workload: Workload, gpu_memory: int | None, asked: int) -> None:
+        from ..core.step.allocations import Cancelled, cancellable
         from ..core.step.compute import compute
 
+        worker = get_current_worker()
         try:
-            result: Compute | None = compute(model.config, workload, gpu_memory, tree=model)
-            error = None
+            with cancellable(lambda: worker.is_cancelled):  # (a later edit's worker cancels this one: it stops
+                result: Compute | None = compute(model.config, workload, gpu_memory, tree=model)  # at its next
+            error = None  # replay instead of finishing the search for figures no one will see)
+        except Cancelled:
+            return
         except ConfigError as refused:
             result, error = None, refused
         if not get_current_worker().is_cancelled:

@@ -10,7 +10,9 @@ the search for what fits replays a new batch without running the step again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from itertools import repeat
@@ -214,8 +216,31 @@ def replayed(config: BertConfig, workload: Workload, batch: int, room: int | Non
     return _replayed(config, replace(workload, batch=2), batch, room)
 
 
+class Cancelled(Exception):
+    """The asker no longer wants the answer (`cancellable`): raised before the next replay."""
+
+
+_asker = threading.local()  # the thread's `cancellable` check, if any
+
+
+@contextmanager
+def cancellable(cancelled: Callable[[], bool]) -> Iterator[None]:
+    """Replays asked on this thread within the block stop as soon as `cancelled()` says so (checked before each
+    replay: tenths of a second at 96 layers), raising `Cancelled`: the explorer's worker for an edit since
+    superseded (a thread cannot be stopped from outside; its replays would compete with the next edit's)."""
+    outer = getattr(_asker, "cancelled", None)
+    _asker.cancelled = cancelled
+    try:
+        yield
+    finally:
+        _asker.cancelled = outer
+
+
 @lru_cache(maxsize=1024)
 def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | None) -> Replay:
+    cancelled = getattr(_asker, "cancelled", None)
+    if cancelled is not None and cancelled():
+        raise Cancelled
     with collector_paused():  # (the step's derivation, its ops and their replay)
         handed = carried(config, workload)
         return replay_ops(*_ops_at(config, workload, batch), room,
