@@ -331,8 +331,11 @@ async def test_a_field_that_takes_the_focus_is_brought_into_view() -> None:
         await pilot.press("f5")
         await pilot.pause()
         await pilot.press("pagedown", "pagedown", "f3", "f5")
-        await pilot.pause()
         batch = app.query_one("#batch", Input)
+        for _ in range(40):  # (the scroll waits for the frame's layout: a refresh or two, later under load)
+            await pilot.pause(0.05)
+            if app.focused is batch and app.screen.region.contains_region(batch.region):
+                break
         assert app.focused is batch and app.screen.region.contains_region(batch.region), batch.region
 
 
