@@ -94,8 +94,9 @@ def measure(runs: int) -> list[Row]:
     # can walk the free slots without settling (each such batch replays 64 forwards)
     causal = BertConfig(head="causal-lm")
     seqs = iter(range(10**9))
-    inference = median_seconds(lambda: compute(causal, Workload(batch=8, seq=64 + next(seqs) % 448, precision="amp-bf16",
-                                                                 attention="sdpa", device="cuda", mode="inference"),
+    inference = median_seconds(lambda: compute(causal, Workload(batch=8, seq=64 + next(seqs) % 448,
+                                                                 precision="amp-bf16", attention="sdpa",
+                                                                 device="cuda", mode="inference"),
                                                gpu_memory=24 << 30).fits, max(3, runs // 4), calls=1)
     label = ("core: 12 layers, causal LM inference, amp-bf16, the course's loop, what fits replayed on every card "
              "(a new sequence length each call)")

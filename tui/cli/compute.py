@@ -124,7 +124,7 @@ def run(argv: Sequence[str]) -> int:
     from ..core.config import parse_int
     from ..core.count.families import build_tree
     from ..core.count.lora import Ia3
-    from ..core.step.compute import compute
+    from ..core.step.compute import compute, fits_replayed
     from ..core.step.method import method_of
     from ..core.step.workload import Workload
     from ..core.units import parse_size
@@ -160,8 +160,6 @@ def run(argv: Sequence[str]) -> int:
                             checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
         method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
-        from ..core.step.compute import fits_replayed
-
         with slow_notice(SLOW_FITS if fits_replayed(selection.config, workload, method) else SLOW_STEP):
             result = compute(selection.config, workload, gpu_memory, method=method)
             full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it

@@ -58,7 +58,8 @@ def allocation_size(size: int) -> int:
 # A block: a piece of a segment, allocated or cached free, with its neighbours in the segment — a list, not an
 # object, for the replay's hot path (a list is made and read faster than any class's instance).
 ADDRESS, SIZE, SMALL, IN_USE, PREV, NEXT = range(6)
-Block: TypeAlias = list[Any]  # [address, size, small (its pool), in use, the block before it, the block after it (None: the end)]
+Block: TypeAlias = list[Any]  # [address, size, small (its pool), in use, the block before it, the block after
+# it (None: the end)]
 
 
 def _whole_segment(block: Block) -> bool:
@@ -342,8 +343,9 @@ def collector_paused() -> Iterator[None]:
 
 def replay_ops(first: Sequence[Op], step: Sequence[Op], cap: int | None = None, limit: int = STEPS_LIMIT,
                carried: Sequence[int] = ()) -> Replay:
-    """A training run (its events as `prepare` gives them): `first` (its first step, where the optimizer's states appear), then `step` (every later
-    step: the same events each time, each block it allocates freed by its end) again and again, until a step
+    """A training run (its events as `prepare` gives them): `first` (its first step, where the optimizer's
+    states appear), then `step` (every later step: the same events each time, each block it allocates freed by
+    its end) again and again, until a step
     leaves the allocator as an earlier step left it (the same segments, the same free blocks: the blocks in use
     are the same tensors, the weights, states and batch). From the same state the same events do the same, so
     every later step repeats one already replayed, and the run is settled: its peaks are the run's, however long
