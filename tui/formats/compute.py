@@ -325,9 +325,9 @@ def memory_lines(result: Compute) -> list[str]:
             lines.append(f"    {label:<18}{n:>20,}  {short_bytes(n):>10}")
         layer = result.layer_activations()
         lines.append(f"  {one_layer(result)} saves ({short_bytes(sum(layer.values()))}):")
-        wide = max((len(f"{n:,}") - 16 for n in layer.values()), default=0)  # (a petabyte-scale layer: the
-        for what, n in layer.items():  # labels give the figures their columns)
-            lines += labelled(4, what, 48 - max(0, wide), f"{n:>{16 + max(0, wide)},}  {short_bytes(n):>10}")
+        figures = max([16, *(len(f"{n:,}") for n in layer.values())])  # (wider for a petabyte-scale layer:
+        for what, n in layer.items():  # the labels give the figures their columns)
+            lines += labelled(4, what, 64 - figures, f"{n:>{figures},}  {short_bytes(n):>10}")
     return lines
 
 
