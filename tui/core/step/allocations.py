@@ -23,8 +23,6 @@ from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
 from .allocator import (
     HANDED_ON_STEPS_LIMIT,
-    MIN_BLOCK,
-    SMALL_SIZE,
     STEPS_LIMIT,
     Op,
     Replay,
@@ -150,9 +148,8 @@ Varying = list[tuple[int, int, int, int]]  # (index, id, c, d): an allocation wh
 
 def _filled(ops: list[Op], varying: Varying, batch: int) -> list[Op]:
     filled = ops.copy()
-    for index, key, c, d in varying:  # (`allocation` written out: ~60,000 a batch at 96 layers)
-        size = max(MIN_BLOCK, -(-(c + d * batch) // MIN_BLOCK) * MIN_BLOCK)
-        filled[index] = ("s" if size <= SMALL_SIZE else "l", key, size)
+    for index, key, c, d in varying:
+        filled[index] = allocation(key, c + d * batch)
     return filled
 
 
