@@ -25,6 +25,10 @@ SAVED = {case["case"]: case for case in DATA["saved_and_flops"]}
 FITS = {case["case"]: case for case in DATA["fits"]}
 PEAK_TOLERANCE = 0.03
 
+# One worker runs the module, so each case's `predicted` (a fits search at real sizes) is worked out once, not once
+# on every worker its tests land on (`--dist loadgroup`): 11 s in one process, ~45 s spread over three.
+pytestmark = pytest.mark.xdist_group("gpu-cases")
+
 
 @cache
 def predicted(argv: tuple[str, ...]) -> dict[str, Any]:
