@@ -32,7 +32,7 @@ from tui.core.step.workload import (
     PRECISIONS,
     Workload,
 )
-from tui.formats.compute import convention_lines
+from tui.formats.compute import batch_says, convention_lines
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compute.json"
 
@@ -346,6 +346,7 @@ def test_compute_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["peak_phase"] in data["phases"] and workload["attention"] == "sdpa"
     assert [fit["gib"] for fit in data["fits"]] == [16, 24, 40, 48, 80, 141, 12]
     assert all(isinstance(fit["max_batch"], int) for fit in data["fits"])
+    assert all(isinstance(fit["runs_at_batch"], bool) for fit in data["fits"])
     assert any("FlopCounterMode" in line or "flop_counter" in line for line in data["conventions"])
     config = BertConfig(head="sequence-classification")
     expected = compute(config, Workload(batch=32, seq=128, precision="amp-bf16", device="cuda"))
@@ -540,6 +541,57 @@ def test_modernbert_multiple_choice_is_refused_by_the_replay_and_fits_by_the_rul
     assert "multiple choice" in (covers(config, workload) or "")
     assert not compute(config, workload, gpu_memory=2 * 1024**3).replayed
     assert compute(config.replace(head="mlm"), workload, gpu_memory=2 * 1024**3).replayed
+
+
+@pytest.mark.parametrize(("head", "precision", "card", "largest", "out_below"), [
+    ("mlm", "fp32", 80, 518, (484, 490, 496)),
+    ("sequence-classification", "amp-bf16", 80, 1546, (1537, 1545)),
+])
+def test_a_batch_below_the_largest_that_runs_can_run_out_and_the_output_says_so_for_its_own(
+        head: str, precision: str, card: int, largest: int, out_below: tuple[int, ...]) -> None:
+    """Fragmentation is not monotone in the batch (README's "What fits"): BERT-base at 128 tokens runs at the
+    table's batch and not at the next, nor at some batches below it. The step's own batch is replayed on each
+    card, not read off the table: its line says it runs out there, and why a larger batch runs."""
+    from tui.core.step.allocations import runs
+    from tui.core.step.peak import usable
+
+    config = BertConfig(head=head)
+    workload = Workload(batch=32, seq=128, precision=precision, attention="sdpa", device="cuda")
+    room = usable(card * 1024**3)
+    fit = next(fit for fit in compute(config, workload).fits if fit.gib == card)
+    assert fit.max_batch == largest and fit.runs_at_batch
+    assert runs(config, workload, largest, room) and not runs(config, workload, largest + 1, room)
+    for batch in out_below:
+        assert not runs(config, workload, batch, room), batch
+        below = compute(config, replace(workload, batch=batch), gpu_memory=card * 1024**3)
+        asked = next(fit for fit in below.fits if fit.asked)
+        assert asked.max_batch == largest and asked.runs_at_batch is False
+        said = " ".join(" ".join(batch_says(below)).split())
+        assert f"{card} GiB" in said.split("runs out on")[1].split(";")[0].split("(")[0]
+        assert f"a larger batch runs: {largest:,} on {card} GiB" in said
+
+
+def test_the_batch_line_answers_every_card_as_the_replay_does() -> None:
+    """`runs_at_batch` is the replay's answer at the step's own batch on every card (from the run without a cap
+    where it never reserved more, else replayed under the card), and the rule's batch ≤ max_batch elsewhere."""
+    from tui.core.step.allocations import replayed, runs
+    from tui.core.step.peak import usable
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        head="mlm")
+    answers = set()
+    for batch in (8, 150, 400, 2000):
+        workload = Workload(batch=batch, seq=256, precision="fp32", attention="sdpa", device="cuda")
+        result = compute(config, workload)
+        uncapped = replayed(config, workload, batch)
+        for fit in result.fits:
+            room = usable(fit.bytes)
+            assert fit.runs_at_batch == runs(config, workload, batch, room), (batch, fit)
+            assert fit.runs_at_batch == runs(config, workload, batch, room, uncapped), (batch, fit)
+            answers.add((fit.runs_at_batch, uncapped.peak_reserved <= room))
+    assert answers == {(True, True), (False, False)} | ({(True, False)} & answers)  # (both kinds of card met)
+    cpu = compute(config, Workload(batch=300, seq=256, device="cpu"))
+    assert [fit.runs_at_batch for fit in cpu.fits] == [300 <= fit.max_batch for fit in cpu.fits]
 
 
 def assert_replayed_fits_are_the_largest(result: Any) -> None:

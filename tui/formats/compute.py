@@ -56,8 +56,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
                    for phase in result.phases},
         "activations_by_component": _ordered(result.activations_by_component()),
         "activations_one_layer": result.layer_activations(),
-        "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked}
-                 for fit in result.fits],
+        "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked,
+                  "runs_at_batch": fit.runs_at_batch} for fit in result.fits],
         "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}"
                      + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
         "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
@@ -396,6 +396,32 @@ def fits_lines(result: Compute) -> list[str]:
         else:
             answer = f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "does not fit at batch 1"
         lines.append(f"  {size:>10}  {answer}" + ("  (--gpu-memory)" if fit.asked else ""))
+    return lines + [wrapped for line in batch_says(result)
+                    for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="  ")]
+
+
+def batch_says(result: Compute) -> list[str]:
+    """Whether the step's own batch runs on each size of the fits table (`Fit.runs_at_batch`), and, where it
+    runs out below a size's largest batch, why."""
+    if not result.fits:
+        return []
+    sizes: dict[str, bool] = {}
+    for fit in result.fits:
+        sizes.setdefault(f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes),
+                         bool(fit.runs_at_batch))
+    ran, out = [size for size, runs in sizes.items() if runs], [size for size, runs in sizes.items() if not runs]
+    verb, not_verb = ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+    if not out or not ran:
+        said = f"{verb if ran else not_verb} on every size above"
+    else:
+        said = f"{verb} on {', '.join(ran)}; {not_verb} on {', '.join(out)}"
+    lines = [f"this step's batch, {result.workload.batch:,}: {said}"]
+    below = {f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes): fit.max_batch
+             for fit in result.fits if not fit.runs_at_batch and result.workload.batch < fit.max_batch}
+    if below:
+        larger = ", ".join(f"{batch:,} on {size}" for size, batch in below.items())
+        lines.append(f"(a larger batch runs: {larger}; the allocator's fragmentation is not monotone in the "
+                     f"batch, and what fits is the largest batch that runs, not every batch below it)")
     return lines
 
 
@@ -417,6 +443,8 @@ def compute_csv(result: Compute) -> str:
         writer.writerow([f"activations.{component}", n])
     for fit in result.fits:
         writer.writerow([f"fits.{fit.gib:g}GiB.max_batch", fit.max_batch])
+    for fit in result.fits:
+        writer.writerow([f"fits.{fit.gib:g}GiB.runs_at_batch", int(bool(fit.runs_at_batch))])
     return out.getvalue()
 
 
@@ -430,8 +458,10 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
               f"| {result.rule_factor} × params × tokens rule | {result.rule_of_thumb:,} |", "",
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
-    lines += ["", "| GPU memory | largest batch |", "|---:|---:|"]
-    lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} |" for fit in result.fits]
+    lines += ["", f"| GPU memory | largest batch | batch {result.workload.batch:,} |", "|---:|---:|:---|"]
+    verb, not_verb = ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+    lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} | {verb if fit.runs_at_batch else not_verb} |"
+              for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
               f"{fits_basis(result).capitalize()}: {HEADROOM_RULE}"
               + (f"; {replayed_says(result.workload)}." if result.replayed else "."), ""]

@@ -247,12 +247,17 @@ def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | No
                           HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT, handed)
 
 
-def runs(config: BertConfig, workload: Workload, batch: int, room: int) -> bool:
+def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> bool:
     """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved: its
     replay settled, or (a run whose steps hand blocks on, which can walk through the free slots without the
     allocator ever coming back to a state) it never ran out over the replay's steps and holds one segment of its
-    largest handed-on block to spare (`spare`)."""
-    return _ran(replayed(config, workload, batch, room), spare(config, workload, batch), room)
+    largest handed-on block to spare (`spare`). `uncapped`: the run at `batch` under no cap, where the asker has
+    it: if it never reserved more than `room`, the run under `room` is that same run (a cap is read only when a
+    segment is asked, and it never refused one), not replayed again."""
+    margin = spare(config, workload, batch)
+    if uncapped is not None and uncapped.peak_reserved <= room:
+        return _ran(uncapped, margin, room)
+    return _ran(replayed(config, workload, batch, room), margin, room)
 
 
 def _ran(run: Replay, margin: int, room: int) -> bool:

@@ -31,7 +31,7 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import fits_basis, full_line, labelled, method_line, one_layer, versus
+from ...formats.compute import batch_says, fits_basis, full_line, labelled, method_line, one_layer, versus
 from ...plain import plain
 from .field_input import FieldInput
 
@@ -277,6 +277,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     w = result.workload
     loop = f"{w.loop} loop; " if w.train or w.loop == "course" else ""  # (inference: the course's keeps the last)
     text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
+    for line in batch_says(result):
+        text.append(f"{line}\n", style="dim")
     text.append_text(layer_breakdown(result))
     return text
 
