@@ -594,6 +594,49 @@ def test_the_batch_line_answers_every_card_as_the_replay_does() -> None:
     assert [fit.runs_at_batch for fit in cpu.fits] == [300 <= fit.max_batch for fit in cpu.fits]
 
 
+def test_fits_by_the_peak_rule_on_cuda_say_why_they_are_not_replayed_and_what_the_rule_has_claimed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a fine-tuning method (or a config whose order is not derived) a CUDA step's fits are the peak
+    rule's, and the output says so and why; the rule is not an allocator: where a step is replayed it has
+    claimed more than runs (ModernBERT-base classification, float32, eager attention, the Trainer's loop)."""
+    import tui.core.step.compute as step_compute
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import Lora
+    from tui.core.step.compute import not_replayed
+    from tui.core.step.method import method_of
+
+    config = BertConfig(head="mlm")
+    workload = Workload(batch=8, seq=128, precision="fp32", attention="sdpa", device="cuda")
+    tree = build_tree(config)
+    lora = compute(config, workload, tree=tree, method=method_of(tree, config, Lora(r=8)))
+    assert not lora.replayed and "fine-tuning method" in (not_replayed(lora) or "")
+    data = json.loads(_cli_json(["compute", "--head", "mlm", "--batch", "8", "--lora-r", "8"]))
+    assert data["fits_allocator"]["not_replayed"] == not_replayed(lora)
+    assert not_replayed(compute(config, workload)) is None
+    assert not_replayed(compute(config, replace(workload, device="cpu"))) is None
+    untied = config.replace(tie_word_embeddings=False)
+    assert not_replayed(compute(untied, workload)) == covers(untied, workload)
+
+    modern = BertConfig(head="sequence-classification").as_family("modernbert")
+    trainer = Workload(batch=8, seq=256, precision="fp32", attention="eager", device="cuda", loop="trainer")
+    replayed_fits = [fit.max_batch for fit in compute(modern, trainer).fits]
+    step_compute._fits.cache_clear()
+    monkeypatch.setattr(step_compute, "fits_replayed", lambda *args: False)  # (the rule's answers, same step)
+    rule_fits = [fit.max_batch for fit in compute(modern, trainer).fits]
+    step_compute._fits.cache_clear()
+    assert any(rule > replayed for rule, replayed in zip(rule_fits, replayed_fits, strict=True))
+
+
+def _cli_json(argv: list[str]) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(argv + ["--format", "json"]) == 0
+    return out.getvalue()
+
+
 def assert_replayed_fits_are_the_largest(result: Any) -> None:
     from tui.core.step.allocations import runs
     from tui.core.step.peak import usable

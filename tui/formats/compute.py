@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core import config_dict
 from ..core.config import BertConfig
-from ..core.step.compute import closed_forms, cuda_projection, layer_times
+from ..core.step.compute import closed_forms, cuda_projection, layer_times, not_replayed
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
 from ..core.step.result import Compute
 from ..core.step.steps import STEPS
@@ -61,7 +61,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
         "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}"
                      + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
         "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
-                           "stranded": result.stranded, "loop": result.workload.loop},
+                           "stranded": result.stranded, "loop": result.workload.loop,
+                           **({"not_replayed": why} if (why := not_replayed(result)) else {})},
         "conventions": convention_lines(result),
         "closed_forms": closed_forms(result),
         **beside,
@@ -375,6 +376,13 @@ def replayed_says(workload: Workload) -> str:
             f"and must keep a segment of its largest handed-on block to spare)")
 
 
+def rule_says(result: Compute) -> str:
+    """Why a CUDA step's fits are the peak rule's, and what that costs ("" where they are replayed or on CPU)."""
+    why = not_replayed(result)
+    return (f"by the peak rule, not the caching allocator's replay: {why}; where a step is replayed, the rule "
+            f"has claimed a few batches more than run" if why else "")
+
+
 def fits_basis(result: Compute) -> str:
     """What the fits table's batches are the largest of."""
     if result.replayed:
@@ -387,6 +395,8 @@ def fits_lines(result: Compute) -> list[str]:
     lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
     if result.replayed:
         lines += textwrap.wrap(replayed_says(w), WIDTH, initial_indent="  ", subsequent_indent="  ")
+    elif rule_says(result):
+        lines += textwrap.wrap(rule_says(result), WIDTH, initial_indent="  ", subsequent_indent="  ")
     if loop_says(w):
         lines.append(f"  {loop_says(w)}")
     for fit in result.fits:

@@ -227,6 +227,16 @@ def fits_replayed(config: BertConfig, workload: Workload, method: Method | None)
     return method is None and allocations.covers(config, workload) is None
 
 
+def not_replayed(result: Compute) -> str | None:
+    """Why a CUDA step's fits come from the peak rule, not the replay (None: replayed, or CPU conventions, where
+    no caching allocator is modelled)."""
+    if result.replayed or result.workload.device != "cuda":
+        return None
+    if result.method is not None:
+        return "the allocation order under a fine-tuning method (its adapters, its frozen parts) is not derived yet"
+    return allocations.covers(result.config, result.workload)
+
+
 def at_batch(result: Compute, batch: int) -> Compute:
     """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
     values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""

@@ -19,6 +19,7 @@ from ...core import ConfigError
 from ...core.config import parse_int
 from ...core.count.frozen import Freeze
 from ...core.count.lora import ALL_LINEAR, Ia3, Lora
+from ...core.step.compute import not_replayed
 from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
 from ...core.step.workload import (
@@ -277,6 +278,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     w = result.workload
     loop = f"{w.loop} loop; " if w.train or w.loop == "course" else ""  # (inference: the course's keeps the last)
     text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
+    if why := not_replayed(result):
+        text.append(f"by the peak rule, not replayed: {why}\n", style="dim")
     for line in batch_says(result):
         text.append(f"{line}\n", style="dim")
     text.append_text(layer_breakdown(result))
