@@ -325,6 +325,49 @@ async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains(
         assert "trains (a trained copy)" in str(tree.render_label(node, tree.rich_style, tree.rich_style))
 
 
+async def test_under_a_method_the_full_step_beside_it_is_replayed_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under LoRA the pane shows the same step fully fine-tuned beside the method's, and that step's fits are the
+    caching allocator replayed (seconds for deep models): every replay runs in the worker, none on the event
+    loop, and the pane ends on the core's figures for both."""
+    import threading
+
+    from textual.widgets import Select
+
+    import tui.core.step.allocations as allocations
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import Lora
+    from tui.core.step.method import method_of
+    from tui.explorer.widgets.compute import render_result
+
+    on_loop: list[bool] = []
+    real = allocations.replayed
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(allocations, "replayed", spied)
+    app = make_app(load_catalog())
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#head", Select).value = "mlm"
+        await pilot.press("f5")
+        await settled(pilot)
+        app.query_one("#method", Select).value = "lora"
+        await settled(pilot)
+        pane = app.query_one(ComputePane)
+        pane.query_one("#seq", Input).value = "96"  # (a new sequence: the full step's fits searched afresh)
+        await settled(pilot)
+        pane.query_one("#batch", Input).value = "12"
+        await settled(pilot)
+        assert on_loop and not any(on_loop)
+        config = BertConfig(head="mlm")
+        workload = Workload(batch=12, seq=96, precision="fp32", device="cuda")
+        method = method_of(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
+        lora, full = compute(config, workload, method=method), compute(config, workload)
+        assert result_text(app) == str(render_result(lora, full=full))
+
+
 async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_edit_wins(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """#32: float32 BERT on CUDA replays the caching allocator on every card (tenths of a second): a worker asks

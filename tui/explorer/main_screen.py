@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from ..core.count.frozen import Freeze
     from ..core.count.lora import Adapted, Ia3, Lora
+    from ..core.step.method import Method
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
     from .dialogs import Opened
@@ -90,6 +91,7 @@ class MainScreen(Screen[None]):
         self.workload: Workload | None = None  # the Compute pane's last valid workload (set when it mounts)
         self._workload_error: ConfigError | None = None  # what the core refuses in the pane's fields
         self._compute_result: Compute | None = None
+        self._compute_full: Compute | None = None  # under a method, the same step fully fine-tuned beside it
         self._compute_asked = 0  # the fields' edits so far
         self._compute_valid = 0  # the last of them the core was asked about: a worker's answer counts for it only
         self._compute_error: ConfigError | None = None  # the last edit's refusal, if it was refused
@@ -268,16 +270,20 @@ class MainScreen(Screen[None]):
                     raise ConfigError("fine-tuning", "IA3", "the adapter's compute and memory under IA3 are not "
                                       "modelled yet (its parameters are counted)")
                 method = None if how is None else method_of(self.model, self.model.config, how)
-                if fits_replayed(self.model.config, self.workload, method):
+                # (under a method, the full step beside it is replayed where the method's own is not)
+                if fits_replayed(self.model.config, self.workload, None):
                     self._compute_valid, self._compute_error = self._compute_asked, None
-                    self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked)
+                    self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked, method)
                     pane.show_error(None)  # (the fields are valid now: an earlier refusal's message goes)
                     result = self._compute_result
                     if result is not None and result.config == self.model.config:
-                        pane.show(result, "working out what fits: the caching allocator, replayed on every card…")
+                        pane.show(result, "working out what fits: the caching allocator, replayed on every card…",
+                                  self._compute_full)
                     return
                 self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
                                                method=method)
+                self._compute_full = None if method is None else compute(
+                    self.model.config, self.workload, self._gpu_memory, tree=self.model)
             except ConfigError as refused:
                 error = refused
         if error is None:
@@ -286,29 +292,36 @@ class MainScreen(Screen[None]):
         self._present_compute(error)
 
     @work(thread=True, exclusive=True, group="compute")
-    def _compute_off_loop(self, model: ParamTree, workload: Workload, gpu_memory: int | None, asked: int) -> None:
+    def _compute_off_loop(self, model: ParamTree, workload: Workload, gpu_memory: int | None, asked: int,
+                          method: Method | None) -> None:
+        """The step (under `method`, and the same step fully fine-tuned beside it), where a replay of the caching
+        allocator works out what fits: tenths of a second, seconds for deep models."""
         from ..core.step.allocations import Cancelled, cancellable
         from ..core.step.compute import compute
 
         worker = get_current_worker()
+        full: Compute | None = None
         try:
             with cancellable(lambda: worker.is_cancelled):  # (a later edit's worker cancels this one: it stops
-                result: Compute | None = compute(model.config, workload, gpu_memory, tree=model)  # at its next
-            error = None  # replay instead of finishing the search for figures no one will see)
+                result: Compute | None = compute(model.config, workload, gpu_memory, tree=model,  # at its next
+                                                 method=method)  # replay instead of finishing the search for
+                if method is not None:  # figures no one will see)
+                    full = compute(model.config, workload, gpu_memory, tree=model)
+            error = None
         except Cancelled:
             return
         except ConfigError as refused:
             result, error = None, refused
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._computed, asked, result, error)
+            self.app.call_from_thread(self._computed, asked, result, full, error)
 
-    def _computed(self, asked: int, result: Compute | None, error: ConfigError | None) -> None:
+    def _computed(self, asked: int, result: Compute | None, full: Compute | None, error: ConfigError | None) -> None:
         """A worker's answer: shown if it answers the last valid workload (a refused edit since then keeps its
         message, the answer becoming the last valid result it shows)."""
         if asked != self._compute_valid or self._compute_pane is None:
             return  # a later valid workload's answer is on its way
         if result is not None:
-            self._compute_result = result
+            self._compute_result, self._compute_full = result, full
         if asked == self._compute_asked:
             self._compute_error = error
         self._present_compute(self._compute_error)
@@ -318,15 +331,10 @@ class MainScreen(Screen[None]):
         pane = self._compute_pane
         if pane is None or self.model is None:
             return
-        from ..core.step.compute import compute
-
         pane.show_error(error)
-        result = self._compute_result
+        result, full = self._compute_result, self._compute_full
         if result is not None and error is not None and result.config != self.model.config:
-            result = self._compute_result = None  # another model's figures: gone, not shown as this one's
-        # under a method, the same step fully fine-tuned beside it (the core keeps a config's terms: cheap)
-        full = None if result is None or result.method is None else compute(
-            result.config, result.workload, self._gpu_memory, tree=self.model if error is None else None)
+            result = self._compute_result = self._compute_full = None  # another model's figures: gone
         if result is None:
             pane.clear()
         elif error is not None:
