@@ -334,9 +334,9 @@ async def test_under_a_method_the_full_step_beside_it_is_replayed_off_the_event_
 
     from textual.widgets import Select
 
-    import tui.core.step.allocations as allocations
     from tui.core.count.families import build_tree
     from tui.core.count.lora import Lora
+    from tui.core.step import allocations
     from tui.core.step.method import method_of
     from tui.explorer.widgets.compute import render_result
 
