@@ -325,6 +325,15 @@ async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains(
         assert "trains (a trained copy)" in str(tree.render_label(node, tree.rich_style, tree.rich_style))
 
 
+async def open_on_a_masked_lm(app: Any, pilot: Any) -> None:
+    """The explorer on BERT-base's masked LM, its Compute pane open and settled (float32 on CUDA: replayed)."""
+    from textual.widgets import Select
+
+    app.query_one("#head", Select).value = "mlm"
+    await pilot.press("f5")
+    await settled(pilot)
+
+
 async def test_under_a_method_the_full_step_beside_it_is_replayed_off_the_event_loop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Under LoRA the pane shows the same step fully fine-tuned beside the method's, and that step's fits are the
@@ -350,9 +359,7 @@ async def test_under_a_method_the_full_step_beside_it_is_replayed_off_the_event_
     monkeypatch.setattr(allocations, "replayed", spied)
     app = make_app(load_catalog())
     async with app.run_test(size=(120, 40)) as pilot:
-        app.query_one("#head", Select).value = "mlm"
-        await pilot.press("f5")
-        await settled(pilot)
+        await open_on_a_masked_lm(app, pilot)
         app.query_one("#method", Select).value = "lora"
         await settled(pilot)
         pane = app.query_one(ComputePane)
@@ -392,9 +399,7 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     monkeypatch.setattr(core, "compute", held)
     app = make_app(load_catalog())
     async with app.run_test(size=(120, 40)) as pilot:
-        app.query_one("#head", Select).value = "mlm"
-        await pilot.press("f5")
-        await settled(pilot)
+        await open_on_a_masked_lm(app, pilot)
         first = compute(BertConfig(head="mlm"), Workload(batch=32, seq=128, precision="fp32", device="cuda"))
         assert first.replayed and result_text(app) == str(render_result(first))
         pane = app.query_one(ComputePane)

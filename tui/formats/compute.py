@@ -14,7 +14,7 @@ from ..core import config_dict
 from ..core.config import BertConfig
 from ..core.step.compute import closed_forms, cuda_projection, layer_times, not_replayed
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
-from ..core.step.result import Compute
+from ..core.step.result import Compute, Fit
 from ..core.step.steps import STEPS
 from ..core.step.workload import FLOP_CONVENTION, MAX_BATCH, Workload
 from ..core.units import short_bytes, short_flops
@@ -226,7 +226,7 @@ def headline(result: Compute, title: str) -> str:
 def full_line(result: Compute, full: Compute) -> str:
     """The same step fully fine-tuned, in one sentence, beside a method's: what trains, FLOPs, peak, what fits."""
     fit = next((fit for fit in full.fits if fit.asked), None) or next(f for f in full.fits if f.gib == 24)
-    size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
+    size = size_label(fit)
     batch = "any batch" if fit.max_batch >= MAX_BATCH else f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "nothing"
     return (f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step, peak "
             f"{short_bytes(full.peak)}, {size} fits {batch}")
@@ -393,14 +393,12 @@ def fits_basis(result: Compute) -> str:
 def fits_lines(result: Compute) -> list[str]:
     w = result.workload
     lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
-    if result.replayed:
-        lines += textwrap.wrap(replayed_says(w), WIDTH, initial_indent="  ", subsequent_indent="  ")
-    elif rule_says(result):
-        lines += textwrap.wrap(rule_says(result), WIDTH, initial_indent="  ", subsequent_indent="  ")
+    said = replayed_says(w) if result.replayed else rule_says(result)
+    lines += textwrap.wrap(said, WIDTH, initial_indent="  ", subsequent_indent="  ")
     if loop_says(w):
         lines.append(f"  {loop_says(w)}")
     for fit in result.fits:
-        size = f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
+        size = size_label(fit)
         if fit.max_batch >= MAX_BATCH:
             answer = "fits at any batch"
         else:
@@ -410,6 +408,16 @@ def fits_lines(result: Compute) -> list[str]:
                     for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="  ")]
 
 
+def size_label(fit: Fit) -> str:
+    """A fits row's card as the tables name it: whole GiB, or its size in short bytes."""
+    return f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
+
+
+def run_verbs(result: Compute) -> tuple[str, str]:
+    """What a batch does on a card: runs or runs out (replayed), fits or does not (by the peak rule)."""
+    return ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+
+
 def batch_says(result: Compute) -> list[str]:
     """Whether the step's own batch runs on each size of the fits table (`Fit.runs_at_batch`), and, where it
     runs out below a size's largest batch, why."""
@@ -417,16 +425,15 @@ def batch_says(result: Compute) -> list[str]:
         return []
     sizes: dict[str, bool] = {}
     for fit in result.fits:
-        sizes.setdefault(f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes),
-                         bool(fit.runs_at_batch))
+        sizes.setdefault(size_label(fit), bool(fit.runs_at_batch))
     ran, out = [size for size, runs in sizes.items() if runs], [size for size, runs in sizes.items() if not runs]
-    verb, not_verb = ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+    verb, not_verb = run_verbs(result)
     if not out or not ran:
         said = f"{verb if ran else not_verb} on every size above"
     else:
         said = f"{verb} on {', '.join(ran)}; {not_verb} on {', '.join(out)}"
     lines = [f"this step's batch, {result.workload.batch:,}: {said}"]
-    below = {f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes): fit.max_batch
+    below = {size_label(fit): fit.max_batch
              for fit in result.fits if not fit.runs_at_batch and result.workload.batch < fit.max_batch}
     if below:
         larger = ", ".join(f"{batch:,} on {size}" for size, batch in below.items())
@@ -469,7 +476,7 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", f"| GPU memory | largest batch | batch {result.workload.batch:,} |", "|---:|---:|:---|"]
-    verb, not_verb = ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+    verb, not_verb = run_verbs(result)
     lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} | {verb if fit.runs_at_batch else not_verb} |"
               for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "

@@ -33,7 +33,7 @@ class Fit:
     bytes: int
     max_batch: int  # 0: not even one example fits
     asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
-    # Whether the step's own batch runs on the card (`compute.batch_runs`): replayed, it can run out below
+    # Whether the step's own batch runs on the card (`compute.compute`): replayed, it can run out below
     # `max_batch` (the allocator's fragmentation is not monotone in the batch); by the peak rule, batch ≤ max_batch.
     runs_at_batch: bool | None = None
 

@@ -32,7 +32,16 @@ from ...core.step.workload import (
     Workload,
 )
 from ...core.units import parse_size, short_bytes, short_flops
-from ...formats.compute import batch_says, fits_basis, full_line, labelled, method_line, one_layer, versus
+from ...formats.compute import (
+    batch_says,
+    fits_basis,
+    full_line,
+    labelled,
+    method_line,
+    one_layer,
+    size_label,
+    versus,
+)
 from ...plain import plain
 from .field_input import FieldInput
 
@@ -269,7 +278,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append(f"  {short_bytes(result.stranded)} stranded, allocator replayed\n" if result.replayed
                     else "  with a split logits segment\n")
     text.append(f"{fits_basis(result)} at s = {result.workload.seq:,}:\n", style="dim")
-    cells = [(f"{fit.gib:g} GiB " if fit.gib == int(fit.gib) else f"{short_bytes(fit.bytes)} ")
+    cells = [f"{size_label(fit)} "
              + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}") if fit.max_batch else "none")
              + ("*" if fit.asked else "") for fit in result.fits]
     for start in range(0, len(cells), 3):
