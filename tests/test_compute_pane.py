@@ -383,8 +383,6 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     last)."""
     import threading
 
-    from textual.widgets import Select
-
     import tui.core.step.compute as core
     from tui.explorer.widgets.compute import render_result
 
