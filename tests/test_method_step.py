@@ -271,6 +271,7 @@ def test_the_full_step_stands_beside_the_method_s() -> None:
     assert (beside["trainable"], beside["flops_step"], beside["peak"]) == (
         full["parameters"], full["flops"]["step"], full["memory_bytes"]["peak"])
     assert [fit["max_batch"] for fit in beside["fits"]] == [fit["max_batch"] for fit in full["fits"]]
+    assert [fit["runs_at_batch"] for fit in beside["fits"]] == [fit["runs_at_batch"] for fit in full["fits"]]
     code, text, _ = run(*argv)
     asked = next(fit["max_batch"] for fit in full["fits"] if fit["asked"])
     assert code == 0 and f"full fine-tuning: trains {full['parameters']:,}" in " ".join(text.split())

@@ -36,7 +36,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
     rule = result.rule_of_thumb
     beside = {} if full is None else {"full_fine_tuning": {
         "trainable": full.trained[0], "flops_step": full.flops_step, "peak": full.peak,
-        "fits": [{"gib": round(fit.gib, 3), "max_batch": fit.max_batch} for fit in full.fits]}}
+        "fits": [{"gib": round(fit.gib, 3), "max_batch": fit.max_batch, "runs_at_batch": fit.runs_at_batch}
+                 for fit in full.fits]}}
     return {
         "model": result.config.hf_class,
         "config": config_dict(result.config),
