@@ -60,8 +60,11 @@ def build_parser() -> Parser:
         description="FLOPs and memory of a training step (or an inference forward) at a batch and sequence length, "
         "exact to torch's own measurements of transformers' classes: FLOPs as torch's FlopCounterMode counts them "
         "(2 per multiply-accumulate, matrix products only), the activations autograd saves for backward, weights, "
-        "gradients and optimizer states, the step's peak (the most the GPU holds at once, phase by phase) and the "
-        "largest batch whose peak fits common GPU sizes. "
+        "gradients and optimizer states, the step's peak (the most the GPU holds at once, phase by phase), and what "
+        "fits common GPU sizes: the largest batch whose run never runs out of memory, the CUDA caching allocator "
+        "replayed over the step's own allocation order (where that order is not derived yet, under a fine-tuning "
+        "method say, or with --device cpu: the largest whose peak fits), and whether the step's own batch runs on "
+        "each. "
         "A training step is the class's forward with labels (its own loss), the backward and one optimizer step; "
         "for BertModel, which has no loss, the loss is the sum of its outputs. "
         f"Modelled for {', '.join(STEPS)}; another model type is refused by name.",
@@ -111,7 +114,8 @@ def build_parser() -> Parser:
                        help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
                        "statistics, sdpa's fused kernels; measured on an H200) or cpu (what the CPU oracle measures); default cuda")
     group.add_argument("--choices", metavar="C", default="4", help="multiple-choice only: answers per example (default 4)")
-    group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table: 24GiB, 80GB, 24 (GiB)")
+    group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table (a card, or a cap under "
+                       "set_per_process_memory_fraction): 24GiB, 80GB, 24 (GiB)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
     return parser
 
