@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core import config_dict
 from ..core.config import BertConfig
+from ..core.step.allocations import UNPROVEN
 from ..core.step.compute import closed_forms, cuda_projection, layer_times, not_replayed
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
 from ..core.step.result import Compute, Fit
@@ -36,8 +37,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
     rule = result.rule_of_thumb
     beside = {} if full is None else {"full_fine_tuning": {
         "trainable": full.trained[0], "flops_step": full.flops_step, "peak": full.peak,
-        "fits": [{"gib": round(fit.gib, 3), "max_batch": fit.max_batch, "runs_at_batch": fit.runs_at_batch}
-                 for fit in full.fits]}}
+        "fits": [{"gib": round(fit.gib, 3), "max_batch": fit.max_batch, "runs_at_batch": fit.runs_at_batch,
+                  "at_batch": fit.at_batch} for fit in full.fits]}}
     return {
         "model": result.config.hf_class,
         "config": config_dict(result.config),
@@ -58,7 +59,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
         "activations_by_component": _ordered(result.activations_by_component()),
         "activations_one_layer": result.layer_activations(),
         "fits": [{"gib": round(fit.gib, 3), "bytes": fit.bytes, "max_batch": fit.max_batch, "asked": fit.asked,
-                  "runs_at_batch": fit.runs_at_batch} for fit in result.fits],
+                  "runs_at_batch": fit.runs_at_batch, "at_batch": fit.at_batch} for fit in result.fits],
         "fits_note": f"{fits_basis(result)}: {HEADROOM_RULE}"
                      + (f"; {replayed_says(result.workload)}" if result.replayed else ""),
         "fits_allocator": {"model": "replayed" if result.replayed else "peak rule",
@@ -414,26 +415,31 @@ def size_label(fit: Fit) -> str:
     return f"{fit.gib:g} GiB" if fit.gib == int(fit.gib) else short_bytes(fit.bytes)
 
 
-def run_verbs(result: Compute) -> tuple[str, str]:
-    """What a batch does on a card: runs or runs out (replayed), fits or does not (by the peak rule)."""
-    return ("runs", "runs out") if result.replayed else ("fits", "does not fit")
+def _sizes(labels: list[str]) -> str:
+    """Sizes in a sentence: "16, 24 and 40 GiB" where all are whole GiB, else each as it is named."""
+    if all(label.endswith(" GiB") for label in labels):
+        labels = [label.removesuffix(" GiB") for label in labels[:-1]] + labels[-1:]
+    return " and ".join([", ".join(labels[:-1]), labels[-1]]) if len(labels) > 1 else labels[0]
 
 
 def batch_says(result: Compute) -> list[str]:
-    """Whether the step's own batch runs on each size of the fits table (`Fit.runs_at_batch`), and, where it
-    runs out below a size's largest batch, why."""
+    """What the step's own batch does on each size of the fits table (`Fit.at_batch`), and why, where it does
+    not run below a size's largest batch or is not proven to run."""
     if not result.fits:
         return []
-    sizes: dict[str, bool] = {}
+    sizes: dict[str, str] = {}
     for fit in result.fits:
-        sizes.setdefault(size_label(fit), bool(fit.runs_at_batch))
-    ran, out = [size for size, runs in sizes.items() if runs], [size for size, runs in sizes.items() if not runs]
-    verb, not_verb = run_verbs(result)
-    if not out or not ran:
-        said = f"{verb if ran else not_verb} on every size above"
+        sizes.setdefault(size_label(fit), fit.at_batch or "")
+    answers = {answer: [size for size, said in sizes.items() if said == answer] for answer in sizes.values()}
+    if len(answers) == 1:
+        said = f"{next(iter(answers))} on every size above"
     else:
-        said = f"{verb} on {', '.join(ran)}; {not_verb} on {', '.join(out)}"
+        said = "; ".join(f"{answer} on {_sizes(where)}" for answer, where in answers.items())
     lines = [f"this step's batch, {result.workload.batch:,}: {said}"]
+    if UNPROVEN in answers:
+        lines.append(f"({UNPROVEN}: its {'steps' if result.workload.train else 'forwards'} never ran out and never "
+                     "came back to a state the replay had seen, and a segment of its largest handed-on block to "
+                     "spare does not fit beside them)")
     below = {size_label(fit): fit.max_batch
              for fit in result.fits if not fit.runs_at_batch and result.workload.batch < fit.max_batch}
     if below:
@@ -477,9 +483,7 @@ def compute_markdown(result: Compute, title: str, full: Compute | None = None) -
               "| memory | bytes | |", "|---|---:|---:|"]
     lines += [f"| {kind} | {n:,} | {short_bytes(n)} |" for kind, n in result.memory().items()]
     lines += ["", f"| GPU memory | largest batch | batch {result.workload.batch:,} |", "|---:|---:|:---|"]
-    verb, not_verb = run_verbs(result)
-    lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} | {verb if fit.runs_at_batch else not_verb} |"
-              for fit in result.fits]
+    lines += [f"| {fit.gib:g} GiB | {fit.max_batch:,} | {fit.at_batch} |" for fit in result.fits]
     lines += ["", f"Peak: {result.peak:,} bytes ({short_bytes(result.peak)}), in the {result.peak_phase}. "
               f"{fits_basis(result).capitalize()}: {HEADROOM_RULE}"
               + (f"; {replayed_says(result.workload)}." if result.replayed else "."), ""]

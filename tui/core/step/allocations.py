@@ -251,13 +251,25 @@ def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped
     """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved: its
     replay settled, or (a run whose steps hand blocks on, which can walk through the free slots without the
     allocator ever coming back to a state) it never ran out over the replay's steps and holds one segment of its
-    largest handed-on block to spare (`spare`). `uncapped`: the run at `batch` under no cap, where the asker has
-    it: if it never reserved more than `room`, the run under `room` is that same run (a cap is read only when a
-    segment is asked, and it never refused one), not replayed again."""
+    largest handed-on block to spare (`spare`). `uncapped`: as `verdict` takes it."""
+    return verdict(config, workload, batch, room, uncapped) == RUNS
+
+
+RUNS, RUNS_OUT, UNPROVEN = "runs", "runs out", "not proven to run"  # `verdict`'s answers
+
+
+def verdict(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> str:
+    """`RUNS` (as `runs` says), `RUNS_OUT` (the replay ran out of `room`), or `UNPROVEN` (it never ran out, but
+    never came back to a state either, and holds no segment of its largest handed-on block to spare).
+    `uncapped`: the run at `batch` under no cap, where the asker has it: if it never reserved more than `room`,
+    the run under `room` is that same run (a cap is read only when a segment is asked, and it never refused one),
+    not replayed again."""
     margin = spare(config, workload, batch)
-    if uncapped is not None and uncapped.peak_reserved <= room:
-        return _ran(uncapped, margin, room)
-    return _ran(replayed(config, workload, batch, room), margin, room)
+    run = uncapped if uncapped is not None and uncapped.peak_reserved <= room else \
+        replayed(config, workload, batch, room)
+    if run.out_of_memory is not None:
+        return RUNS_OUT
+    return RUNS if _ran(run, margin, room) else UNPROVEN
 
 
 def _ran(run: Replay, margin: int, room: int) -> bool:

@@ -33,9 +33,15 @@ class Fit:
     bytes: int
     max_batch: int  # 0: not even one example fits
     asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
-    # Whether the step's own batch runs on the card (`compute.compute`): replayed, it can run out below
-    # `max_batch` (the allocator's fragmentation is not monotone in the batch); by the peak rule, batch ≤ max_batch.
-    runs_at_batch: bool | None = None
+    # What the step's own batch does on the card (`compute.compute`): replayed, "runs", "runs out" or "not proven
+    # to run" (`allocations.verdict`: it can run out below `max_batch`, fragmentation not being monotone in the
+    # batch); by the peak rule, "fits" or "does not fit" (batch ≤ max_batch). None: not asked.
+    at_batch: str | None = None
+
+    @property
+    def runs_at_batch(self) -> bool:
+        """Whether the step's own batch runs (or, by the peak rule, fits) on the card."""
+        return self.at_batch in ("runs", "fits")
 
 
 @dataclass(frozen=True)  # no slots: the sums below are cached on first use
