@@ -26,12 +26,18 @@ QUERY_LEAF_KEYS = ("f3", "down", "down", "enter", "down", "enter", "down", "ente
 
 
 async def settled(pilot: Pilot[Any]) -> None:
-    """Until no worker runs (a superseded one's thread may still finish: its answer is not shown), then idle."""
+    """Until no worker runs (a superseded one's thread may still finish: its answer is not shown) and none has
+    started by the next idle (a message still queued, a model just opened, can start one), then idle."""
     from textual.worker import WorkerState
 
+    def running() -> bool:
+        return any(worker.state in (WorkerState.PENDING, WorkerState.RUNNING) for worker in pilot.app.workers)
+
     for _ in range(3000):
-        if not any(worker.state in (WorkerState.PENDING, WorkerState.RUNNING) for worker in pilot.app.workers):
-            break
+        if not running():
+            await pilot.pause()
+            if not running():
+                return
         await pilot.pause(0.01)
     await pilot.pause()
 

@@ -249,6 +249,43 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
         assert short_bytes(compute(config, workload).total) in result_text(app)
 
 
+async def test_while_another_models_fits_are_worked_out_its_predecessors_figures_are_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model opened while the pane shows another's figures: until the worker answers, the pane says what it
+    is working out and shows no figures of the model before (they are not this one's)."""
+    import threading
+
+    import tui.core.step.compute as core
+    from tui.sources import load_source
+
+    holding, looked = threading.Event(), threading.Event()
+    unheld = core.compute
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread() and holding.is_set():
+            assert looked.wait(30)
+        return unheld(*args, **kwargs)
+
+    monkeypatch.setattr(core, "compute", held)
+    catalog = load_catalog()
+    app = make_app(catalog, catalog.get("roberta-base").config, title="roberta-base", preset="roberta-base")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        roberta = compute(catalog.get("roberta-base").config, Workload(batch=32, seq=128, device="cuda"))
+        assert short_bytes(roberta.total) in result_text(app)
+        holding.set()
+        app.main._opened((load_source("bert-base-uncased", "name"), None))
+        await pilot.pause()
+        await pilot.pause()
+        shown = result_text(app)
+        assert "working out what fits" in shown and short_bytes(roberta.total) not in shown
+        looked.set()
+        await settled(pilot)
+        bert = compute(catalog.get("bert-base-uncased").config, Workload(batch=32, seq=128, device="cuda"))
+        assert short_bytes(bert.total) in result_text(app)
+
+
 async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
     """An adapter folder opened (from the command line, or `o` later): the pane offers and chooses its own LoRA,
     whole (ranks, biases, saved modules as its config says); a model opened without one stops offering it."""

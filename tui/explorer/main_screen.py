@@ -60,6 +60,9 @@ CENTER = "#center"  # the tree's pane: the tree with its detail strip
 KEY_ROWS = help_rows()  # the help screen's rows
 
 
+WORKING_OUT = "working out what fits: the caching allocator, replayed on every card…"
+
+
 class MainScreen(Screen[None]):
     """The panes of one model: form → core → tree, detail, totals and compute."""
 
@@ -275,10 +278,11 @@ class MainScreen(Screen[None]):
                     self._compute_valid, self._compute_error = self._compute_asked, None
                     self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked, method)
                     pane.show_error(None)  # (the fields are valid now: an earlier refusal's message goes)
-                    result = self._compute_result
+                    result, working = self._compute_result, WORKING_OUT
                     if result is not None and result.config == self.model.config:
-                        pane.show(result, "working out what fits: the caching allocator, replayed on every card…",
-                                  self._compute_full)
+                        pane.show(result, working, self._compute_full)
+                    else:  # (another model's figures are not shown as this one's meanwhile)
+                        pane.clear(working)
                     return
                 self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
                                                method=method)
