@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -249,14 +250,10 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
         assert short_bytes(compute(config, workload).total) in result_text(app)
 
 
-async def test_while_another_models_fits_are_worked_out_its_predecessors_figures_are_gone(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model opened while the pane shows another's figures: until the worker answers, the pane says what it
-    is working out and shows no figures of the model before (they are not this one's)."""
-    import threading
-
+def held_workers(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """The core's `compute` held back on a worker's thread while `holding` is set, until the test has `looked`
+    (the event loop's own calls go through): the pane can be seen while a worker runs."""
     import tui.core.step.compute as core
-    from tui.sources import load_source
 
     holding, looked = threading.Event(), threading.Event()
     unheld = core.compute
@@ -267,6 +264,16 @@ async def test_while_another_models_fits_are_worked_out_its_predecessors_figures
         return unheld(*args, **kwargs)
 
     monkeypatch.setattr(core, "compute", held)
+    return holding, looked
+
+
+async def test_while_another_models_fits_are_worked_out_its_predecessors_figures_are_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model opened while the pane shows another's figures: until the worker answers, the pane says what it
+    is working out and shows no figures of the model before (they are not this one's)."""
+    from tui.sources import load_source
+
+    holding, looked = held_workers(monkeypatch)
     catalog = load_catalog()
     app = make_app(catalog, catalog.get("roberta-base").config, title="roberta-base", preset="roberta-base")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -376,8 +383,6 @@ async def test_under_a_method_the_full_step_beside_it_is_replayed_off_the_event_
     """Under LoRA the pane shows the same step fully fine-tuned beside the method's, and that step's fits are the
     caching allocator replayed (seconds for deep models): every replay runs in the worker, none on the event
     loop, and the pane ends on the core's figures for both."""
-    import threading
-
     from textual.widgets import Select
 
     from tui.core.count.families import build_tree
@@ -418,20 +423,9 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     the core, the pane says it is working meanwhile (the core held back here until the test has looked), and an
     answer to an earlier edit is never shown as the fields' (three batches typed in a row: the pane ends on the
     last)."""
-    import threading
-
-    import tui.core.step.compute as core
     from tui.explorer.widgets.compute import render_result
 
-    holding, looked = threading.Event(), threading.Event()
-    unheld = core.compute
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread() and holding.is_set():
-            assert looked.wait(30)
-        return unheld(*args, **kwargs)
-
-    monkeypatch.setattr(core, "compute", held)
+    holding, looked = held_workers(monkeypatch)
     app = make_app(load_catalog())
     async with app.run_test(size=(120, 40)) as pilot:
         await open_on_a_masked_lm(app, pilot)

@@ -34,6 +34,7 @@ from .allocator import (
     round_size,
 )
 from .emulation import ROBERTA_LIKE, BertRun, Event
+from .result import RUNS, RUNS_OUT, UNPROVEN
 from .steps import STEPS
 from .workload import Workload
 
@@ -253,9 +254,6 @@ def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped
     allocator ever coming back to a state) it never ran out over the replay's steps and holds one segment of its
     largest handed-on block to spare (`spare`). `uncapped`: as `verdict` takes it."""
     return verdict(config, workload, batch, room, uncapped) == RUNS
-
-
-RUNS, RUNS_OUT, UNPROVEN = "runs", "runs out", "not proven to run"  # `verdict`'s answers
 
 
 def verdict(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> str:

@@ -33,7 +33,7 @@ from .allocator import round_size
 from .kinds import Flop, Module, Saved, Step
 from .method import Method
 from .peak import max_batch, phases, stranded, usable
-from .result import Compute, Fit
+from .result import DOES_NOT_FIT, FITS, Compute, Fit
 from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, STEPS, StepLayout
 from .symbols import (
     GLOBAL_EVERY,
@@ -115,7 +115,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         table = tuple(replace(fit, at_batch=allocations.verdict(config, workload, workload.batch,
                                                                 usable(fit.bytes), run)) for fit in table)
     else:
-        table = tuple(replace(fit, at_batch="fits" if workload.batch <= fit.max_batch else "does not fit")
+        table = tuple(replace(fit, at_batch=FITS if workload.batch <= fit.max_batch else DOES_NOT_FIT)
                       for fit in table)
     return _same_terms(result, replace(result, fits=table))
 

@@ -27,21 +27,27 @@ class Phase:
         return sum(n for _, n in self.held) + sum(n for _, n in self.transient)
 
 
+# What a batch does on a card (`Fit.at_batch`): replayed (`allocations.verdict`), it runs, runs out, or is not
+# proven to run (it never runs out, never settles, and has no segment of its largest handed-on block to spare);
+# by the peak rule, it fits or does not.
+RUNS, RUNS_OUT, UNPROVEN, FITS, DOES_NOT_FIT = "runs", "runs out", "not proven to run", "fits", "does not fit"
+
+
 @dataclass(frozen=True, slots=True)
 class Fit:
     gib: float
     bytes: int
     max_batch: int  # 0: not even one example fits
     asked: bool = False  # the size the user gave (--gpu-memory), not one of the common ones
-    # What the step's own batch does on the card (`compute.compute`): replayed, "runs", "runs out" or "not proven
-    # to run" (`allocations.verdict`: it can run out below `max_batch`, fragmentation not being monotone in the
-    # batch); by the peak rule, "fits" or "does not fit" (batch ≤ max_batch). None: not asked.
+    # What the step's own batch does on the card (`compute.compute`): replayed, RUNS, RUNS_OUT or UNPROVEN
+    # (`allocations.verdict`: it can fail below `max_batch`, fragmentation not being monotone in the batch); by
+    # the peak rule, FITS or DOES_NOT_FIT (batch ≤ max_batch). None: not asked.
     at_batch: str | None = None
 
     @property
     def runs_at_batch(self) -> bool:
         """Whether the step's own batch runs (or, by the peak rule, fits) on the card."""
-        return self.at_batch in ("runs", "fits")
+        return self.at_batch in (RUNS, FITS)
 
 
 @dataclass(frozen=True)  # no slots: the sums below are cached on first use
