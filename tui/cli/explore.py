@@ -3,6 +3,7 @@ without a terminal, what `bert-tui count` prints."""
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import sys
@@ -39,11 +40,24 @@ def build_parser() -> Parser:
         "  bert-tui count --preset example-40k --format json\n"
         "  bert-tui count --num-hidden-layers 6 --head mlm",
     )
-    parser.add_argument("--version", action="version", version=f"bert-tui {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and which replay of the caching allocator runs, and exit")
     add_model(parser)
     add_source(parser)
     add_overrides(parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`: the version, and which replay of the caching allocator runs (compiled where it was built at
+    install, else the Python reference), asked only when printed."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from ..core.step.native import which
+
+        print(f"bert-tui {__version__}\ncaching allocator replay: {which()}")
+        parser.exit()
 
 
 def _no_mistyped_command(model: str | None) -> None:

@@ -19,6 +19,7 @@ from itertools import repeat
 from operator import add, mul
 
 from ..config import BertConfig
+from . import native
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
 from .allocator import (
@@ -125,13 +126,19 @@ def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3
 def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Event], list[Event]]:
     """The first step's events at `batch`, and a later step's: each later step the same, every block it allocates
     freed by its end or handed on to the next step under an id of its own (`_steps`)."""
-    if batch < 2:
-        two, ends = _at(config, workload, batch, 2)
-        first, later, _ = _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
-    else:
-        first, later, _ = _steps(config, replace(workload, batch=2))
+    first, later = _small_steps(config, replace(workload, batch=2), batch) if batch < 2 else \
+        _steps(config, replace(workload, batch=2))[:2]
     return [(kind, key, c + d * batch) for kind, key, c, d in first], \
         [(kind, key, c + d * batch) for kind, key, c, d in later]
+
+
+@lru_cache(maxsize=8)
+def _small_steps(config: BertConfig, workload: Workload, batch: int) -> tuple[Program, Program]:
+    """The first step's program and a later step's at a batch below 2 (0 or 1), where the program for 2 on does
+    not hold (one sequence or one head changes which views copy): emulated once, not at every card that asks."""
+    two, ends = _at(config, workload, batch, 2)
+    first, later, _ = _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
+    return first, later
 
 
 def _ops_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Op], list[Op]]:
@@ -244,8 +251,23 @@ def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | No
         raise Cancelled
     with collector_paused():  # (the step's derivation, its ops and their replay)
         handed = carried(config, workload)
-        return replay_ops(*_ops_at(config, workload, batch), room,
-                          HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT, handed)
+        limit = HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT
+        if native.enabled():
+            program = _compiled(config, workload, min(batch, 2))
+            ran = program.replay(batch, room, limit) if program is not None else None
+            if ran is not None:
+                return ran
+        return replay_ops(*_ops_at(config, workload, batch), room, limit, handed)
+
+
+@lru_cache(maxsize=16)
+def _compiled(config: BertConfig, workload: Workload, batch: int) -> native.Compiled | None:
+    """The run's program for the compiled replay: every batch from 2 on (`batch` 2: sizes c + d·b), or a batch
+    below 2's own (its sizes as they are)."""
+    if batch >= 2:
+        first, later, handed = _steps(config, workload)
+        return native.compiled(first, later, handed)
+    return native.compiled(*_small_steps(config, workload, batch), carried(config, workload))
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> bool:
