@@ -423,6 +423,7 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
     the core, the pane says it is working meanwhile (the core held back here until the test has looked), and an
     answer to an earlier edit is never shown as the fields' (three batches typed in a row: the pane ends on the
     last)."""
+    from tui.explorer.main_screen import WORKING_OUT
     from tui.explorer.widgets.compute import render_result
 
     holding, looked = held_workers(monkeypatch)
@@ -435,7 +436,10 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
         holding.set()
         pane.query_one("#seq", Input).value = "64"
         await pilot.pause()
-        assert "working out what fits" in result_text(app)  # the last figures, marked, while the worker runs
+        terms = compute(BertConfig(head="mlm"), Workload(batch=32, seq=64, precision="fp32", device="cuda"),
+                        fits=False)  # (FLOPs and memory at once, while the worker replays: what fits said pending)
+        assert result_text(app) == str(render_result(terms, pending=WORKING_OUT))
+        assert "working out what fits" in result_text(app) and "FLOPs per step" in result_text(app)
         looked.set()
         await settled(pilot)
         holding.set()

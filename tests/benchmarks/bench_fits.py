@@ -23,11 +23,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_cli import ENV, Row, bert_tui_command, report  # noqa: E402
+from bench_cli import ENV, Row, bert_tui_command, report
 
 WORKLOAD = ["--head", "mlm", "--batch", "8", "--seq", "128", "--precision", "amp-bf16", "--device", "cuda"]
-DEEP = {"48 layers": ["--preset", "bert-base-uncased", "--num-hidden-layers", "48"],
-        "96 layers": ["--preset", "bert-base-uncased", "--num-hidden-layers", "96"]}
+BASE = ["--preset", "bert-base-uncased"]
+DEEP = {  # label: (the model, the step's own flags beside WORKLOAD's)
+    "48 layers": ([*BASE, "--num-hidden-layers", "48"], []),
+    "96 layers": ([*BASE, "--num-hidden-layers", "96"], []),
+    "DeBERTa-v3-large at 48 layers, seq 512": (["--preset", "deberta-v3-large", "--num-hidden-layers", "48"],
+                                               ["--seq", "512"]),
+    "96 layers, seq 512, checkpointing, padding mask": ([*BASE, "--num-hidden-layers", "96"],
+                                                        ["--seq", "512", "--checkpointing", "--padding-mask"]),
+}
 SOME = ("bert-base-uncased", "bert-large-uncased", "roberta-base", "deberta-v3-large", "ModernBERT-large",
         "albert-xxlarge-v2")
 
@@ -51,32 +58,33 @@ def measure(runs: int, names: list[str]) -> list[Row]:
     compiled, reference = dict(ENV), {**ENV, "BERT_TUI_PURE_PYTHON": "1"}
     compiled.pop("BERT_TUI_PURE_PYTHON", None)
     rows: list[Row] = []
-    models = {name: ["--preset", name] for name in names} | DEEP
-    for label, source in models.items():
+    models: dict[str, tuple[list[str], list[str]]] = {name: (["--preset", name], []) for name in names} | DEEP
+    for label, (source, step) in models.items():
         count = seconds([*tool, "count", *source], runs, compiled)
-        fits = [*tool, "compute", *source, *WORKLOAD, "--gpu-memory", "24GiB"]
+        fits = [*tool, "compute", *source, *WORKLOAD, *step, "--gpu-memory", "24GiB"]  # (the step's --seq wins)
         fast = seconds(fits, runs, compiled)
         slow = seconds(fits, runs, reference)
         goal = "goal ≤ 0.3 s" if label == "bert-base-uncased" else "goal ≤ ~1 s"
         rows += [(f"bert-tui count {label} (baseline)", count, 1.0, ""),
                  (f"bert-tui compute {label} MLM amp-bf16 --gpu-memory 24GiB, compiled replay", fast, fast / count,
                   f"{goal} ({fast:.2f} s)"),
-                 (f"  the same, the Python reference", slow, slow / count, f"{slow / fast:.1f}× the compiled")]
+                 ("  the same, the Python reference", slow, slow / count, f"{slow / fast:.1f}× the compiled")]
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure (default 5)")
-    parser.add_argument("--presets", choices=("all", "some"), default="all",
-                        help=f"every preset, or six ({', '.join(SOME)})")
+    parser.add_argument("--presets", choices=("all", "some", "none"), default="all",
+                        help=f"every preset, six ({', '.join(SOME)}), or none (the deep configs alone)")
     args = parser.parse_args()
     from tui.core.step.native import which
 
     print(f"caching allocator replay: {which()}", file=sys.stderr)
     if "BERT_TUI_PURE_PYTHON" in os.environ:
         print("(BERT_TUI_PURE_PYTHON is set here: the 'compiled' rows unset it)", file=sys.stderr)
-    report(measure(args.runs, presets() if args.presets == "all" else list(SOME)), None)
+    names = {"all": presets(), "some": list(SOME), "none": []}[args.presets]
+    report(measure(args.runs, names), None)
     return 0
 
 

@@ -275,14 +275,14 @@ class MainScreen(Screen[None]):
                 method = None if how is None else method_of(self.model, self.model.config, how)
                 # (under a method, the full step beside it is replayed where the method's own is not)
                 if fits_replayed(self.model.config, self.workload, None):
+                    # FLOPs and memory at once (the step's terms: no replay), what fits when the worker answers
+                    terms = compute(self.model.config, self.workload, tree=self.model, method=method, fits=False)
+                    full = None if method is None else compute(self.model.config, self.workload, tree=self.model,
+                                                               fits=False)
                     self._compute_valid, self._compute_error = self._compute_asked, None
                     self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked, method)
                     pane.show_error(None)  # (the fields are valid now: an earlier refusal's message goes)
-                    result, working = self._compute_result, WORKING_OUT
-                    if result is not None and result.config == self.model.config:
-                        pane.show(result, working, self._compute_full)
-                    else:  # (another model's figures are not shown as this one's meanwhile)
-                        pane.clear(working)
+                    pane.show(terms, full=full, pending=WORKING_OUT)
                     return
                 self._compute_result = compute(self.model.config, self.workload, self._gpu_memory, tree=self.model,
                                                method=method)

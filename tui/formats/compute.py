@@ -225,12 +225,15 @@ def headline(result: Compute, title: str) -> str:
 
 
 def full_line(result: Compute, full: Compute) -> str:
-    """The same step fully fine-tuned, in one sentence, beside a method's: what trains, FLOPs, peak, what fits."""
-    fit = next((fit for fit in full.fits if fit.asked), None) or next(f for f in full.fits if f.gib == 24)
-    size = size_label(fit)
+    """The same step fully fine-tuned, in one sentence, beside a method's: what trains, FLOPs, peak, what fits
+    (where `full` has its fits table: a step computed without it is said without it)."""
+    said = (f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step, peak "
+            f"{short_bytes(full.peak)}")
+    fit = next((fit for fit in full.fits if fit.asked), None) or next((f for f in full.fits if f.gib == 24), None)
+    if fit is None:
+        return said
     batch = "any batch" if fit.max_batch >= MAX_BATCH else f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "nothing"
-    return (f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step, peak "
-            f"{short_bytes(full.peak)}, {size} fits {batch}")
+    return f"{said}, {size_label(fit)} fits {batch}"
 
 
 def method_line(result: Compute) -> str:

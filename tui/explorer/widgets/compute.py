@@ -222,10 +222,12 @@ class ComputePane(VerticalScroll):
             line.update(plain(f"⚠ {shown}: {error.rule}"))
         line.display = error is not None
 
-    def show(self, result: Compute, stale: str | None = None, full: Compute | None = None) -> None:
+    def show(self, result: Compute, stale: str | None = None, full: Compute | None = None,
+             pending: str | None = None) -> None:
         """The step's figures; `stale`: why they are not the fields' (they are the last valid ones); `full`:
-        under a method, the same step fully fine-tuned, beside it."""
-        self.query_one("#compute-result", Static).update(render_result(result, stale, full))
+        under a method, the same step fully fine-tuned, beside it; `pending`: what fits is still being worked
+        out (said in its place: the figures shown are the step's terms, which need no replay)."""
+        self.query_one("#compute-result", Static).update(render_result(result, stale, full, pending))
         self.set_class(stale is not None, "-stale")
 
     def clear(self, waiting: str = "") -> None:
@@ -235,8 +237,10 @@ class ComputePane(VerticalScroll):
         self.set_class(False, "-stale")
 
 
-def render_result(result: Compute, stale: str | None = None, full: Compute | None = None) -> Text:
-    """The step's cost as the pane shows it: every figure is the core's."""
+def render_result(result: Compute, stale: str | None = None, full: Compute | None = None,
+                  pending: str | None = None) -> Text:
+    """The step's cost as the pane shows it: every figure is the core's. `pending`: what fits (and the reserved
+    peak, the replay's too) is being worked out: said in their place."""
     text = Text()
     if stale is not None:
         text.append(f"⚠ stale: {stale}\n", style="bold")
@@ -274,6 +278,10 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     text.append(f"  in the {result.peak_phase}\n")
     text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in result.phases) + "\n",
                 style="dim")
+    if pending is not None:
+        text.append(f"{pending}\n", style="dim")
+        text.append_text(layer_breakdown(result))
+        return text
     if result.stranded:
         text.append(f"  {'reserved':<12}{short_bytes(result.reserved_peak):>11}", style="bold")
         text.append(f"  {short_bytes(result.stranded)} stranded, allocator replayed\n" if result.replayed
