@@ -26,6 +26,9 @@ os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
     os.environ.pop(_name, None)
+# No test sees the caller's terminal either: help and prose wrap as in a pipe of 80 columns, whatever the terminal
+# the suite runs in (a test about another width sets its own).
+os.environ["COLUMNS"], os.environ["LINES"] = "80", "24"
 
 
 # A worker's heap holds every test module, hypothesis and Textual's bounded caches (which keep widgets of earlier

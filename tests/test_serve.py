@@ -199,6 +199,31 @@ def test_one_session_too_many_is_refused_and_the_page_closing_ends_its_explorer(
     assert wait_for(lambda: sessions_of(process.pid) == []), "the explorer outlived its page"
 
 
+def test_a_plain_get_of_the_websocket_is_answered_400_with_one_line_and_no_headers_logged(
+        server: tuple[subprocess.Popen[str], str]) -> None:
+    """#52 item 21: `curl http://127.0.0.1:PORT/ws` killed the connection and logged a traceback that dumped every
+    request header (a cookie, a token). It is answered 400, saying where the page is; the log says nothing of
+    the request's headers, and the server goes on serving."""
+    process, url = server
+
+    async def plain_get() -> tuple[int, str]:
+        async with aiohttp.ClientSession() as client:
+            async with client.get(f"{url}/ws", headers={"Cookie": "session=SECRET-COOKIE",
+                                                        "Authorization": "Bearer SECRET-TOKEN"}) as response:
+                return response.status, await response.text()
+
+    status, text = asyncio.run(plain_get())
+    assert status == 400 and text == f"this address is the explorer's websocket, for its page: open {url}/ in a " \
+                                     "browser\n"
+    assert sessions_of(process.pid) == []
+    assert asyncio.run(handshake(url, url))[0] == 101  # (still serving)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(20) == 0
+    assert process.stderr is not None
+    logged = process.stderr.read()
+    assert "SECRET" not in logged and "Traceback" not in logged, logged
+
+
 def test_stopping_the_server_ends_every_session(server: tuple[subprocess.Popen[str], str]) -> None:
     process, url = server
 

@@ -154,6 +154,9 @@ class ExplorerServer(Server):
         """textual-serve's handler, with the refusals and a session that ends its process."""
         self.check(request)
         websocket = web.WebSocketResponse(heartbeat=15)
+        if not websocket.can_prepare(request).ok:  # a plain GET (curl, a crawler): no session, no traceback
+            raise web.HTTPBadRequest(text="this address is the explorer's websocket, for its page: open "
+                                          f"{self.public_url}/ in a browser\n")
         width = _size(request.query.get("width"), 80)
         height = _size(request.query.get("height"), 24)
         session = Session(self.argv, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
