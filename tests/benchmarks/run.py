@@ -18,6 +18,7 @@ sys.path.insert(0, str(HERE))
 import bench_cli  # noqa: E402
 import bench_compute  # noqa: E402
 import bench_explorer  # noqa: E402
+import bench_fits  # noqa: E402
 
 
 def main() -> int:
@@ -27,6 +28,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the figures")
     args = parser.parse_args()
     rows = bench_cli.measure(args.runs) + bench_compute.measure(21) + bench_explorer.measure(args.runs, args.edits)
+    rows += bench_fits.measure(5, list(bench_fits.SOME))  # (every preset: python tests/benchmarks/bench_fits.py)
     bench_cli.report(rows, args.json)
     return 0
 
