@@ -131,7 +131,7 @@ def run(argv: Sequence[str]) -> int:
     from ..core.step.compute import compute, fits_replayed
     from ..core.step.method import method_of
     from ..core.step.workload import Workload
-    from ..core.units import parse_size
+    from ..core.units import parse_size, size_reading
     from ..formats.compute import (
         compute_csv,
         compute_data,
@@ -177,6 +177,9 @@ def run(argv: Sequence[str]) -> int:
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
     if defaulted:
         notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
+    reading = None if args.gpu_memory is None else size_reading(args.gpu_memory)
+    if reading:  # (a card's box says GB; its memory is GiB)
+        notes.append(f"--gpu-memory {reading}")
     for note in notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     if args.format == "json":

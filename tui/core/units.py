@@ -35,6 +35,26 @@ SIZE_UNITS = {"": 1024**3, "b": 1, "k": 1024, "kib": 1024, "kb": 1000, "m": 1024
 MAX_MEMORY = 1024**6  # an exbibyte: beyond any device, and keeps the arithmetic exact
 
 
+DECIMAL_UNITS = {"kb": "KB", "mb": "MB", "gb": "GB", "tb": "TB"}  # their binary twins: KiB … TiB
+
+
+def size_reading(text: str) -> str | None:
+    """What a size in decimal units was read as, and how to write the binary size a card is sold in (its box
+    says GB, its memory is GiB): "24 GB = 22.4 GiB; for a card of 24 GiB write 24GiB". None for binary units and
+    bare numbers (GiB), which read as they say, and for text `parse_size` refuses."""
+    try:
+        nbytes = parse_size(text)
+    except ValueError:
+        return None
+    cleaned = text.strip().lower().replace(" ", "").replace("_", "")
+    number = cleaned.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = DECIMAL_UNITS.get(cleaned[len(number):])
+    if unit is None:
+        return None
+    binary = unit[0] + "iB"
+    return f"{number} {unit} = {short_bytes(nbytes)}; for a card of {number} {binary} write {number}{binary}"
+
+
 def parse_size(text: str) -> int:
     """'24GiB', '24 G', '24' (GiB), '80GB' (decimal), '1.5TiB' → bytes; ValueError names what is allowed."""
     cleaned = text.strip().lower().replace(" ", "").replace("_", "")

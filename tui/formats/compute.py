@@ -318,8 +318,7 @@ def memory_lines(result: Compute) -> list[str]:
     lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
     if result.replayed:
         reserved = result.reserved_peak
-        lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  "
-                     f"{short_bytes(result.stranded)} stranded")
+        lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  {reserved_note(result)}")
     elif result.stranded:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  with a split segment")
@@ -385,6 +384,14 @@ def rule_says(result: Compute) -> str:
     why = not_replayed(result)
     return (f"by the peak rule, not the caching allocator's replay: {why}; where a step is replayed, the rule "
             f"has claimed a few batches more than run" if why else "")
+
+
+def reserved_note(result: Compute) -> str:
+    """Beside a replayed step's reserved peak: what the replay strands, or, where the peak rule's allocated peak
+    is above what the replay holds, that the reserved figure is that peak (never less than what is allocated)."""
+    if result.reserved < result.peak:
+        return f"the peak: the replay holds {short_bytes(result.reserved)}"
+    return f"{short_bytes(result.stranded)} stranded"
 
 
 def fits_basis(result: Compute) -> str:

@@ -31,7 +31,7 @@ from ...core.step.workload import (
     PRECISIONS,
     Workload,
 )
-from ...core.units import parse_size, short_bytes, short_flops
+from ...core.units import parse_size, short_bytes, short_flops, size_reading
 from ...formats.compute import (
     batch_says,
     fits_basis,
@@ -39,6 +39,7 @@ from ...formats.compute import (
     labelled,
     method_line,
     one_layer,
+    reserved_note,
     size_label,
     versus,
 )
@@ -227,7 +228,8 @@ class ComputePane(VerticalScroll):
         """The step's figures; `stale`: why they are not the fields' (they are the last valid ones); `full`:
         under a method, the same step fully fine-tuned, beside it; `pending`: what fits is still being worked
         out (said in its place: the figures shown are the step's terms, which need no replay)."""
-        self.query_one("#compute-result", Static).update(render_result(result, stale, full, pending))
+        reading = size_reading(self.query_one("#gpu_memory", Input).value)  # (GB on a card's box: said, every time)
+        self.query_one("#compute-result", Static).update(render_result(result, stale, full, pending, reading))
         self.set_class(stale is not None, "-stale")
 
     def clear(self, waiting: str = "") -> None:
@@ -238,9 +240,10 @@ class ComputePane(VerticalScroll):
 
 
 def render_result(result: Compute, stale: str | None = None, full: Compute | None = None,
-                  pending: str | None = None) -> Text:
+                  pending: str | None = None, reading: str | None = None) -> Text:
     """The step's cost as the pane shows it: every figure is the core's. `pending`: what fits (and the reserved
-    peak, the replay's too) is being worked out: said in their place."""
+    peak, the replay's too) is being worked out: said in their place. `reading`: how a GPU size typed in decimal
+    units was read (`units.size_reading`), under the fits."""
     text = Text()
     if stale is not None:
         text.append(f"⚠ stale: {stale}\n", style="bold")
@@ -284,7 +287,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         return text
     if result.stranded:
         text.append(f"  {'reserved':<12}{short_bytes(result.reserved_peak):>11}", style="bold")
-        text.append(f"  {short_bytes(result.stranded)} stranded, allocator replayed\n" if result.replayed
+        text.append(f"  {reserved_note(result)}, allocator replayed\n" if result.replayed
                     else "  with a split logits segment\n")
     text.append(f"{fits_basis(result)} at s = {result.workload.seq:,}:\n", style="dim")
     cells = [f"{size_label(fit)} "
@@ -296,6 +299,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     w = result.workload
     loop = f"{w.loop} loop; " if w.train or w.loop == "course" else ""  # (inference: the course's keeps the last)
     text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
+    if reading:
+        text.append(f"GPU memory {reading}\n", style="dim")
     if why := not_replayed(result):
         text.append(f"by the peak rule, not replayed: {why}\n", style="dim")
     for line in batch_says(result):
