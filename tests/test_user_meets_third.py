@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,11 @@ def test_item_2_the_cli_says_the_reserved_figure_is_the_peak_where_the_replay_ho
     done = run("compute", "--preset", "bert-large-uncased", "--head", "sequence-classification", "--batch", "32",
                "--seq", "512", "--precision", "amp-bf16", "--device", "cuda")
     lines = {line.split("  ")[1].strip(): line for line in done.stdout.splitlines()
-             if line.startswith("  peak (at once)") or line.startswith("  reserved at worst")}
+             if line.startswith(("  peak (at once)", "  reserved at worst"))}
     peak = int(lines["peak (at once)"].split()[3].replace(",", ""))
     reserved = int(lines["reserved at worst"].split()[3].replace(",", ""))
-    assert reserved >= peak and "the peak: the replay holds" in lines["reserved at worst"]
+    assert reserved >= peak and "the peak (never less)" in lines["reserved at worst"]
+    assert "(the replay holds 22,074,621,952: the peak rule's allocated peak is above it)" in done.stdout
     data = json.loads(run("compute", "--preset", "bert-large-uncased", "--head", "sequence-classification",
                           "--batch", "32", "--seq", "512", "--precision", "amp-bf16", "--device", "cuda",
                           "--format", "json").stdout)
@@ -74,3 +76,93 @@ async def test_item_9_the_compute_pane_says_what_a_size_in_gb_was_read_as() -> N
         app.query_one(ComputePane).query_one("#gpu_memory", Input).value = "24GiB"
         await settled(pilot)
         assert "GPU memory" not in result_text(app)
+
+
+def test_item_3_count_under_lora_says_one_training_memory_in_its_table_its_line_and_its_json() -> None:
+    """`count roberta-base --head sequence-classification --lora-r 8` printed `training 1.9 GiB` (every
+    parameter at 16 bytes) in its table and `training memory … 251.3 MiB` below it."""
+    from tui.core.units import short_bytes
+
+    argv = ("count", "--preset", "roberta-base", "--head", "sequence-classification", "--lora-r", "8")
+    data = json.loads(run(*argv, "--format", "json").stdout)
+    trainable, total = data["trainable"], data["total"]  # peft's two figures (checked against peft elsewhere)
+    expected = trainable * 16 + (total - trainable) * 2
+    assert data["training_bytes"]["adam_mixed_precision"] == expected
+    table = run(*argv).stdout
+    memory = table[table.index("memory (LoRA r=8 on query, value (peft)"):]
+    row = next(line for line in memory.splitlines() if "MiB" in line and "│" in line)
+    assert row.rstrip(" │").split("│")[-1].strip() == short_bytes(expected)
+    assert f"no activations): {short_bytes(expected)}" in " ".join(table.split())
+    assert short_bytes(total * 16) not in memory  # (the full fine-tuning figure is gone)
+
+
+def test_item_3_parts_frozen_reach_csv_and_markdown_and_ia3_is_titled_ia3() -> None:
+    """`count --freeze-layers 3 --format csv` dropped the freeze; `count --ia3 --format markdown` was titled
+    "with LoRA (peft)"."""
+    import csv
+
+    argv = ("count", "--preset", "bert-base-uncased", "--freeze-layers", "3")
+    data = json.loads(run(*argv, "--format", "json").stdout)
+    rows = list(csv.DictReader(run(*argv, "--format", "csv").stdout.splitlines()))
+    frozen = {row["name"] for row in rows if row["trainable"] == "0"}
+    assert frozen == set(data["frozen"]["parameters"]) and all(".layer.0." in name or ".layer.1." in name
+                                                               or ".layer.2." in name for name in frozen)
+    assert sum(int(row["count"]) for row in rows if row["trainable"] == "1") == data["trainable"]
+    markdown = run(*argv, "--format", "markdown").stdout
+    assert f"trains {data['trainable']:,} of {data['total']:,}" in markdown
+    assert f"| training (Adam), the first 3 layers frozen | " in markdown
+    ia3 = run("count", "--preset", "bert-base-uncased", "--ia3", "--format", "markdown").stdout
+    assert ia3.startswith("## bert-base-uncased with IA3 on ") and "LoRA" not in ia3.splitlines()[0]
+
+
+def test_item_3_one_method_at_a_time() -> None:
+    done = run("count", "--preset", "bert-base-uncased", "--lora-r", "8", "--freeze-layers", "3")
+    assert done.returncode == 2 and "both say what trains: give one" in done.stderr
+
+
+async def test_item_3_the_totals_pane_and_the_export_follow_the_compute_panes_method(tmp_path: Any) -> None:
+    """With LoRA chosen in the Compute pane the Totals pane still said `Adam train 1.6 GiB … 16 bytes/parameter`;
+    export with parts frozen wrote the full total as `trainable`."""
+    from textual.widgets import Select, Switch
+
+    from tui.core.count.trained import trained
+    from tui.core.units import short_bytes
+    from tui.explorer.app import make_app
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+    from .test_app import text_of
+
+    catalog = load_catalog()
+    config = catalog.get("roberta-base").config
+    app = make_app(catalog, config, title="roberta-base", preset="roberta-base")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        app.query_one("#method", Select).value = "lora"
+        await settled(pilot)
+        from tui.core import build_tree
+        from tui.core.count.lora import Lora
+
+        lora = trained(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
+        totals = text_of(app, "#totals")
+        assert f"Adam train {short_bytes(lora.training_bytes)}" in " ".join(totals.split())
+        assert short_bytes(16 * build_tree(config).total) not in totals
+        app.query_one("#method", Select).value = "freeze"
+        await settled(pilot)
+        assert app.query_one("#freeze_embeddings", Switch).value
+        target = tmp_path / "out.json"
+        await pilot.press("escape")
+        app.main.action_export()
+        await settled(pilot)
+        from tui.explorer.dialogs import ExportScreen
+
+        assert isinstance(app.screen, ExportScreen)
+        app.screen.query_one("#path").value = str(target)
+        await pilot.press("enter")
+        await settled(pilot)
+    data = json.loads(target.read_text(encoding="utf-8"))
+    tree = build_tree(config)
+    embeddings = tree.groups()["embeddings"]
+    assert data["trainable"] == tree.total - embeddings and data["frozen"]["count"] == embeddings
+    assert data["method"] == "embeddings frozen"

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..core import build_tree
+from ..core import ConfigError, build_tree
 from ..core.count.frozen import Freeze
 from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora, compare_adapter
 from ..plain import printable, prose, say
@@ -80,29 +80,16 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
     )
 
     tree = build_tree(selection.config)
-    adapted = None
-    if lora is not None:
-        from ..core import ConfigError
-        from ..core.count.lora import adapt, adapt_ia3
+    trained = None
+    how = lora or cold
+    if how is not None:
+        from ..core.count.trained import trained as trained_under
 
         try:
-            adapted = adapt(tree, selection.config, lora) if isinstance(lora, Lora) else adapt_ia3(
-                tree, selection.config, lora)
+            trained = trained_under(tree, selection.config, how)
         except ConfigError as error:
-            kind = "lora" if isinstance(lora, Lora) else "ia3"
-            flag = {"target_modules": f"--{kind}-targets", "feedforward_modules": "--ia3-feedforward"}.get(
-                error.field, f"--{error.field.replace('_', '-')}")
-            raise UsageError(f"{flag} {printable(str(error.value))}: {error.rule}") from None
-    frozen = None
-    if cold is not None:
-        from ..core import ConfigError
-        from ..core.count.frozen import freeze
-
-        try:
-            frozen = freeze(tree, selection.config, cold)
-        except ConfigError as error:
-            said = "" if error.value is True else f" {error.value}"
-            raise UsageError(f"--{error.field.replace('_', '-')}{said}: {error.rule}") from None
+            raise UsageError(_named(error, how, selection)) from None
+    adapted = None if trained is None else trained.adapted
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
     ckpt = selection.checkpoint
@@ -110,12 +97,9 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
     if adapted is not None and selection.adapter_weights is not None:
         stored = adapter_report(selection.adapter_weights, adapted)
     if fmt == "json":
-        text = to_json(tree, adapted, lora)
-        if frozen is not None or ckpt is not None or stored is not None:  # one parse, one dump
+        text = to_json(tree, trained)
+        if ckpt is not None or stored is not None:  # one parse, one dump
             data = json.loads(text)
-            if frozen is not None:
-                data["trainable"] = frozen.trainable
-                data["frozen"] = {"count": frozen.frozen, "parameters": list(frozen.names)}
             if ckpt is not None:
                 data["checkpoint"] = checkpoint_data(ckpt.checkpoint, ckpt.comparison)
             if stored is not None:
@@ -127,24 +111,38 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
 
         if ckpt is not None:
             sys.stdout.write(prose(checkpoint_text(ckpt.checkpoint, ckpt.comparison)) + "\n")
-        Console().print(to_table(tree, selection.title))
-        if adapted is not None and lora is not None:
-            sys.stdout.write(prose(lora_text(adapted, lora)))
+        Console().print(to_table(tree, selection.title, trained))
+        if adapted is not None and isinstance(how, (Lora, Ia3)):
+            sys.stdout.write(prose(lora_text(adapted, how)))
         if stored is not None:
             sys.stdout.write(prose(adapter_text(*stored)))
-        if frozen is not None:
-            share = 100 * frozen.trainable / max(1, frozen.trainable + frozen.frozen)
-            sys.stdout.write(prose(f"parts frozen: trainable {frozen.trainable:,} of {tree.total:,} ({share:.2f} %), "
-                                   f"frozen {frozen.frozen:,} in {len(frozen.names)} tensors\n"))
+        if trained is not None and trained.frozen_names:
+            share = 100 * trained.trainable / max(1, trained.total)
+            sys.stdout.write(prose(f"parts frozen: trainable {trained.trainable:,} of {tree.total:,} ({share:.2f} %), "
+                                   f"frozen {trained.frozen:,} in {len(trained.frozen_names)} tensors\n"))
     else:
         if ckpt is not None:
             print(say("bert-tui: note: the checkpoint report is printed with --format table or json"), file=sys.stderr)
-        if adapted is not None:  # the peft model's tensors, each marked trainable or not
-            sys.stdout.write(rows_text(lora_rows(adapted), fmt, f"{selection.title} with LoRA (peft)"))
+        if adapted is not None and trained is not None:  # the peft model's tensors, each marked trainable or not
+            sys.stdout.write(rows_text(lora_rows(adapted), fmt, f"{selection.title} with {trained.label}"))
         else:
-            sys.stdout.write(to_csv(tree) if fmt == "csv" else to_markdown(tree, selection.title))
+            sys.stdout.write(to_csv(tree, trained) if fmt == "csv" else to_markdown(tree, selection.title, trained))
     differs = ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean
     return 1 if differs or (stored is not None and not stored[1].clean) else 0
+
+
+def _named(error: ConfigError, how: Lora | Ia3 | Freeze, selection: Selection) -> str:
+    """A method's refusal, naming what the user wrote: adapter_config.json's key for an adapter folder's own
+    method, else the command-line flag."""
+    if isinstance(how, Freeze):
+        said = "" if error.value is True else f" {error.value}"
+        return f"--{error.field.replace('_', '-')}{said}: {error.rule}"
+    if how is selection.lora:
+        return f"{error.field} {printable(str(error.value))} (adapter_config.json): {error.rule}"
+    kind = "lora" if isinstance(how, Lora) else "ia3"
+    flag = {"target_modules": f"--{kind}-targets", "feedforward_modules": "--ia3-feedforward"}.get(
+        error.field, f"--{error.field.replace('_', '-')}")
+    return f"{flag} {printable(str(error.value))}: {error.rule}"
 
 
 def adapter_report(path: Path, adapted: Adapted) -> tuple[Path, AdapterComparison]:

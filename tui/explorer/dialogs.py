@@ -18,6 +18,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import BertConfig, ParamTree
 from ..core.count.audit import SCOPES, ClaimError, audit, parse_claim
+from ..core.count.trained import Trained
 from ..formats.params import audit_text, to_csv, to_json, to_markdown
 from ..io.files import ReadError, check_writable_target, probe, user_path, write_atomic
 from ..io.safetensors import Checkpoint
@@ -151,10 +152,11 @@ class ConfirmScreen(Dialog[bool]):
         self.dismiss(event.button.id == "yes")
 
 
-def render_export(model: ParamTree, title: str, kind: str) -> str:
+def render_export(model: ParamTree, title: str, kind: str, trained: Trained | None = None) -> str:
+    """The breakdown as `bert-tui count` writes it in `kind`, under the fine-tuning method shown (`trained`)."""
     if kind == "csv":
-        return to_csv(model)
-    return to_markdown(model, title) if kind == "markdown" else to_json(model)
+        return to_csv(model, trained)
+    return to_markdown(model, title, trained) if kind == "markdown" else to_json(model, trained)
 
 
 class ExportScreen(Dialog[Path | None]):
@@ -164,11 +166,12 @@ class ExportScreen(Dialog[Path | None]):
     AUTO_FOCUS = "#path"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, model: ParamTree, title: str, suggestion: str) -> None:
+    def __init__(self, model: ParamTree, title: str, suggestion: str, trained: Trained | None = None) -> None:
         super().__init__()
         self._model = model
         self._source_title = title
         self._suggestion = suggestion
+        self._trained = trained  # the fine-tuning method the explorer shows (None: full fine-tuning)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="dialog"):
@@ -201,7 +204,7 @@ class ExportScreen(Dialog[Path | None]):
 
     def _write(self, path: Path, kind: str) -> None:
         try:
-            write_atomic(path, render_export(self._model, self._source_title, kind))
+            write_atomic(path, render_export(self._model, self._source_title, kind, self._trained))
         except OSError as problem:
             self.query_one("#export-error", Static).update(plain(f"⚠ {path}: {problem.strerror or problem}"))
             return

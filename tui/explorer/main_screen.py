@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from ..core.count.frozen import Freeze
     from ..core.count.lora import Adapted, Ia3, Lora
+    from ..core.count.trained import Trained
     from ..core.step.method import Method
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
@@ -217,11 +218,29 @@ class MainScreen(Screen[None]):
         self._adapted_for = (self.model, self.adapter, adapted)
         return adapted
 
+    def _trained(self) -> Trained | None:
+        """What trains under the method the explorer speaks of — the Compute pane's choice once it is open, else
+        an opened adapter's — for the Totals pane and the export alike (None: full fine-tuning, or a method that
+        no longer fits the model, whose refusal shows where it is chosen)."""
+        from ..core.count.lora import Adapted
+        from ..core.count.trained import of_adapted, trained
+
+        how = self._how if self._compute_pane is not None else self.adapter
+        if how is None or self.model is None:
+            return None
+        if how is self.adapter and self.adapter is not None:
+            adapted = self._adapted()
+            return of_adapted(adapted, self.adapter) if isinstance(adapted, Adapted) else None
+        try:
+            return trained(self.model, self.model.config, how)
+        except ConfigError:
+            return None
+
     def _show_totals(self) -> None:
         if self.model is None:
             return
         self.query_one(TotalsPane).show(self.model, self.stale, self.baseline, self._claims(), self.comparison,
-                                        self._adapted())
+                                        self._adapted(), self._trained())
         total = self.model.total
         summary = self.query_one("#summary", Static)
         mark = "   ⚠ stale" if self.stale else ""
@@ -242,8 +261,10 @@ class MainScreen(Screen[None]):
 
     def on_compute_pane_changed(self, event: ComputePane.Changed) -> None:
         self.workload, self._workload_error = event.workload, None
-        self._gpu_memory, self._how = event.gpu_memory, event.how
+        how_before, self._gpu_memory, self._how = self._how, event.gpu_memory, event.how
         self._show_compute()
+        if event.how != how_before:  # (the Totals pane's training memory is the method's)
+            self._show_totals()
 
     def on_compute_pane_invalid(self, event: ComputePane.Invalid) -> None:
         self._workload_error = event.error
@@ -441,7 +462,7 @@ class MainScreen(Screen[None]):
         if self.model is None or isinstance(self.app.screen, ExportScreen) or self._refuse_stale("exported"):
             return
         suggestion = f"{self._source_title.replace(' (edited)', '-edited')}.json"
-        self.app.push_screen(ExportScreen(self.model, self._source_title, suggestion), self._exported)
+        self.app.push_screen(ExportScreen(self.model, self._source_title, suggestion, self._trained()), self._exported)
 
     def _exported(self, path: Path | None) -> None:
         if path is not None:

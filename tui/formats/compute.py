@@ -319,6 +319,8 @@ def memory_lines(result: Compute) -> list[str]:
     if result.replayed:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  {reserved_note(result)}")
+        if result.reserved < result.peak:
+            lines.append(f"    (the replay holds {result.reserved:,}: the peak rule's allocated peak is above it)")
     elif result.stranded:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  with a split segment")
@@ -390,7 +392,7 @@ def reserved_note(result: Compute) -> str:
     """Beside a replayed step's reserved peak: what the replay strands, or, where the peak rule's allocated peak
     is above what the replay holds, that the reserved figure is that peak (never less than what is allocated)."""
     if result.reserved < result.peak:
-        return f"the peak: the replay holds {short_bytes(result.reserved)}"
+        return "the peak (never less)"
     return f"{short_bytes(result.stranded)} stranded"
 
 

@@ -28,15 +28,9 @@ from ..core import (
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
 from ..core.count.families import ROLES
-from ..core.count.lora import (
-    FROZEN_BYTES,
-    Adapted,
-    AdapterComparison,
-    Ia3,
-    Lora,
-    lora_training_bytes,
-)
-from ..core.count.totals import ADAM_BYTES_PER_PARAM, layer_sharing
+from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora
+from ..core.count.trained import Trained, of_adapted
+from ..core.count.totals import layer_sharing
 from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
 from ..plain import printable
@@ -51,20 +45,29 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "csv", "markdown")
 
 
-def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | Ia3 | None = None) -> str:
+def to_json(tree: ParamTree, trained: Trained | None = None) -> str:
     """The report, indented, with one line per parameter so that 200-line outputs stay greppable. `trainable`
-    beside `total`: all of it in full fine-tuning; with a LoRA adapter peft's two figures (the total then
-    counts the adapters and the saved copies, as `get_nb_trainable_parameters` does) and the adapter's tensors."""
+    beside `total`: all of it in full fine-tuning; under a method (`trained`) what trains, its training bytes,
+    and with a LoRA or IA3 adapter peft's two figures (the total then counts the adapters and the saved copies,
+    as `get_nb_trainable_parameters` does) and the adapter's tensors; with parts frozen, which."""
     data: dict[str, Any] = {}
+    adapted = None if trained is None else trained.adapted
     for key, value in report(tree).items():
         data[key] = value
         if key == "total":
-            data["trainable"] = value if adapted is None else adapted.trainable
+            data["trainable"] = value if trained is None else trained.trainable
             if adapted is not None:
                 data["total"] = adapted.total
                 data["base_total"] = value
-    if adapted is not None and lora is not None:
-        data["lora" if isinstance(lora, Lora) else "ia3"] = lora_data(adapted, lora)
+            if trained is not None:
+                data["method"] = trained.label
+            if trained is not None and trained.frozen_names:
+                data["frozen"] = {"count": trained.frozen, "parameters": list(trained.frozen_names)}
+        if key == "training_bytes" and trained is not None:
+            data[key] = {"adam_mixed_precision": trained.training_bytes, "convention": trained.convention}
+    how = None if trained is None else trained.how
+    if adapted is not None and isinstance(how, (Lora, Ia3)):
+        data["lora" if isinstance(how, Lora) else "ia3"] = lora_data(adapted, how)
     lines = []
     for key, value in data.items():
         if key in ("lora", "ia3"):
@@ -80,17 +83,22 @@ def to_json(tree: ParamTree, adapted: Adapted | None = None, lora: Lora | Ia3 | 
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def to_csv(tree: ParamTree) -> str:
-    """One row per parameter in model order, tied ones included (count 0, `tied_to` set)."""
+def to_csv(tree: ParamTree, trained: Trained | None = None) -> str:
+    """One row per parameter in model order, tied ones included (count 0, `tied_to` set); with parts frozen, a
+    `trainable` column (1 or 0)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["name", "shape", "count", "kind", "group", "tied_to", "formula"])
+    cold = None if trained is None or trained.adapted is not None else set(trained.frozen_names)
+    writer.writerow(["name", "shape", "count", "kind", "group", "tied_to", "formula", *(["trainable"] if cold is not None
+                                                                                        else [])])
     for p in tree.root.params():
-        writer.writerow([p.name, "x".join(map(str, p.shape)), p.count, p.kind, p.group, p.tied_to or "", p.formula])
+        trains = [] if cold is None else [0 if (p.tied_to or p.name) in cold else 1]
+        writer.writerow([p.name, "x".join(map(str, p.shape)), p.count, p.kind, p.group, p.tied_to or "", p.formula,
+                         *trains])
     return out.getvalue()
 
 
-def to_markdown(tree: ParamTree, title: str) -> str:
+def to_markdown(tree: ParamTree, title: str, trained: Trained | None = None) -> str:
     total = tree.total
     lines = [
         f"# {tree.config.hf_class}: {printable(title)}",
@@ -109,11 +117,18 @@ def to_markdown(tree: ParamTree, title: str) -> str:
         lines.append(f"| `{p.name}` | {list(p.shape)} | {count} | {p.formula} |")
     lines += ["", "| dtype | weights |", "|---|---:|"]
     lines += [f"| {dtype} | {short_bytes(n)} |" for dtype, n in memory_bytes(total).items()]
-    lines += [f"| training (Adam) | {short_bytes(training_bytes(total))} |", "", f"Training: {ADAM_CONVENTION}.", ""]
+    if trained is None:
+        lines += [f"| training (Adam) | {short_bytes(training_bytes(total))} |", "", f"Training: {ADAM_CONVENTION}.", ""]
+    else:
+        lines += [f"| training (Adam), {trained.label} | {short_bytes(trained.training_bytes)} |", "",
+                  f"Training: {trained.label}: trains {trained.trainable:,} of {trained.total:,}; "
+                  f"{trained.convention}; activations not included.", ""]
+        if trained.frozen_names:
+            lines += ["Frozen: " + ", ".join(f"`{name}`" for name in trained.frozen_names), ""]
     return "\n".join(lines)
 
 
-def to_table(tree: ParamTree, title: str) -> RenderableType:
+def to_table(tree: ParamTree, title: str, trained: Trained | None = None) -> RenderableType:
     """Grouped by module; one encoder layer stands for all (they are identical), readable at 80 columns."""
     from rich.console import Group
     from rich.table import Table
@@ -137,7 +152,7 @@ def to_table(tree: ParamTree, title: str) -> RenderableType:
     table.caption_justify = "left"
     sharing = layer_sharing(tree.config, total)
     shared = [Text(f"layers: {sharing.text}")] if sharing is not None else []
-    return Group(heading, table, *shared, _groups_table(tree), _memory_table(total))
+    return Group(heading, table, *shared, _groups_table(tree), _memory_table(total, trained))
 
 
 def _sections(tree: ParamTree) -> Iterator[tuple[str, list[tuple[str, Param]]]]:
@@ -182,14 +197,22 @@ def _groups_table(tree: ParamTree) -> RenderableType:
     return table
 
 
-def _memory_table(total: int) -> RenderableType:
+def _memory_table(total: int, trained: Trained | None = None) -> RenderableType:
+    """Weights by dtype, and training by the count's convention: every parameter, or as `trained` says (the
+    model as trained: an adapter's tensors included)."""
     from rich.table import Table
 
-    table = Table(title="memory (training: mixed-precision Adam, 16 B/param)", title_justify="left")
+    if trained is not None:
+        total = trained.total
+        title = f"memory ({trained.label}: {trained.convention})"
+        training = trained.training_bytes
+    else:
+        title, training = "memory (training: mixed-precision Adam, 16 B/param)", training_bytes(total)
+    table = Table(title=title, title_justify="left")
     for dtype in memory_bytes(total):
         table.add_column(dtype, justify="right")
     table.add_column("training", justify="right")
-    table.add_row(*(short_bytes(n) for n in memory_bytes(total).values()), short_bytes(training_bytes(total)))
+    table.add_row(*(short_bytes(n) for n in memory_bytes(total).values()), short_bytes(training))
     return table
 
 
@@ -355,7 +378,7 @@ def lora_data(adapted: Adapted, lora: Lora | Ia3) -> dict[str, Any]:
                 "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
                 "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
                 "trainable": adapted.trainable, "frozen": adapted.frozen,
-                "training_bytes": lora_training_bytes(adapted),
+                "training_bytes": of_adapted(adapted, lora).training_bytes,
                 "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
     return {"r": lora.r, "lora_alpha": lora.lora_alpha, "bias": lora.bias, "use_dora": lora.use_dora,
             "task_type": adapted.task_type,
@@ -363,7 +386,7 @@ def lora_data(adapted: Adapted, lora: Lora | Ia3) -> dict[str, Any]:
             "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
             "ranks": {name: rank for name, rank in adapted.ranks.items() if rank != lora.r},
             "trainable": adapted.trainable, "frozen": adapted.frozen,
-            "training_bytes": lora_training_bytes(adapted),
+            "training_bytes": of_adapted(adapted, lora).training_bytes,
             "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
 
 
@@ -396,8 +419,8 @@ def lora_text(adapted: Adapted, lora: Lora | Ia3) -> str:
     if isinstance(lora, Lora) and lora.bias != "none":
         biases = sum(p.numel for p in adapted.params if p.trainable and p.role == "base")
         lines.append(f"  biases trained ({lora.bias}): {biases:,}")
-    lines.append(f"  training memory, {ADAM_BYTES_PER_PARAM} B per trained parameter and {FROZEN_BYTES} per frozen "
-                 f"one (mixed-precision Adam, no activations): {short_bytes(lora_training_bytes(adapted))}")
+    method = of_adapted(adapted, lora)
+    lines.append(f"  training memory ({method.convention}, no activations): {short_bytes(method.training_bytes)}")
     return "\n".join(lines) + "\n"
 
 

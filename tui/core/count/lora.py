@@ -194,15 +194,6 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
     return Adapted(tuple(out), tuple(targets), tuple(saved), task)
 
 
-FROZEN_BYTES = 2  # a frozen parameter under mixed precision: its 16-bit weight only (no gradient, no moments)
-
-
-def lora_training_bytes(adapted: Adapted) -> int:
-    """The count's training convention (mixed-precision Adam, 16 bytes a parameter) for what trains, and a
-    frozen parameter's 16-bit weight for the rest; activations not included."""
-    return adapted.trainable * ADAM_BYTES_PER_PARAM + adapted.frozen * FROZEN_BYTES
-
-
 @dataclass(frozen=True, slots=True)
 class _Module:
     name: str

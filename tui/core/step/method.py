@@ -16,6 +16,7 @@ from functools import cached_property
 from ..config import LM_HEADS, BertConfig, ConfigError
 from ..count.frozen import Freeze, freeze
 from ..count.lora import PREFIX, Lora, adapt
+from ..count.trained import label as method_label
 from ..count.tree import ParamTree, group_of
 from .flow import Trains
 from .symbols import unused_modules
@@ -130,8 +131,7 @@ def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
     for name, target in _tied(tree).items():
         if target in trained:
             trained.add(name)
-    targets = ", ".join(sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}))
-    label = f"LoRA r={lora.r} on {targets}" + (f", dropout {lora.lora_dropout:g}" if lora.lora_dropout else "")
+    label = method_label(lora, adapted) + (f", dropout {lora.lora_dropout:g}" if lora.lora_dropout else "")
     return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), lora.lora_dropout > 0,
                   adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
                   adapters, adapter_tensors, tuple(sizes))
@@ -150,9 +150,7 @@ def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
     for name, target in _tied(tree).items():
         if target in trained:
             trained.add(name)
-    parts = [part for part, on in (("embeddings", spec.embeddings), (f"the first {spec.layers} layers", spec.layers),
-                                   ("the body", spec.body)) if on]
-    return Method(f"{' and '.join(parts)} frozen", _modules(tree), frozenset(trained), (), False, tree.total,
+    return Method(method_label(spec), _modules(tree), frozenset(trained), (), False, tree.total,
                   len(params), frozen.trainable, sum(p.name not in cold for p in params), 0, 0,
                   tuple((p.name, p.numel) for p in params if p.name not in cold))
 

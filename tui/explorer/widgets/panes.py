@@ -25,6 +25,7 @@ from ...core import (
 from ...core.config import ConfigError
 from ...core.count.compare import Comparison
 from ...core.count.lora import Adapted
+from ...core.count.trained import Trained
 from ...core.count.totals import layer_sharing
 from ...core.units import short_bytes, short_count
 from ...plain import plain
@@ -46,9 +47,10 @@ class TotalsPane(Static):
 
     def show(self, model: ParamTree, stale: bool, baseline: ParamTree | None = None,
              claims: list[tuple[str, str, str]] | None = None, comparison: Comparison | None = None,
-             adapted: Adapted | ConfigError | None = None) -> None:
+             adapted: Adapted | ConfigError | None = None, trained: Trained | None = None) -> None:
+        """`trained`: what trains under the fine-tuning method the explorer shows (None: everything)."""
         self.set_class(stale, "-stale")
-        parts = [self._render_totals(model, stale, baseline)]
+        parts = [self._render_totals(model, stale, baseline, trained)]
         if adapted is not None:
             parts.append(self._render_adapter(adapted))
         if comparison is not None:
@@ -84,7 +86,8 @@ class TotalsPane(Static):
             lines.append(Text(f"{len(result.tied_stored)} tied stored twice (counted once)", style="dim"))
         return Group(*lines)
 
-    def _render_totals(self, model: ParamTree, stale: bool, baseline: ParamTree | None) -> RenderableType:
+    def _render_totals(self, model: ParamTree, stale: bool, baseline: ParamTree | None,
+                       trained: Trained | None = None) -> RenderableType:
         total = model.total
         heading = Text.assemble((f"{total:,}", "bold"), f"  {short_count(total)}")
         if baseline is not None:
@@ -104,8 +107,13 @@ class TotalsPane(Static):
         memory.add_column(justify="right")
         for dtype, n in memory_bytes(total).items():
             memory.add_row(dtype, short_bytes(n))
-        memory.add_row("Adam train", short_bytes(training_bytes(total)))
-        note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations (F5 adds them)", style="dim")
+        if trained is None:
+            memory.add_row("Adam train", short_bytes(training_bytes(total)))
+            note = Text("train = " + ADAM_CONVENTION.split(":")[0] + "; no activations (F5 adds them)", style="dim")
+        else:  # (the method's: the Compute pane's choice, or an opened adapter)
+            memory.add_row("Adam train", short_bytes(trained.training_bytes))
+            note = Text(f"train = {trained.label}: trains {trained.trainable:,} of {trained.total:,}; "
+                        f"{trained.convention}; no activations (F5 adds them)", style="dim")
         sharing = layer_sharing(model.config, total)
         shared = [Text(""), Text("layers", style="bold"), Text(sharing.text)] if sharing is not None else []
         return Group(heading, status, Text(""), groups, *shared, Text(""), Text("weights", style="bold"), memory, note)
