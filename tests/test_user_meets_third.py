@@ -166,3 +166,143 @@ async def test_item_3_the_totals_pane_and_the_export_follow_the_compute_panes_me
     embeddings = tree.groups()["embeddings"]
     assert data["trainable"] == tree.total - embeddings and data["frozen"]["count"] == embeddings
     assert data["method"] == "embeddings frozen"
+
+
+# Items 6, 25, 13: an adapter's base found as a user expects, named with --base, cycles refused ----------------
+
+ADAPTERS = __import__("pathlib").Path(__file__).parent / "fixtures" / "adapters"
+
+
+def adapter_at(folder: Any, base: object) -> Any:
+    """peft's roberta-token adapter (tests/fixtures/adapters) copied to `folder`, its base named `base`."""
+    import shutil
+
+    shutil.copytree(ADAPTERS / "roberta-token", folder)
+    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = base
+    (folder / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def base_at(folder: Any) -> Any:
+    import shutil
+
+    shutil.copytree(ADAPTERS / "base-roberta", folder)
+    return folder
+
+
+def counted(*argv: str) -> tuple[dict[str, Any], str]:
+    done = run("count", *argv, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_item_6_a_base_relative_to_where_the_script_ran_is_found(tmp_path: Any, monkeypatch: Any) -> None:
+    """peft writes base_model_name_or_path as the script passed it (`"base"`): relative to the directory it ran in."""
+    base_at(tmp_path / "run" / "base")
+    adapter = adapter_at(tmp_path / "run" / "out" / "adapter", "base")
+    monkeypatch.chdir(tmp_path / "run")
+    data, err = counted(str(adapter))
+    assert data["model"] == "RobertaForTokenClassification" and data["adapter_file"]["clean"]
+    assert "the adapter's base model: " in err and "('base', found relative to the working directory)" in err
+
+
+def test_item_6_a_base_beside_the_adapter_folder_is_found_from_anywhere(tmp_path: Any, monkeypatch: Any) -> None:
+    base_at(tmp_path / "work" / "base")
+    adapter = adapter_at(tmp_path / "work" / "adapter", "base")
+    monkeypatch.chdir(tmp_path)
+    data, err = counted(str(adapter))
+    assert data["adapter_file"]["clean"] and "found relative to the adapter folder's parent" in err
+    inside = adapter_at(tmp_path / "other", "../work/base")  # (the repository's fixtures' own layout)
+    assert "found relative to the adapter's folder" in counted(str(inside))[1]
+
+
+def test_item_6_a_base_not_found_names_the_file_the_key_the_value_and_what_was_tried(tmp_path: Any) -> None:
+    adapter = adapter_at(tmp_path / "adapter", "../../nowhere/base")
+    done = run("count", str(adapter))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    said = done.stderr
+    assert "adapter_config.json" in said and "base_model_name_or_path" in said and "'../../nowhere/base'" in said
+    assert str(tmp_path / "adapter" / ".." / ".." / "nowhere" / "base") in said and "--base SOURCE" in said
+
+
+def test_item_6_a_null_base_asks_for_base_and_base_names_it(tmp_path: Any) -> None:
+    adapter = adapter_at(tmp_path / "adapter", None)
+    done = run("count", str(adapter))
+    assert done.returncode == 2 and "base_model_name_or_path" in done.stderr and "--base SOURCE" in done.stderr
+    base = base_at(tmp_path / "somewhere" / "roberta")
+    data, err = counted(str(adapter), "--base", str(base))
+    assert data["adapter_file"]["clean"] and "(named by --base)" in err
+    done = run("count", str(adapter), "--base", "roberta-base", "--format", "json")  # (a preset: its sizes, the
+    data = json.loads(done.stdout)  # adapter's head; the adapter's file, made on a small model, differs: exit 1)
+    assert data["model"] == "RobertaForTokenClassification" and data["config"]["hidden_size"] == 768
+    assert done.returncode == 1 and not data["adapter_file"]["clean"]
+    done = run("count", "--preset", "roberta-base", "--base", str(base))
+    assert done.returncode == 2 and "--base names a PEFT adapter's base model" in done.stderr
+    done = run("count", str(base), "--base", "roberta-base")
+    assert done.returncode == 2 and "no adapter folder" in done.stderr
+
+
+@pytest.mark.parametrize("cycle", ["self", "pair"])
+def test_item_25_a_cycle_of_bases_is_refused_by_name_with_the_chain(tmp_path: Any, cycle: str) -> None:
+    """An adapter whose base is itself (`"."`), or another adapter that names the first, crashed with a
+    RecursionError (exit 70, "internal error")."""
+    if cycle == "self":
+        first = adapter_at(tmp_path / "a", ".")
+    else:
+        first = adapter_at(tmp_path / "a", "../b")
+        adapter_at(tmp_path / "b", "../a")
+    done = run("count", str(first))
+    assert done.returncode == 2 and "a cycle of adapter bases: " in done.stderr, done.stderr
+    assert "adapter_config.json" in done.stderr and "Traceback" not in done.stderr
+    if cycle == "pair":
+        assert f"{tmp_path / 'a'} → {tmp_path / 'b'} → {tmp_path / 'a'}" in done.stderr
+
+
+async def test_items_13_and_6_the_open_dialog_takes_a_preset_name_and_an_adapters_base(tmp_path: Any) -> None:
+    """The open dialog (`o`) refused `roberta-base`, which the command line accepts; and had no way to name an
+    adapter's base."""
+    from textual.widgets import Input
+
+    from tui.explorer.app import make_app
+    from tui.explorer.dialogs import OpenScreen
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+
+    adapter = adapter_at(tmp_path / "adapter", None)
+    base = base_at(tmp_path / "elsewhere")
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("o")
+        await settled(pilot)
+        assert isinstance(app.screen, OpenScreen)
+        app.screen.query_one("#open-path", Input).value = "roberta-base"
+        await pilot.press("enter")
+        await settled(pilot)
+        assert not isinstance(app.screen, OpenScreen) and app.main.model.config.model_type == "roberta"
+        await pilot.press("o")
+        await settled(pilot)
+        app.screen.query_one("#open-path", Input).value = str(adapter)
+        await pilot.press("enter")
+        await settled(pilot)
+        assert isinstance(app.screen, OpenScreen)  # (no base: the error stays in the prompt, naming --base)
+        assert "base_model_name_or_path" in str(app.screen.query_one("#open-error").render())
+        app.screen.query_one("#open-base", Input).value = str(base)
+        app.screen.query_one("#open-base", Input).focus()
+        await pilot.press("enter")
+        await settled(pilot)
+        assert not isinstance(app.screen, OpenScreen)
+        assert app.main.model.config.hf_class == "RobertaForTokenClassification" and app.main.adapter is not None
+
+
+def test_item_25_an_adapter_keys_refusal_names_the_file_and_the_key_not_a_flag(tmp_path: Any) -> None:
+    base_at(tmp_path / "base")
+    adapter = adapter_at(tmp_path / "adapter", "../base")
+    config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
+    config["target_modules"] = ["no_such_module"]
+    (adapter / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    for command in ("count", "compute"):
+        done = run(command, str(adapter))
+        assert done.returncode == 2 and "target_modules" in done.stderr and "adapter_config.json" in done.stderr
+        assert "--lora-targets" not in done.stderr, done.stderr

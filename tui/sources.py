@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ..
     from .core.count.compare import Comparison
     from .core.count.lora import Ia3, Lora
     from .io.hub import Progress
+    from .io.peft_config import Adapter
     from .io.safetensors import Checkpoint
 
 LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
@@ -89,58 +90,138 @@ def is_checkpoint(path: Path) -> bool:
 
 
 def open_path(path: Path, *, revision: str | None = None, offline: bool = False,
-              progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
+              progress: Progress | None = None, base: str | None = None) -> tuple[Source, Checkpoint | None]:
     """What the explorer's 'open' prompt opens: a checkpoint with its config, a PEFT adapter folder with the
-    model it adapts, or a config alone."""
+    model it adapts (`base`: that model as the user names it, in place of its adapter_config.json's), or a
+    config alone."""
     from .io.peft_config import is_adapter
     from .io.safetensors import load_checkpoint
 
     if is_adapter(path):
-        return open_adapter(path, revision=revision, offline=offline, progress=progress), None
+        return open_adapter(path, revision=revision, offline=offline, progress=progress, base=base), None
+    if base is not None:
+        raise SourceError(path, None, "--base names a PEFT adapter's base model, and this is no adapter folder "
+                          "(no adapter_config.json)")
     if is_checkpoint(path):
         return source_beside(path), load_checkpoint(path)
     return load_source(path, "config"), None
 
 
 def open_model(text: str, *, revision: str | None = None, offline: bool = False,
-               progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
+               progress: Progress | None = None, base: str | None = None) -> tuple[Source, Checkpoint | None]:
     """What a MODEL argument names: an existing path (config, folder, preset YAML or checkpoint), else a Hub id
-    (`ORG/NAME`, with `revision`), else a preset name. The Hub client is imported only for an id."""
+    (`ORG/NAME`, with `revision`), else a preset name. The Hub client is imported only for an id. `base`: a PEFT
+    adapter's base model, named by the user (`--base`)."""
     path = Path(text)
     if probe(path, Path.exists):  # before the id test: a local path needs nothing of the Hub's
-        return open_path(path, revision=revision, offline=offline, progress=progress)
+        return open_path(path, revision=revision, offline=offline, progress=progress, base=base)
     if names_hub_model(text):
-        return open_hub(text, revision=revision, offline=offline, progress=progress)
+        return open_hub(text, revision=revision, offline=offline, progress=progress, base=base)
     if revision is not None:
         raise SourceError(text, None, "--revision goes with a Hub model id (ORG/NAME); this is no id, and no path exists")
+    if base is not None:
+        raise SourceError(text, None, "--base names a PEFT adapter's base model, and a preset is no adapter")
     try:
         return load_source(text, "name"), None
     except UnknownPresetError as error:
         raise UnknownPresetError(text, error.known, ", and no such path or Hub model id (ORG/NAME)") from None
 
 
+class BaseCycleError(SourceError):
+    """Adapters whose bases lead back to one of them: refused by name, with the chain."""
+
+
+MAX_ADAPTER_CHAIN = 8  # adapters whose base is an adapter, and so on: deeper is refused (no real chain is)
+
+
 def open_adapter(path: Path, *, revision: str | None = None, offline: bool = False,
-                 progress: Progress | None = None, title: str | None = None) -> Source:
-    """A PEFT adapter folder: the model `base_model_name_or_path` names (a path beside the folder or as given,
-    a Hub id or a preset), its head the one the task type names, with the adapter's LoRA. `title`: what to call
-    the adapter (its path, or its Hub id)."""
-    from .io.peft_config import TASK_HEADS, load_adapter
+                 progress: Progress | None = None, title: str | None = None, base: str | None = None,
+                 chain: tuple[Path, ...] = ()) -> Source:
+    """A PEFT adapter folder: the model it adapts (`base`, as the user names it with --base, else its
+    `base_model_name_or_path`, found as `adapter_base` says), its head the one the task type names, with the
+    adapter's method. `title`: what to call the adapter (its path, or its Hub id); `chain`: the adapter folders
+    whose bases led here (a cycle is refused)."""
+    from .io.peft_config import CONFIG_NAME, TASK_HEADS, load_adapter
 
     adapter = load_adapter(path)
-    if adapter.base is None:
-        raise SourceError(path, "base_model_name_or_path", "is null: the adapter does not say which model it adapts")
-    beside = adapter.path / adapter.base
-    named = str(beside) if not Path(adapter.base).is_absolute() and probe(beside, Path.exists) else adapter.base
-    base, _ = open_model(named, revision=revision, offline=offline, progress=progress)
-    config = base.config
+    here = _resolved(adapter.path)
+    file = adapter.path / CONFIG_NAME
+    if here in chain or len(chain) >= MAX_ADAPTER_CHAIN:
+        said = " → ".join(str(folder) for folder in (*chain, here))
+        raise BaseCycleError(file, "base_model_name_or_path", f"a cycle of adapter bases: {said}" if here in chain
+                             else f"more than {MAX_ADAPTER_CHAIN} adapters, each the base of the one before: {said}")
+    if base is not None:
+        try:
+            opened, _ = open_model(base, revision=revision, offline=offline, progress=progress)
+        except LOAD_ERRORS as error:
+            raise SourceError(base, None, f"--base: {error}") from None
+        found = f"{opened.name} (named by --base)"
+    else:
+        opened, found = adapter_base(adapter, file, (*chain, here), revision=revision, offline=offline,
+                                     progress=progress)
+    config = opened.config
     if adapter.task_type is not None:
         head = TASK_HEADS[adapter.task_type]
         try:
             config = config.replace(head=head)
         except ConfigError as error:
             raise SourceError(path, "task_type", f"{adapter.task_type}: {error.rule}") from None
-    notes = (*base.notes, f"the adapter's base model: {base.name}")
-    return Source(f"{title or path} (LoRA on {base.name})", config, notes, adapter.lora, adapter.weights)
+    notes = (*opened.notes, f"the adapter's base model: {found}")
+    from .core.count.lora import Ia3
+
+    method = "IA3" if isinstance(adapter.lora, Ia3) else "LoRA"
+    return Source(f"{title or path} ({method} on {opened.name})", config, notes, adapter.lora, adapter.weights)
+
+
+def adapter_base(adapter: Adapter, file: Path, chain: tuple[Path, ...], *, revision: str | None = None,
+                 offline: bool = False, progress: Progress | None = None) -> tuple[Source, str]:
+    """The model an adapter's `base_model_name_or_path` names, found as a user expects (peft writes it as the
+    user passed it to `from_pretrained`: often a path relative to where the script ran): an absolute path; else
+    relative to the working directory, to the adapter's folder, to that folder's parent; else a Hub id (through
+    the user's cache); else a preset. The first that opens wins; and what was used, said."""
+    from .io.peft_config import is_adapter
+
+    value = adapter.base
+    if value is None:
+        raise SourceError(file, "base_model_name_or_path", "is null (a model built from a config, not loaded with "
+                          "from_pretrained): name the base with --base SOURCE (a path, a Hub id or a preset)")
+    named = Path(value)
+    places = [(named, "as written")] if named.is_absolute() else [
+        (named, "relative to the working directory"), (adapter.path / named, "relative to the adapter's folder"),
+        (adapter.path.parent / named, "relative to the adapter folder's parent")]
+    tried = []
+    for place, where in places:
+        if not probe(place, Path.exists):
+            tried.append(f"{place} (no such path)")
+            continue
+        try:
+            if is_adapter(place):
+                opened = open_adapter(place, revision=revision, offline=offline, progress=progress, chain=chain)
+            else:
+                opened, _ = open_path(place, revision=revision, offline=offline, progress=progress)
+        except BaseCycleError:
+            raise
+        except LOAD_ERRORS as error:
+            tried.append(f"{place} ({error})")
+            continue
+        return opened, f"{opened.name} ({value!r}, found {where})"
+    if names_hub_model(value):
+        opened, _ = open_hub(value, revision=revision, offline=offline, progress=progress)
+        return opened, f"{opened.name} (a Hub id)"
+    try:
+        opened = load_source(value, "name")
+    except UnknownPresetError:
+        raise SourceError(file, "base_model_name_or_path", f"{value!r}: tried {'; '.join(tried)}; not a Hub id "
+                          "(ORG/NAME) nor a preset: name the base with --base SOURCE (a path, a Hub id or a "
+                          "preset)") from None
+    return opened, f"{opened.name} (a preset)"
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop of links, a path the system refuses: as written
+        return path.absolute()
 
 
 def names_hub_model(text: str) -> bool:
@@ -151,14 +232,18 @@ def names_hub_model(text: str) -> bool:
 
 
 def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False,
-             progress: Progress | None = None) -> tuple[Source, Checkpoint | None]:
-    """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers."""
+             progress: Progress | None = None, base: str | None = None) -> tuple[Source, Checkpoint | None]:
+    """A model on the Hub: its config.json (through the user's cache) and its checkpoint's headers. `base`: a
+    PEFT adapter's base model, named by the user."""
     from .io.hub import ADAPTER_CONFIG, open_repo
 
     model = open_repo(repo_id, revision, offline, progress)
     if model.config_path.name == ADAPTER_CONFIG:  # a PEFT adapter shared on the Hub: its base opens by its name
-        adapter = open_adapter(model.config_path, offline=offline, progress=progress, title=model.title)
+        adapter = open_adapter(model.config_path, offline=offline, progress=progress, title=model.title, base=base)
         return replace(adapter, notes=(*adapter.notes, *model.notes)), None
+    if base is not None:
+        raise SourceError(repo_id, None, "--base names a PEFT adapter's base model, and this Hub model is no adapter "
+                          "(no adapter_config.json)")
     hf = load_hf_config(model.config_path)
     fetched = (f"read {model.fetched_bytes:,} header bytes from the Hub, no weights",) if model.fetched_bytes else ()
     return Source(model.title, hf.config, (*hf.notes, *model.notes, *fetched)), model.checkpoint

@@ -120,6 +120,11 @@ def add_source(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None
     group.add_argument("--revision", metavar="REV", help="with a Hub id: a branch, tag or commit (default: main)")
     group.add_argument("--offline", action="store_true",
                        help="with a Hub id: use only the Hugging Face cache, never the network (as HF_HUB_OFFLINE=1)")
+    group.add_argument("--base", metavar="SOURCE",
+                       help="with a PEFT adapter (MODEL holding adapter_config.json): the model it adapts, a path, Hub "
+                       "id or preset, in place of its base_model_name_or_path (default: that, found as an absolute "
+                       "path, else relative to here, to the adapter's folder or its parent, else as a Hub id or "
+                       "preset)")
     source = group.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME", help="a preset by name (see `bert-tui presets`)")
     source.add_argument("--preset-file", metavar="PATH", type=Path, help="a preset YAML file")
@@ -298,8 +303,12 @@ def resolve(args: argparse.Namespace) -> Selection:
         raise UsageError("--revision goes with a Hub model id (bert-tui count ORG/NAME --revision REV)")
     try:
         stored = None
+        if model is None and getattr(args, "base", None) is not None:
+            raise UsageError("--base names a PEFT adapter's base model: give the adapter as MODEL "
+                             "(bert-tui count path/to/adapter --base SOURCE)")
         if model is not None:
-            source, stored = open_model(model, revision=args.revision, offline=args.offline, progress=progress)
+            source, stored = open_model(model, revision=args.revision, offline=args.offline, progress=progress,
+                                        base=getattr(args, "base", None))
         elif args.preset_file is not None:
             source = load_source(args.preset_file, "file")
         elif args.config is not None:

@@ -24,7 +24,7 @@ from ..io.files import ReadError, check_writable_target, probe, user_path, write
 from ..io.safetensors import Checkpoint
 from ..plain import plain
 from ..presets import check_preset_name, save_user_preset, user_dir, user_preset_path
-from ..sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_path
+from ..sources import LOAD_ERRORS, Source, names_hub_model, open_hub, open_model
 from .widgets.field_input import FieldInput
 
 EXPORTERS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
@@ -215,31 +215,36 @@ Opened = tuple[Source, Checkpoint | None]  # what the open prompt returns
 
 
 class OpenScreen(Dialog[Opened | None]):
-    """Ask for a path (a config.json, a model folder, a preset YAML or a checkpoint) or a Hub model id. A path is
-    read at once; an id is fetched in a worker thread while the prompt keeps answering keys, its progress shown,
-    Escape cancelling it. Errors stay in the prompt."""
+    """Ask for a path (a config.json, a model folder, a preset YAML, a checkpoint or a PEFT adapter folder), a
+    Hub model id or a preset name, and, for an adapter, its base model where its adapter_config.json does not
+    find it (as `--base`). A path is read at once; an id is fetched in a worker thread while the prompt keeps
+    answering keys, its progress shown, Escape cancelling it. Errors stay in the prompt."""
 
     AUTO_FOCUS = "#open-path"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="open-box", classes="dialog"):
-            yield Label("Open a Hub id (ORG/NAME), config.json, folder or checkpoint",
+            yield Label("Open a Hub id (ORG/NAME), config.json, folder, checkpoint, adapter or preset",
                         classes="dialog-title")
-            yield FieldInput(placeholder="path/to/model or org/name", id="open-path", compact=True)
+            yield FieldInput(placeholder="path/to/model, org/name or a preset", id="open-path", compact=True)
+            yield FieldInput(placeholder="an adapter's base model (optional: as --base)", id="open-base",
+                             compact=True)
             yield Static("", id="open-error", classes="error")
             yield Static("Enter opens; Escape cancels. Only config and headers are read, never weights.", classes="dim")
 
-    @on(Input.Submitted, "#open-path")
-    def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
+    @on(Input.Submitted, "#open-path, #open-base")
+    def _submitted(self) -> None:
+        text = self.query_one("#open-path", Input).value.strip()
+        base = self.query_one("#open-base", Input).value.strip() or None
         try:
             path = user_path(text)
             if names_hub_model(text):
                 self._status(f"fetching {text}… (Escape cancels)")
-                self._fetch(text)
+                self._fetch(text, base)
                 return
-            self.dismiss(open_path(path))
+            # (a path that exists, else a preset by name: as the command line reads a MODEL)
+            self.dismiss(open_model(str(path) if probe(path, Path.exists) else text, base=base))
         except (*LOAD_ERRORS, ReadError) as error:
             self._status(f"⚠ {error}")
 
@@ -247,13 +252,13 @@ class OpenScreen(Dialog[Opened | None]):
         self.query_one("#open-error", Static).update(plain(text))
 
     @work(thread=True, exclusive=True, group="fetch", exit_on_error=False)
-    def _fetch(self, repo_id: str) -> Opened:
+    def _fetch(self, repo_id: str, base: str | None) -> Opened:
         """The network part, off the event loop; its progress lines come back through call_from_thread."""
         def progress(message: str) -> None:
             if not get_current_worker().is_cancelled:
                 self.app.call_from_thread(self._status, f"{message} (Escape cancels)")
 
-        return open_hub(repo_id, progress=progress)
+        return open_hub(repo_id, progress=progress, base=base)
 
     @on(Worker.StateChanged)
     def _fetched(self, event: Worker.StateChanged) -> None:
