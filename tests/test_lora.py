@@ -115,7 +115,8 @@ def test_a_bad_lora_flag_is_refused_in_one_line_naming_it(argv: list[str], said:
 ADAPTERS = Path(__file__).parent / "fixtures" / "adapters"
 
 
-@pytest.mark.parametrize("name", ["bert-seqcls-dora", "roberta-token", "bert-none-all-linear", "bert-seqcls-ia3"])
+@pytest.mark.parametrize("name", ["bert-seqcls-dora", "roberta-token", "bert-none-all-linear", "bert-seqcls-ia3",
+                                  "bert-seqcls-bias-all"])
 def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_matches(name: str) -> None:
     """Folders as peft's save_pretrained writes them (tests/fixtures/adapters/): the base named by
     base_model_name_or_path, the head by task_type, and every tensor of adapter_model.safetensors predicted."""
@@ -126,7 +127,15 @@ def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_ma
     heads = {"SEQ_CLS": "sequence-classification", "TOKEN_CLS": "token-classification", "FEATURE_EXTRACTION": "none"}
     assert data["config"]["head"] == heads[saved["task_type"]]
     assert data["lora"]["r"] == saved["r"] if saved["peft_type"] == "LORA" else "ia3" in data
-    assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["trainable"]
+    assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["adapter_file"]["expected"]
+    if saved["peft_type"] == "LORA" and saved["bias"] == "all":  # (#52 item 7: peft writes every bias: the saved
+        base = data["base_total"]  # module's frozen original's, and its copy's under its wrapper's name, too)
+        biases = sum(p["count"] for p in data["parameters"] if "bias" in p["name"])
+        copies = sum(p["count"] for p in data["parameters"] if p["name"].startswith("classifier.") and
+                     "bias" in p["name"]) if saved.get("modules_to_save") else 0
+        assert data["adapter_file"]["held"] == data["trainable"] + 2 * copies and base > biases
+    else:
+        assert data["adapter_file"]["held"] == data["trainable"]
 
 
 def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1(tmp_path: Path) -> None:

@@ -113,6 +113,7 @@ class Adapted:
     saved: tuple[str, ...]  # the modules wrapped to be saved (trained copies)
     task_type: str | None
     ranks: dict[str, int] = field(default_factory=dict)
+    bias: str = "none"  # LoRA's `bias`: under "all" peft's file holds every bias of the model (`saved_tensors`)
 
     @property
     def trainable(self) -> int:
@@ -218,7 +219,8 @@ def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
     """`get_peft_model(model, LoraConfig(...))` of `tree`'s class: its parameters as peft names and marks them."""
     params, _, task, saved, targets = _plan(tree, config, lora, DEFAULT_TARGETS)
     ranks = {name: _rank(lora, name) for name in targets}
-    return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks)
+    return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks,
+                   lora.bias)
 
 
 def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: dict[str, tuple[str, ...]]
@@ -398,7 +400,9 @@ def _adapters(module: str, weight: Param, lora: Lora, rank: int) -> list[PeftPar
 def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
     """What peft's `save_pretrained` writes to adapter_model.safetensors: every trainable tensor, named without
     the adapter's name (`lora_A.weight`, `lora_magnitude_vector`), a saved module's copy under the module's own
-    name (`classifier.weight`)."""
+    name (`classifier.weight`). Under `bias="all"` peft's `get_peft_model_state_dict` also keeps every key of
+    the state dict holding "bias", trained or not, before it renames the saved modules: a saved module's frozen
+    original's bias and its copy's under `modules_to_save.` are written too (checked with peft 0.21.2)."""
     out = []
     for param in adapted.params:
         if not param.trainable:
@@ -410,6 +414,10 @@ def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
             if param.role == "magnitude":
                 name = name.removesuffix(".weight")
         out.append((name, param.shape))
+    if adapted.bias == "all":
+        written = {name for name, _ in out}
+        out += [(name, param.shape) for param in adapted.params if "bias" in param.name
+                for name in (param.name.replace(".default", ""),) if name not in written]
     return out
 
 
