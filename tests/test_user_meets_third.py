@@ -76,6 +76,8 @@ async def test_item_9_the_compute_pane_says_what_a_size_in_gb_was_read_as() -> N
         app.query_one(ComputePane).query_one("#gpu_memory", Input).value = "24GiB"
         await settled(pilot)
         assert "GPU memory" not in result_text(app)
+        # (#52 item 8: with a card typed, the pane's first line answers for it)
+        assert result_text(app).splitlines()[0].startswith("on 24 GiB: batch 32 runs; the largest batch that ")
 
 
 def test_item_3_count_under_lora_says_one_training_memory_in_its_table_its_line_and_its_json() -> None:
@@ -306,3 +308,27 @@ def test_item_25_an_adapter_keys_refusal_names_the_file_and_the_key_not_a_flag(t
         done = run(command, str(adapter))
         assert done.returncode == 2 and "target_modules" in done.stderr and "adapter_config.json" in done.stderr
         assert "--lora-targets" not in done.stderr, done.stderr
+
+
+def test_item_8_the_answer_leads_and_brief_fits_a_24_line_terminal() -> None:
+    """`compute … --gpu-memory 24GB` printed 131 lines, its answer at line 100."""
+    argv = ("compute", "--preset", "bert-base-uncased", "--head", "mlm", "--batch", "32", "--seq", "128",
+            "--gpu-memory", "24GiB")
+    whole = run(*argv).stdout.splitlines()
+    data = json.loads(run(*argv, "--format", "json").stdout)
+    asked = next(fit for fit in data["fits"] if fit["asked"])
+    answer = f"on 24 GiB: batch 32 {asked['at_batch']}; the largest batch that runs there: {asked['max_batch']:,}"
+    assert whole.index(answer) <= 5
+    brief = run(*argv, "--brief").stdout.splitlines()
+    assert brief.index(answer) <= 5 and len(brief) <= 24 and any("(--gpu-memory)" in line for line in brief)
+
+
+def test_item_20_options_that_change_nothing_are_said_so() -> None:
+    done = run("compute", "--preset", "bert-base-uncased", "--head", "mlm", "--batch", "8", "--seq", "64",
+               "--mode", "inference", "--optimizer", "sgd", "--choices", "3")
+    assert done.returncode == 0
+    assert "--choices 3: answers per example of a multiple-choice head; BertForMaskedLM has none" in done.stderr
+    assert "--optimizer sgd: an inference forward runs no optimizer" in done.stderr
+    quiet = run("compute", "--preset", "bert-base-uncased", "--head", "multiple-choice", "--batch", "8", "--seq",
+                "64", "--choices", "3", "--optimizer", "sgd")
+    assert "--choices" not in quiet.stderr and "--optimizer" not in quiet.stderr

@@ -94,7 +94,7 @@ def build_parser() -> Parser:
     group.add_argument("--precision", choices=PRECISIONS, default="fp32",
                        help="fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under "
                        "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
-    group.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+    group.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                        help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
     group.add_argument("--loop", choices=LOOPS, default="course",
                        help="what the training loop keeps alive, for the peak and what fits: course (default: the "
@@ -113,10 +113,13 @@ def build_parser() -> Parser:
     group.add_argument("--device", choices=DEVICES, default="cuda",
                        help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
                        "statistics, sdpa's fused kernels; measured on an H200) or cpu (what the CPU oracle measures); default cuda")
-    group.add_argument("--choices", metavar="C", default="4", help="multiple-choice only: answers per example (default 4)")
+    group.add_argument("--choices", metavar="C", help="multiple-choice only: answers per example (default 4)")
     group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table (a card, or a cap under "
                        "set_per_process_memory_fraction): 24GiB, 80GB, 24 (GiB)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
+    parser.add_argument("--brief", action="store_true",
+                        help="with the table: the answer (whether the batch runs, the largest that does, the peak) and "
+                        "what fits, without the FLOPs' and memory's details")
     return parser
 
 
@@ -160,7 +163,7 @@ def run(argv: Sequence[str]) -> int:
     try:
         sizes = {name: parse_int(name, str(DEFAULT_WORKLOAD[name]) if getattr(args, name) is None else getattr(args, name))
                  for name in ("batch", "seq", "choices")}
-        workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer,
+        workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer or "adamw",
                             checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
         method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
@@ -177,6 +180,13 @@ def run(argv: Sequence[str]) -> int:
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
     if defaulted:
         notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
+    if args.choices is not None and selection.config.head != "multiple-choice":  # (said, not ignored in silence)
+        notes.append(f"--choices {args.choices}: answers per example of a multiple-choice head; "
+                     f"{selection.config.hf_class} has none, so it changes nothing")
+    if args.optimizer is not None and not workload.train:
+        notes.append(f"--optimizer {args.optimizer}: an inference forward runs no optimizer, so it changes nothing")
+    if args.brief and args.format != "table":
+        notes.append(f"--brief shortens the table; --format {args.format} is printed whole")
     reading = None if args.gpu_memory is None else size_reading(args.gpu_memory)
     if reading:  # (a card's box says GB; its memory is GiB)
         notes.append(f"--gpu-memory {reading}")
@@ -189,6 +199,6 @@ def run(argv: Sequence[str]) -> int:
     elif args.format == "markdown":
         sys.stdout.write(compute_markdown(result, selection.title, full))
     else:
-        sys.stdout.write(compute_text(result, selection.title, full))
+        sys.stdout.write(compute_text(result, selection.title, full, brief=args.brief))
     return 0
 

@@ -246,12 +246,37 @@ def method_line(result: Compute) -> str:
     return f"{method.label}: trains {method.trainable:,} of {method.parameters:,} parameters ({said} %)"
 
 
-def compute_text(result: Compute, title: str, full: Compute | None = None) -> str:
-    """What `bert-tui compute` prints as a table (`full`: under a method, the step fully fine-tuned, beside)."""
+def answer_lines(result: Compute, width: int | None = WIDTH) -> list[str]:
+    """The answer before the details: on the size asked (`--gpu-memory`), whether the step's own batch runs and
+    the largest that does; without one, what the batch does on every size; then the peak and the FLOPs
+    (wrapped to `width`; None: a line each)."""
+    lines = []
+    asked = next((fit for fit in result.fits if fit.asked), None)
+    batch = result.workload.batch
+    if asked is not None:
+        largest = ("any batch" if asked.max_batch >= MAX_BATCH else f"{asked.max_batch:,}" if asked.max_batch
+                   else "none, not even 1")
+        lines.append(f"on {size_label(asked)}: batch {batch:,} {asked.at_batch or ''}; the largest batch that "
+                     f"{'runs' if result.replayed else 'fits'} there: {largest}")
+    elif result.fits:
+        lines += batch_says(result, "of the table below")[:1]
+    held = f", reserved {short_bytes(result.reserved_peak)}" if result.replayed or result.stranded else ""
+    lines.append(f"peak {short_bytes(result.peak)} at once{held}; {short_flops(result.flops_step)} "
+                 f"{'a step' if result.workload.train else 'a forward'}")
+    if width is None:
+        return lines
+    return [wrapped for line in lines for wrapped in textwrap.wrap(line, width, subsequent_indent="  ")]
+
+
+def compute_text(result: Compute, title: str, full: Compute | None = None, brief: bool = False) -> str:
+    """What `bert-tui compute` prints as a table (`full`: under a method, the step fully fine-tuned, beside):
+    the answer first, then the details (`brief`: the answer and what fits, without the details)."""
     lines = [headline(result, title)]
     if full is not None:
         lines += textwrap.wrap(full_line(result, full), WIDTH)
-    lines.append("")
+    lines += ["", *answer_lines(result), ""]
+    if brief:
+        return "\n".join([*lines, *fits_lines(result)]) + "\n"
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
     lines += ["conventions:"] + [wrapped for line in convention_lines(result)
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
@@ -433,9 +458,9 @@ def _sizes(labels: list[str]) -> str:
     return " and ".join([", ".join(labels[:-1]), labels[-1]]) if len(labels) > 1 else labels[0]
 
 
-def batch_says(result: Compute) -> list[str]:
+def batch_says(result: Compute, where: str = "above") -> list[str]:
     """What the step's own batch does on each size of the fits table (`Fit.at_batch`), and why, where it does
-    not run below a size's largest batch or is not proven to run."""
+    not run below a size's largest batch or is not proven to run (`where`: the table, from the line)."""
     if not result.fits:
         return []
     sizes: dict[str, str] = {}
@@ -443,7 +468,7 @@ def batch_says(result: Compute) -> list[str]:
         sizes.setdefault(size_label(fit), fit.at_batch or "")
     answers = {answer: [size for size, said in sizes.items() if said == answer] for answer in sizes.values()}
     if len(answers) == 1:
-        said = f"{next(iter(answers))} on every size above"
+        said = f"{next(iter(answers))} on every size {where}"
     else:
         said = "; ".join(f"{answer} on {_sizes(where)}" for answer, where in answers.items())
     lines = [f"this step's batch, {result.workload.batch:,}: {said}"]
