@@ -332,3 +332,53 @@ def test_item_20_options_that_change_nothing_are_said_so() -> None:
     quiet = run("compute", "--preset", "bert-base-uncased", "--head", "multiple-choice", "--batch", "8", "--seq",
                 "64", "--choices", "3", "--optimizer", "sgd")
     assert "--choices" not in quiet.stderr and "--optimizer" not in quiet.stderr
+
+
+@pytest.mark.parametrize("command", ["count", "compute"])
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--lora-layers", "99"), "--lora-layers 99: holds none of the targets, which BertModel has in layers 0 … 11"),
+    (("--lora-targets-regex", "("), "--lora-targets-regex (: is not a regular expression"),
+    (("--lora-targets-regex", "zzz"), "--lora-targets-regex zzz: matches no module of BertModel"),
+])
+def test_item_11_a_refusal_names_the_flag_that_set_the_value(command: str, flags: tuple[str, str], said: str) -> None:
+    """`--lora-layers 99` on 12 layers said `--lora-targets query, value: matches no module`; `--lora-targets-regex
+    '('` reported itself as `--lora-targets`."""
+    done = run(command, "--preset", "bert-base-uncased", "--lora-r", "8", *flags)
+    assert done.returncode == 2 and done.stderr == f"bert-tui {command}: error: {said}" + done.stderr.split(said)[1]
+    assert done.stderr.count("\n") == 1
+
+
+def test_item_12_diff_names_each_sides_class() -> None:
+    """`diff A A --head mlm` printed B without its class or "(edited)": two lines with the same name."""
+    done = run("diff", "bert-base-uncased", "bert-base-uncased", "--head", "mlm")
+    assert done.stdout.splitlines()[:2] == ["A: BertModel · bert-base-uncased  109,482,240",
+                                            "B: BertForMaskedLM · bert-base-uncased  109,514,298"]
+    data = json.loads(run("diff", "bert-base-uncased", "bert-base-uncased", "--head", "mlm", "--format",
+                          "json").stdout)
+    assert (data["model_a"], data["model_b"]) == ("BertModel", "BertForMaskedLM")
+
+
+@pytest.mark.parametrize(("title", "name"), [
+    ("cfgs/my_config.json", "my_config"), ("cfgs/my_config.json (edited)", "my_config-edited"),
+    ("models/tiny/config.json", "tiny"), ("bert-base-uncased (edited)", "bert-base-uncased-edited"),
+    ("ckpt/model.safetensors", "ckpt"), ("..", "my-preset"), ("x" * 100 + ".json", "x" * 64),
+])
+def test_item_16_a_saved_preset_is_named_after_the_file_not_its_path_and_suffix(title: str, name: str) -> None:
+    """Saving an opened `my_config.json` suggested `cfgs-my_config.json` and wrote `….json.yaml`."""
+    from tui.presets import check_preset_name, suggest_preset_name
+
+    assert suggest_preset_name(title) == name == check_preset_name(name)
+
+
+def test_item_17_compute_csv_has_the_workload_and_each_key_once() -> None:
+    import csv
+
+    done = run("compute", "--preset", "bert-base-uncased", "--batch", "8", "--seq", "64", "--gpu-memory", "24GiB",
+               "--format", "csv")
+    rows = list(csv.reader(done.stdout.splitlines()))[1:]
+    keys = [key for key, _ in rows]
+    assert len(keys) == len(set(keys))
+    values = dict(rows)
+    assert values["workload.batch"] == "8" and values["workload.seq"] == "64" and values["model"] == "BertModel"
+    assert values["fits.gpu_memory.bytes"] == str(24 << 30)
+    assert values["fits.gpu_memory.max_batch"] == values["fits.24GiB.max_batch"]

@@ -131,6 +131,28 @@ def check_preset_name(name: str) -> str:
     return name
 
 
+_FILE_SUFFIXES = (".json", ".yaml", ".yml", ".safetensors")
+_GENERIC_STEMS = {"config", "adapter_config", "model", "model.safetensors.index"}
+
+
+def suggest_preset_name(title: str) -> str:
+    """A preset name for what the explorer shows: a file's stem (`cfgs/my_config.json` → `my_config`), or its
+    folder's name where the file's is generic (`models/tiny/config.json` → `tiny`), a Hub id with its slash
+    made a dash, and `-edited` where the form changed it; always a name `check_preset_name` takes."""
+    edited = " (edited)" in title
+    text = title.replace(" (edited)", "").strip()
+    parts = [part for part in re.split(r"[\\/]", text.split(" (", 1)[0]) if part not in ("", ".", "..")]
+    if parts and parts[-1].lower().endswith(_FILE_SUFFIXES):
+        stem = parts[-1].rsplit(".", 1)[0]
+        stem = stem.removesuffix(".safetensors.index").removesuffix(".safetensors")
+        name = parts[-2] if stem in _GENERIC_STEMS and len(parts) > 1 else stem
+    else:
+        name = "-".join(parts[-2:]) if parts else ""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip("._-").replace("..", ".")
+    name = (name or "my-preset")[: 64 - (7 if edited else 0)].rstrip("._-") or "my-preset"
+    return name + ("-edited" if edited else "")
+
+
 def user_preset_path(name: str) -> Path:
     return user_dir() / f"{check_preset_name(name)}.yaml"
 

@@ -272,13 +272,36 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
                     bias=args.lora_bias or "none", modules_to_save=names("--lora-save", args.lora_save),
                     use_dora=bool(args.dora), layers_to_transform=layers, rank_pattern=tuple(pattern),
                     lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha))
-    except ConfigError as error:
-        raise UsageError(f"{LORA_FLAG_OF.get(error.field, '--lora-' + error.field)} {printable(str(error.value))}: "
-                         f"{error.rule}") from None
+    except ConfigError as error:  # (the Lora is not made: its regular expression may be what is refused)
+        regex = isinstance(targets, str) and targets != ALL_LINEAR and error.field == "target_modules"
+        named = "--lora-targets-regex" if regex else LORA_FLAG_OF.get(error.field, "--lora-" + error.field)
+        raise UsageError(f"{named} {printable(str(error.value))}: {error.rule}") from None
 
 
 LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
-                "rank_pattern": "--lora-rank-pattern"}
+                "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--lora-layers", "use_dora": "--dora",
+                "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha"}
+IA3_FLAG_OF = {"target_modules": "--ia3-targets", "feedforward_modules": "--ia3-feedforward",
+               "modules_to_save": "--ia3-save"}
+
+
+def method_refusal(error: ConfigError, how: object, adapter: object = None) -> str:
+    """A fine-tuning method's refusal as the user wrote the method: an adapter folder's own (`adapter`) by
+    adapter_config.json's key, else by the flag that set the value (`--lora-targets-regex` for a regular
+    expression, `--lora-layers` for layers that hold no target, `--freeze-layers` …)."""
+    value = printable(str(error.value))
+    if adapter is not None and how is adapter:
+        return f"{error.field} {value} (adapter_config.json): {error.rule}"
+    if isinstance(how, Freeze):
+        return f"{as_typed(error.field, error.value)}: {error.rule}"
+    if isinstance(how, Ia3):
+        named = IA3_FLAG_OF.get(error.field, "--ia3-" + error.field.replace("_", "-"))
+    else:
+        named = LORA_FLAG_OF.get(error.field, "--lora-" + error.field.replace("_", "-"))
+        regex = isinstance(how, Lora) and isinstance(how.target_modules, str) and how.target_modules != ALL_LINEAR
+        if error.field == "target_modules" and regex:
+            named = "--lora-targets-regex"
+    return f"{named if error.value is True else f'{named} {value}'}: {error.rule}"
 
 
 @dataclass(frozen=True)

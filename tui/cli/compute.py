@@ -21,6 +21,7 @@ from .common import (
     freeze_of,
     ia3_of,
     lora_of,
+    method_refusal,
     progress,
     resolve,
 )
@@ -166,15 +167,16 @@ def run(argv: Sequence[str]) -> int:
         workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer or "adamw",
                             checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
                             padding_mask=args.padding_mask, device=args.device)
-        method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
+        try:
+            method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
+        except ConfigError as error:  # (named as the user wrote the method: its flag, or the adapter's key)
+            raise UsageError(method_refusal(error, how, selection.lora)) from None
         with slow_notice(SLOW_FITS if fits_replayed(selection.config, workload, method) else SLOW_STEP):
             result = compute(selection.config, workload, gpu_memory, method=method)
             full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it
     except ConfigError as error:  # a config file's own key is named as the file names it, not as an option
         if error.field in dict(selection.config.step_keys):
             raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
-        if selection.lora is not None and error.field in ("use_dora", "target_modules"):
-            raise UsageError(f"{error.field} {error.value} (adapter_config.json): {error.rule}") from None
         raise UsageError(f"{as_typed(error.field, error.value)}: {error.rule}") from None
     notes = list(selection.notes)
     defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]

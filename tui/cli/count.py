@@ -22,6 +22,7 @@ from .common import (
     freeze_of,
     ia3_of,
     lora_of,
+    method_refusal,
     resolve,
 )
 
@@ -88,7 +89,7 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
         try:
             trained = trained_under(tree, selection.config, how)
         except ConfigError as error:
-            raise UsageError(_named(error, how, selection)) from None
+            raise UsageError(method_refusal(error, how, selection.lora)) from None
     adapted = None if trained is None else trained.adapted
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
@@ -129,20 +130,6 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
             sys.stdout.write(to_csv(tree, trained) if fmt == "csv" else to_markdown(tree, selection.title, trained))
     differs = ckpt is not None and ckpt.comparison is not None and not ckpt.comparison.clean
     return 1 if differs or (stored is not None and not stored[1].clean) else 0
-
-
-def _named(error: ConfigError, how: Lora | Ia3 | Freeze, selection: Selection) -> str:
-    """A method's refusal, naming what the user wrote: adapter_config.json's key for an adapter folder's own
-    method, else the command-line flag."""
-    if isinstance(how, Freeze):
-        said = "" if error.value is True else f" {error.value}"
-        return f"--{error.field.replace('_', '-')}{said}: {error.rule}"
-    if how is selection.lora:
-        return f"{error.field} {printable(str(error.value))} (adapter_config.json): {error.rule}"
-    kind = "lora" if isinstance(how, Lora) else "ia3"
-    flag = {"target_modules": f"--{kind}-targets", "feedforward_modules": "--ia3-feedforward"}.get(
-        error.field, f"--{error.field.replace('_', '-')}")
-    return f"{flag} {printable(str(error.value))}: {error.rule}"
 
 
 def adapter_report(path: Path, adapted: Adapted) -> tuple[Path, AdapterComparison]:

@@ -40,14 +40,17 @@ def run(argv: Sequence[str]) -> int:
     a = load(args.a, args.revision, args.offline)
     b = apply_overrides(args, load(args.b, args.revision, args.offline))
     result = diff(build_tree(a.config), build_tree(b.config))
-    data = {"a": a.name, "b": b.title, **diff_data(result)}
+    data = {"a": a.name, "b": b.title, "model_a": a.config.hf_class, "model_b": b.config.hf_class,
+            **diff_data(result)}
+    # (each side with its class: `diff X X --head mlm` compares BertModel with BertForMaskedLM of one config)
+    title_a, title_b = f"{a.config.hf_class} · {a.name}", f"{b.config.hf_class} · {b.title}"
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     elif args.format in ("csv", "markdown"):
         rows = [{"name": p["name"], "shape_a": p["shape_a"], "shape_b": p["shape_b"], "delta": p["delta"]}
                 for p in data["parameters"]]  # type: ignore[attr-defined]
-        sys.stdout.write(rows_text(rows, args.format, f"{a.name} → {b.title}: {result.delta:+,}"))
+        sys.stdout.write(rows_text(rows, args.format, f"{title_a} → {title_b}: {result.delta:+,}"))
     else:
-        sys.stdout.write(prose(diff_text(result, a.name, b.title)))
+        sys.stdout.write(prose(diff_text(result, title_a, title_b)))
     return 1 if result.delta or result.params else 0
 

@@ -488,13 +488,14 @@ class MainScreen(Screen[None]):
             self.notify(note, timeout=6)
 
     def action_save_preset(self) -> None:
+        from ..presets import suggest_preset_name
         from .dialogs import SavePresetScreen
 
         if self.model is None or isinstance(self.app.screen, SavePresetScreen) or self._refuse_stale("saved"):
             return
         builtin = {name for name, p in self.catalog.presets.items() if p.builtin}
-        suggestion = self._source_title.replace(" (edited)", "-edited").replace("/", "-").replace(" ", "-")
-        self.app.push_screen(SavePresetScreen(self.model.config, suggestion[:64], builtin), self._saved)
+        suggestion = suggest_preset_name(self._source_title)
+        self.app.push_screen(SavePresetScreen(self.model.config, suggestion, builtin), self._saved)
 
     def _saved(self, name: str | None) -> None:
         if name is None:

@@ -486,10 +486,17 @@ def batch_says(result: Compute, where: str = "above") -> list[str]:
 
 
 def compute_csv(result: Compute) -> str:
-    """quantity,value rows: FLOPs, bytes and fits, one per line."""
+    """quantity,value rows: the model and workload, FLOPs, bytes and fits, one per line (each key once: the size
+    asked with --gpu-memory under `fits.gpu_memory.`, beside the table's cards)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["quantity", "value"])
+    writer.writerow(["model", result.config.hf_class])
+    if result.method is not None:
+        writer.writerow(["method", result.method.label])
+    for key, value in result.workload.as_dict().items():
+        writer.writerow([f"workload.{key}", value])
+    writer.writerow(["tokens", result.values["n"]])
     writer.writerow(["flops.forward", result.flops_forward])
     writer.writerow(["flops.backward", result.flops_backward])
     writer.writerow(["flops.step", result.flops_step])
@@ -502,9 +509,12 @@ def compute_csv(result: Compute) -> str:
     for component, n in _ordered(result.activations_by_component()).items():
         writer.writerow([f"activations.{component}", n])
     for fit in result.fits:
-        writer.writerow([f"fits.{fit.gib:g}GiB.max_batch", fit.max_batch])
-    for fit in result.fits:
-        writer.writerow([f"fits.{fit.gib:g}GiB.runs_at_batch", int(bool(fit.runs_at_batch))])
+        key = "fits.gpu_memory" if fit.asked else f"fits.{fit.gib:g}GiB"
+        if fit.asked:
+            writer.writerow([f"{key}.bytes", fit.bytes])
+        writer.writerow([f"{key}.max_batch", fit.max_batch])
+        writer.writerow([f"{key}.runs_at_batch", int(bool(fit.runs_at_batch))])
+        writer.writerow([f"{key}.at_batch", fit.at_batch])
     return out.getvalue()
 
 

@@ -297,6 +297,7 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     else:
         wanted_names = None
     found: list[str] = []
+    elsewhere = []  # targets in layers that `layers_to_transform` leaves out
     for key in [*modules, *sorted(containers)]:
         if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
             continue  # peft never adapts inside a module it saves whole
@@ -309,8 +310,14 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
         if hit and isinstance(lora, Lora) and lora.layers_to_transform is not None:
             index = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
             hit = index is not None and int(index.group("idx")) in lora.layers_to_transform
+            if not hit:
+                elsewhere.append(key)
         if hit:
             found.append(key)
+    if not found and elsewhere and isinstance(lora, Lora) and lora.layers_to_transform is not None:
+        layers = ", ".join(map(str, lora.layers_to_transform))
+        raise ConfigError("layers_to_transform", layers, f"holds none of the targets, which {config.hf_class} has "
+                          f"in layers 0 … {config.num_hidden_layers - 1} (peft refuses it)")
     if not found:
         said = wanted if isinstance(wanted, str) else ", ".join(wanted)
         raise ConfigError("target_modules", said, f"matches no module of {config.hf_class} (peft refuses it); its "

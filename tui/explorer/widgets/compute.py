@@ -229,7 +229,8 @@ class ComputePane(VerticalScroll):
         """The step's figures; `stale`: why they are not the fields' (they are the last valid ones); `full`:
         under a method, the same step fully fine-tuned, beside it; `pending`: what fits is still being worked
         out (said in its place: the figures shown are the step's terms, which need no replay)."""
-        reading = size_reading(self.query_one("#gpu_memory", Input).value)  # (GB on a card's box: said, every time)
+        typed = self.query("#gpu_memory")  # (its row may still be mounting when the first figures come)
+        reading = size_reading(typed.first(Input).value) if typed else None  # (GB on a card's box: said, every time)
         self.query_one("#compute-result", Static).update(render_result(result, stale, full, pending, reading))
         self.set_class(stale is not None, "-stale")
 
