@@ -382,3 +382,26 @@ def test_item_17_compute_csv_has_the_workload_and_each_key_once() -> None:
     assert values["workload.batch"] == "8" and values["workload.seq"] == "64" and values["model"] == "BertModel"
     assert values["fits.gpu_memory.bytes"] == str(24 << 30)
     assert values["fits.gpu_memory.max_batch"] == values["fits.24GiB.max_batch"]
+
+
+def test_item_4_a_pinned_baseline_of_another_class_is_matched_module_by_module() -> None:
+    """Pin bert-large (BertModel), open a BertForTokenClassification config: `bert Δ +35,824,640` while its children
+    said −14.9 M and −283 M. The body is the baseline's BertModel, its modules the baseline's own; a head the
+    baseline lacks says so (None: the tree shows `Δ new`)."""
+    from tui.core import build_tree
+    from tui.core.count.diff import delta_against
+    from tui.presets import load_catalog
+
+    catalog = load_catalog()
+    large = build_tree(catalog.get("bert-large-uncased").config)
+    base = build_tree(catalog.get("bert-base-uncased").config.replace(head="token-classification"))
+    embeddings = (30522 + 512 + 2 + 2) * 768 - (30522 + 512 + 2 + 2) * 1024  # (V + P + T)·H + 2H, each side
+    layer = lambda h, i: 4 * h * h + 2 * h * i + 9 * h + i  # noqa: E731 (an encoder layer, by hand)
+    assert delta_against(base, "bert.embeddings", large) == embeddings
+    assert delta_against(base, "bert.encoder", large) == 12 * layer(768, 3072) - 24 * layer(1024, 4096)
+    assert delta_against(base, "bert.encoder.layer.0", large) == layer(768, 3072) - layer(1024, 4096)
+    assert delta_against(base, "bert", large) == base.find("bert").count - large.total  # noqa: the body ↔ BertModel
+    assert delta_against(base, "classifier", large) is None and delta_against(base, "", large) == \
+        base.total - large.total
+    assert delta_against(large, "embeddings", base) == -embeddings  # (and the other way round)
+    assert delta_against(large, "pooler", base) is None  # (token classification has no pooler)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .families import role_name
-from .tree import ParamTree, strip_body
+from .tree import Node, ParamTree, strip_body
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
 
@@ -81,3 +81,29 @@ def diff(a: ParamTree, b: ParamTree) -> Diff:
     groups_a, groups_b = a.groups(), b.groups()
     groups = {g: (groups_a.get(g, 0), groups_b.get(g, 0)) for g in [*groups_a, *(g for g in groups_b if g not in groups_a)]}
     return Diff(a.total, b.total, groups, tuple(changed), (a.config.model_type, b.config.model_type))
+
+
+def counterpart(tree: ParamTree, key: str, baseline: ParamTree) -> Node | None:
+    """The node of `baseline` that stands where `key` stands in `tree`, matched as `diff` matches parameters: by
+    name without either's body prefix (a head class's `bert.encoder` is BertModel's `encoder`; its body module,
+    `bert`, is BertModel itself, or the other head class's `bert`); the root is the root. None: the baseline has
+    no such module (a head the baseline's class lacks)."""
+    if key == "":
+        return baseline.root
+    prefix = tree.config.body_prefix
+    if prefix and key == prefix[:-1]:  # the body module: the baseline's body (its root where it has no prefix)
+        other = baseline.config.body_prefix
+        return baseline.find(other[:-1]) if other else baseline.root
+    rest = key[len(prefix):] if prefix and key.startswith(prefix) else key
+    inside = not prefix or key.startswith(prefix)  # (a head's modules stand beside the body: matched as named)
+    found = baseline.find(baseline.config.body_prefix + rest) if inside else baseline.find(key)
+    return found if found is not None else baseline.find(key)
+
+
+def delta_against(tree: ParamTree, key: str, baseline: ParamTree) -> int | None:
+    """How much the node at `key` changed against its `counterpart` in `baseline` (None: the baseline has none)."""
+    node = tree.find(key) if key else tree.root  # (`key`: the node's own name, as `named_parameters()` has it)
+    before = counterpart(tree, key, baseline)
+    if node is None or before is None:
+        return None
+    return node.count - before.count

@@ -27,6 +27,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ...core import Module, Node, Param, ParamTree
+from ...core.count.diff import delta_against
 from ...core.count.tree import LayerStack, strip_body
 
 _LAYER_0 = re.compile(r"(\b(?:layer|layers|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # stacked layers
@@ -177,11 +178,13 @@ class ParamTreeView(Tree[str]):
         self._marks = marks
 
     def _delta(self, key: str, item: Node) -> str:
-        """`Δ +1,234` against the pinned baseline ("" when none is pinned)."""
-        if self._baseline is None:
+        """`Δ +1,234` against the pinned baseline's counterpart of the node (`diff.counterpart`: a head class's
+        `bert.encoder` is BertModel's `encoder`), `Δ new` where the baseline has none ("" when none is pinned)."""
+        if self._baseline is None or self._counted is None:
             return ""
-        before = self._baseline.find(key) or self._baseline.find(f"{self._baseline.config.body}.{key}")
-        delta = item.count - (before.count if before is not None else 0)
+        delta = delta_against(self._counted, item.name, self._baseline)
+        if delta is None:
+            return "Δ new"
         return f"Δ {delta:+,}" if delta else "Δ 0"
 
     def _reconcile(self, tree_node: TreeNode[str], module: Module) -> None:
