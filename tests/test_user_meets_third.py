@@ -405,3 +405,19 @@ def test_item_4_a_pinned_baseline_of_another_class_is_matched_module_by_module()
         base.total - large.total
     assert delta_against(large, "embeddings", base) == -embeddings  # (and the other way round)
     assert delta_against(large, "pooler", base) is None  # (token classification has no pooler)
+
+
+def test_item_5_the_sum_of_the_kinds_is_not_read_as_a_bound() -> None:
+    """`sum … never all held at once` read as an upper bound, but under LoRA it is below the peak (bert-base
+    32 × 128: sum 2.0 GiB, peak 2.2 GiB)."""
+    from tui.core import build_tree
+    from tui.core.count.lora import Lora
+    from tui.core.step.method import method_of
+    from tui.formats.compute import compute_text
+
+    config = BertConfig()
+    method = method_of(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
+    result = compute(config, Workload(32, 128, device="cuda"), method=method)
+    assert result.total < result.peak
+    line = next(line for line in compute_text(result, "bert-base-uncased").splitlines() if "sum of the above" in line)
+    assert line.endswith("not a bound on the peak") and "never all held" not in line

@@ -339,7 +339,7 @@ def memory_lines(result: Compute) -> list[str]:
         n = memory[kind]
         label = "recompute (1 layer)" if kind == "recompute" else kind
         lines.append(f"  {label:<20}{n:>20,}  {short_bytes(n):>10}  {_bar(n, total, 10)} {_pct(n, total)}")
-    lines.append(f"  {'sum of the above':<20}{total:>20,}  {short_bytes(total):>10}  never all held at once")
+    lines.append(f"  {'sum of the above':<20}{total:>20,}  {short_bytes(total):>10}  not a bound on the peak")
     lines.append(f"  {'peak (at once)':<20}{result.peak:>20,}  {short_bytes(result.peak):>10}  in the {result.peak_phase}")
     if result.replayed:
         reserved = result.reserved_peak

@@ -279,7 +279,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append(f" {100 * n / total:5.1f} %\n" if total else "\n")
     text.append(f"  {'sum':<12}", style="bold")
     text.append(f"{short_bytes(total):>11}", style="bold")
-    text.append("  never all held at once\n", style="dim")
+    text.append("  not a bound on the peak\n", style="dim")  # (each kind once: some never held at once, no transient)
     text.append(f"  {'peak':<12}", style="bold")
     text.append(f"{short_bytes(result.peak):>11}", style="bold")
     text.append(f"  in the {result.peak_phase}\n")
