@@ -114,7 +114,7 @@ def test_preset_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
         (["--intermediate-size", "1.5"], "--intermediate-size 1.5: must be a whole number"),
         (["--type-vocab-size", "abc"], "--type-vocab-size abc: must be a whole number"),
         (["--vocab-size", str(10**30)], "must be between 1 and 2,147,483,647"),
-        (["--preset", "bert-huge"], "unknown preset 'bert-huge' (did you mean bert-medium?); known presets: albert-base-v2, albert-large-v2"),
+        (["--preset", "bert-huge"], "unknown preset 'bert-huge' (did you mean roberta-large, bert-medium?); known presets: albert-base-v2, albert-large-v2"),
         (["--head", "lm"], "argument --head: invalid choice: 'lm'"),
         (["--head", "sequence-classification", "--no-pooler"], "--no-pooler: BertForSequenceClassification always builds"),
         (["--preset-file", "/no/such/file.yaml"], "/no/such/file.yaml: does not exist"),
@@ -159,7 +159,7 @@ def test_help_explains_flags_in_hf_terms(capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--preset", "bert-huge"], "unknown preset 'bert-huge' (did you mean bert-medium?); known presets: albert-base-v2, albert-large-v2"),
+        (["--preset", "bert-huge"], "unknown preset 'bert-huge' (did you mean roberta-large, bert-medium?); known presets: albert-base-v2, albert-large-v2"),
         (["--num-attention-heads", "7"], "--hidden-size 768: must be a multiple of num_attention_heads (7)"),
         (["--preset-file", "/no/such.yaml"], "/no/such.yaml: does not exist"),
         (["counts"], "unknown command 'counts'; did you mean `bert-tui count`?"),

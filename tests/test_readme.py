@@ -164,3 +164,12 @@ def test_the_course_loop_example_is_what_compute_says() -> None:
     said = " ".join(README.split())
     assert f"on a 16 GiB card takes batch {fits['course']} with the course's loop, {fits['hand-written']} with " \
            f"`del out` and {fits['trainer']} with the Trainer's" in said
+
+
+def test_the_family_table_is_what_compute_prints_today() -> None:
+    """#52 item 1: README's "Every encoder family" table had drifted in 8 of 11 rows (albert-base-v2 amp-bf16
+    8 × 512 on 24 GiB: 2.46 GiB and batch 78 in the README, 3.30 GiB and 54 printed). It is the output of
+    `python tests/family_table.py`, row for row."""
+    from tests.family_table import table
+
+    assert table() in README
