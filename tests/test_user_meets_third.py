@@ -421,3 +421,47 @@ def test_item_5_the_sum_of_the_kinds_is_not_read_as_a_bound() -> None:
     assert result.total < result.peak
     line = next(line for line in compute_text(result, "bert-base-uncased").splitlines() if "sum of the above" in line)
     assert line.endswith("not a bound on the peak") and "never all held" not in line
+
+
+def test_item_18_an_unreachable_hub_id_points_at_the_built_in_preset_of_the_same_model() -> None:
+    """Offline, `count google-bert/bert-base-uncased` failed without pointing at the built-in preset; the hint
+    named an environment variable where --offline works too."""
+    done = run("count", "google-bert/bert-base-uncased", "--offline")
+    assert done.returncode == 2 and "the built-in preset bert-base-uncased holds its config" in done.stderr
+    assert "HF_HUB_OFFLINE=1 bert-tui" not in done.stderr
+    other = run("count", "someorg/no-such-model", "--offline")
+    assert other.returncode == 2 and "built-in preset" not in other.stderr
+
+
+def test_item_18_the_explorer_opens_on_the_default_and_shows_what_could_not_be_opened(monkeypatch: Any) -> None:
+    """The explorer exited instead of opening on the default preset with the error shown."""
+    import tui.cli.explore as explore
+
+    opened: dict[str, Any] = {}
+    monkeypatch.setattr(explore, "terminal", lambda: (True, True))
+    monkeypatch.setattr(explore, "explore", lambda selection, mouse, notice=None: opened.update(
+        selection=selection, notice=notice) or 0)
+    assert explore.run(["google-bert/bert-base-uncased", "--offline"]) == 0
+    assert opened["selection"].title == "bert-base-uncased"
+    assert opened["notice"].startswith("google-bert/bert-base-uncased: is not in the Hugging Face cache")
+    assert opened["notice"].endswith("showing bert-base-uncased instead (o opens another model)")
+    monkeypatch.setattr(explore, "terminal", lambda: (False, False))  # (a pipe: the error, exit 2, as before)
+    from tui.cli.common import UsageError
+
+    with pytest.raises(UsageError):
+        explore.run(["google-bert/bert-base-uncased", "--offline"])
+
+
+async def test_item_18_the_notice_is_shown_once_the_explorer_is_up() -> None:
+    from tui.explorer.app import make_app
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+
+    app = make_app(load_catalog(), notice="x/y: cannot be read: showing bert-base-uncased instead")
+    shown: list[tuple[str, str]] = []
+    notify = app.notify
+    app.notify = lambda message, **kw: shown.append((message, kw.get("severity", ""))) or notify(message, **kw)  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert ("x/y: cannot be read: showing bert-base-uncased instead", "error") in shown

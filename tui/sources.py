@@ -237,7 +237,14 @@ def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False
     PEFT adapter's base model, named by the user."""
     from .io.hub import ADAPTER_CONFIG, open_repo
 
-    model = open_repo(repo_id, revision, offline, progress)
+    try:
+        model = open_repo(repo_id, revision, offline, progress)
+    except SourceError as error:  # (offline, or not cached: the built-in preset of that model may serve)
+        preset = _preset_like(repo_id)
+        if preset is None:
+            raise
+        raise SourceError(error.path, error.key, f"{error.problem}; the built-in preset {preset} holds its config "
+                          f"(name it instead: {preset})") from None
     if model.config_path.name == ADAPTER_CONFIG:  # a PEFT adapter shared on the Hub: its base opens by its name
         adapter = open_adapter(model.config_path, offline=offline, progress=progress, title=model.title, base=base)
         return replace(adapter, notes=(*adapter.notes, *model.notes)), None
@@ -247,6 +254,15 @@ def open_hub(repo_id: str, *, revision: str | None = None, offline: bool = False
     hf = load_hf_config(model.config_path)
     fetched = (f"read {model.fetched_bytes:,} header bytes from the Hub, no weights",) if model.fetched_bytes else ()
     return Source(model.title, hf.config, (*hf.notes, *model.notes, *fetched)), model.checkpoint
+
+
+def _preset_like(repo_id: str) -> str | None:
+    """The built-in preset named as the Hub model (`google-bert/bert-base-uncased` → `bert-base-uncased`)."""
+    from .presets import load_catalog
+
+    name = repo_id.rsplit("/", 1)[-1].lower()
+    return next((preset.name for preset in load_catalog().presets.values()
+                 if preset.builtin and preset.name.lower() == name), None)
 
 
 def compare_checkpoint(checkpoint: Checkpoint, config: BertConfig) -> CheckpointReport:

@@ -350,8 +350,13 @@ def resolve(args: argparse.Namespace) -> Selection:
         else:
             return selection
     except LOAD_ERRORS as error:
-        raise UsageError(str(error)) from None
+        raise SourceUnavailable(str(error)) from None
     return replace(selection, checkpoint=report_)
+
+
+class SourceUnavailable(UsageError):
+    """The model named could not be read (a file, the Hub, a preset): the explorer opens on the default preset
+    and shows this instead of exiting."""
 
 
 def progress(message: str) -> None:

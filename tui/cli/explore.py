@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import COMMANDS, __version__
+from ..presets import DEFAULT_PRESET, load_catalog
 from .common import (
     Parser,
     Selection,
+    SourceUnavailable,
     UsageError,
     add_model,
     add_overrides,
@@ -80,8 +82,15 @@ def run(argv: Sequence[str]) -> int:
     """Open the explorer on the selected configuration (Textual is imported only here)."""
     args = build_parser().parse_args(argv)
     _no_mistyped_command(args.model)
-    selection = resolve(args)
     keyboard, screen = terminal()
+    unavailable = None
+    try:
+        selection = resolve(args)
+    except SourceUnavailable as error:  # (in a terminal: the explorer opens on the default, the error shown)
+        if not (keyboard and screen):
+            raise
+        unavailable = f"{error}: showing {DEFAULT_PRESET} instead (o opens another model)"
+        selection = Selection(load_catalog().get(DEFAULT_PRESET).config, DEFAULT_PRESET)
     if not screen:  # a pipe, a file, cron, CI: the explorer would paint escape codes into it
         return print_count(selection, "table")
     if not keyboard:
@@ -92,11 +101,13 @@ def run(argv: Sequence[str]) -> int:
     # pieces, and a short delay turns the rest into typed text ("[D" in a field). Mouse reporting is off over
     # SSH for the same reason (its sequences are longer); the explorer needs no mouse. Both can be overridden.
     os.environ.setdefault("ESCDELAY", "250" if over_ssh else "100")
-    return explore(selection, mouse=os.environ.get("BERT_TUI_MOUSE", "0" if over_ssh else "1") == "1")
+    return explore(selection, mouse=os.environ.get("BERT_TUI_MOUSE", "0" if over_ssh else "1") == "1",
+                   notice=unavailable)
 
 
-def explore(selection: Selection, mouse: bool) -> int:
-    """Run the explorer on `selection` until it quits; its exit code."""
+def explore(selection: Selection, mouse: bool, notice: str | None = None) -> int:
+    """Run the explorer on `selection` until it quits; its exit code. `notice`: an error to show at start (the
+    model asked for could not be read)."""
     catalog = catalog_with_warnings()
     from ..explorer.app import make_app
 
@@ -104,7 +115,7 @@ def explore(selection: Selection, mouse: bool) -> int:
     stored = ([(t.name, t.shape) for t in selection.checkpoint.checkpoint.tensors]
               if selection.checkpoint is not None else None)
     app = make_app(catalog, selection.config, title=selection.title, preset=preset, stored=stored,
-                   adapter=selection.lora)
+                   adapter=selection.lora, notice=notice)
     app.run(mouse=mouse)
     # The interpreter's last garbage collection would walk every widget between quitting and the shell prompt;
     # nothing is left to finalise here (files are written and closed by then).

@@ -65,6 +65,7 @@ class BertTuiApp(App[None]):
         self._main = MainScreen(catalog, config, title, preset, stored, adapter)
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
         self._collector_paused = False  # the garbage collector is paused while the explorer starts
+        self.notice: str | None = None  # an error to show once the fields are up (`make_app`)
 
     @property
     def main(self) -> MainScreen:
@@ -108,6 +109,8 @@ class BertTuiApp(App[None]):
     def _fields_ready(self) -> None:
         self._resume_collector()
         self.call_after_refresh(self._release_keys)
+        if self.notice is not None:  # (what could not be opened: said until the user dismisses it)
+            self.notify(self.notice, title="could not open", severity="error", timeout=30)
 
     async def on_event(self, event: Event) -> None:
         """Keys typed while the explorer starts (a fast typist, a buffered SSH link) wait until the form's
@@ -181,15 +184,19 @@ class BertTuiApp(App[None]):
 
 
 def make_app(catalog: Catalog, config: BertConfig | None = None, *, title: str | None = None, preset: str | None = None,
-             stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> BertTuiApp:
+             stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None,
+             notice: str | None = None) -> BertTuiApp:
     """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests.
-    `adapter`: a PEFT adapter's method (an adapter folder opened), which the Compute pane offers."""
+    `adapter`: a PEFT adapter's method (an adapter folder opened), which the Compute pane offers; `notice`: an
+    error to show once the explorer is up (the model asked for could not be read)."""
     if config is None:
         from ..presets import DEFAULT_PRESET
 
         found = catalog.get(DEFAULT_PRESET)
         config, title, preset = found.config, found.name, found.name
-    return BertTuiApp(catalog, config, title or preset or "custom", preset, stored, adapter)
+    app = BertTuiApp(catalog, config, title or preset or "custom", preset, stored, adapter)
+    app.notice = notice
+    return app
 
 
 __all__ = ["BertTuiApp", "make_app"]

@@ -601,7 +601,7 @@ class _HubErrors:
 
 def _unreachable(endpoint: str) -> str:
     return (f"cannot reach the Hub at {endpoint} within {TIMEOUT:g} s: check the network, or use what is in your "
-            "Hugging Face cache (`--offline` on the command line; `HF_HUB_OFFLINE=1 bert-tui` for the explorer)")
+            "Hugging Face cache (--offline, or HF_HUB_OFFLINE=1)")
 
 
 def _is_network_error(error: BaseException) -> bool:
