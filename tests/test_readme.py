@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tui.core.units import short_bytes
+
 from .clirun import run
 
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
@@ -57,10 +59,10 @@ def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_say
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
     assert kept.replayed and trainer.replayed  # (autocast's order is derived: the rule's segment is only named)
-    assert f"keeps {logits / 1e9:.1f} GB of bf16 logits, a {kept.peak / 1e9:.1f} GB peak against " \
-           f"{trainer.peak / 1e9:.1f} GB with the Trainer's, and the rule would add a whole `n·V·4` segment " \
-           f"({config.vocab_size * 32 * 512 * 4 / 1e9:.1f} GB)" in said
-    assert f"its replay strands {kept.stranded / 1e9:.1f} GB and reserves {kept.reserved_peak / 1e9:.1f} GB, and a " \
+    assert f"keeps {short_bytes(logits)} of bf16 logits, a {short_bytes(kept.peak)} peak against " \
+           f"{short_bytes(trainer.peak)} with the Trainer's, and the rule would add a whole `n·V·4` segment " \
+           f"({short_bytes(config.vocab_size * 32 * 512 * 4)})" in said  # (in GiB, as the tool prints: #52 item 19)
+    assert f"its replay strands {short_bytes(kept.stranded)} and reserves {short_bytes(kept.reserved_peak)}, and a " \
            f"24 GiB card takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
 
 
@@ -75,9 +77,9 @@ def test_the_replayed_lm_example_is_what_compute_says() -> None:
     assert kept.replayed and trainer.replayed
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
-    assert f"the hand-written loop peaks at {kept.peak / 1e9:.1f} GB ({trainer.peak / 1e9:.1f} GB with the " \
-           f"Trainer's: the {(kept.peak - trainer.peak) / 1e9:.1f} GB of logits it keeps), the replay reserves " \
-           f"{(kept.reserved_peak - kept.peak) / 1e9:.1f} GB more with {kept.stranded / 1e9:.1f} GB stranded, and " \
+    assert f"the hand-written loop peaks at {short_bytes(kept.peak)} ({short_bytes(trainer.peak)} with the " \
+           f"Trainer's: the {short_bytes(kept.peak - trainer.peak)} of logits it keeps), the replay reserves " \
+           f"{short_bytes(kept.reserved_peak - kept.peak)} more with {short_bytes(kept.stranded)} stranded, and " \
            f"a 24 GiB card takes batch {fits[0]} ({fits[1]} with the Trainer's loop)" in said
 
 
@@ -173,3 +175,17 @@ def test_the_family_table_is_what_compute_prints_today() -> None:
     from tests.family_table import table
 
     assert table() in README
+
+
+def test_prose_quotes_sizes_as_the_tool_prints_them_and_a_batch_with_its_command() -> None:
+    """#52 item 19: README mixed GB and GiB ("a 14.4 GB peak against 13.4 GB") and quoted ELECTRA's generator's
+    "137" without the flags that give it. Sizes in the prose are binary, as the tool prints them (the decimal
+    GB of a card's box is named as such); the batch comes with its command, and that command prints it."""
+    said = " ".join(README.split())
+    decimal = [match for match in re.findall(r"\d+(?:\.\d+)? GB\b", said)]
+    assert decimal == ["24 GB"], decimal  # (the one place that quotes a card's box: 24 GB = 22.4 GiB)
+    command = "bert-tui compute electra-base-generator --head mlm --seq 128 --precision fp32 --attention eager " \
+              "--loop hand-written"
+    assert f"so the answer is 137 (`{command}`" in said
+    code, out, _ = run(*shlex.split(command)[1:])
+    assert code == 0 and re.search(r"16 GiB {2}batch ≤ 137\n", out)
