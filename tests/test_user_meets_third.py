@@ -465,3 +465,33 @@ async def test_item_18_the_notice_is_shown_once_the_explorer_is_up() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         assert ("x/y: cannot be read: showing bert-base-uncased instead", "error") in shown
+
+
+async def test_item_15_zoomed_at_80x24_the_key_bar_stays_and_says_how_to_leave() -> None:
+    from tui.explorer.app import make_app
+    from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+    from .test_app import text_of
+
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        await pilot.press("f3", "z")
+        await settled(pilot)
+        assert app.main.maximized is app.query_one(ParamTreeView)
+        keybar = app.query_one("#keybar")
+        assert keybar.display and keybar.region.height and keybar.region.y == 23
+        assert "z Zoom" in text_of(app, "#keys")
+        await pilot.press("escape")
+        await settled(pilot)
+        assert app.main.maximized is None
+
+
+def test_item_14_a_cut_title_keeps_edited_whole() -> None:
+    """At 80 columns the summary read `BertModel · bert-la…dited)`: the mark that the form changed it, cut."""
+    from tui.plain import middle_ellipsis
+
+    assert middle_ellipsis("bert-large-uncased (edited)", 14) == "bert-…(edited)"
+    assert middle_ellipsis("bert-large-uncased (edited)", 27) == "bert-large-uncased (edited)"

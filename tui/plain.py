@@ -35,7 +35,7 @@ def plain(text: str, style: str = "") -> Text:
 
 def middle_ellipsis(text: str, width: int) -> str:
     """`text` in at most `width` cells, its middle given up first: both ends of a path or name say the most.
-    Whole parts (split after `-`, `_`, `.`, `/`) are kept where they fit, the last first (`bert-…uncased`, never
+    Whole parts (split after `-`, `_`, `.`, `/` and a space) are kept where they fit, the last first (`bert-…uncased`, never
     `bert-l…ncased`, which could be cased or uncased), else characters from both ends. Wide characters count as
     one cell here: names and paths are mostly narrow."""
     if len(text) <= width:
@@ -44,7 +44,7 @@ def middle_ellipsis(text: str, width: int) -> str:
         return ""
     import re
 
-    parts = [part for part in re.split(r"(?<=[-_./])", text) if part]
+    parts = [part for part in re.split(r"(?<=[-_./ ])", text) if part]  # (after a space too: " (edited)" stays whole)
     head: list[str] = []
     tail: list[str] = []
     left, right = 0, len(parts) - 1

@@ -68,6 +68,8 @@ class MainScreen(Screen[None]):
     """The panes of one model: form → core → tree, detail, totals and compute."""
 
     AUTO_FOCUS = "#preset"
+    # Zoomed (z: the tree maximized), the key bar stays: without it, at 80×24 nothing said how to leave
+    ALLOW_IN_MAXIMIZED_VIEW = ".-textual-system,Footer,#keybar"
     # The pane keys act as they arrive (priority), like Tab: F5 then Tab and digits in one read reach the
     # Compute pane's fields. Under a dialog (another screen) they do nothing. (actions.py declares each.)
     BINDINGS = bindings()
