@@ -495,3 +495,50 @@ def test_item_14_a_cut_title_keeps_edited_whole() -> None:
 
     assert middle_ellipsis("bert-large-uncased (edited)", 14) == "bert-…(edited)"
     assert middle_ellipsis("bert-large-uncased (edited)", 27) == "bert-large-uncased (edited)"
+
+
+def test_item_14_an_adapters_title_names_its_base_by_its_folder_not_its_whole_path(tmp_path: Any) -> None:
+    """At 120 columns the adapter's name read `(LoRA on /…nu3/peft/base/config.json)`: the base by its folder
+    in the title, its whole path in the note."""
+    from tui.sources import open_model
+
+    base_at(tmp_path / "deep" / "er" / "base")
+    adapter = adapter_at(tmp_path / "adapter", str(tmp_path / "deep" / "er" / "base" / "config.json"))
+    source, _ = open_model(str(adapter))
+    assert source.name == f"{adapter} (LoRA on base)"
+    assert any(str(tmp_path / "deep" / "er" / "base" / "config.json") in note for note in source.notes)
+
+
+async def test_item_15_an_adapters_note_on_a_tensor_shows_in_the_detail_strip_at_80x24() -> None:
+    """The tree's notes (an open adapter's `+ LoRA A …`) were visible only when zoomed at 80 columns: the detail
+    strip of the highlighted tensor says them too."""
+    from tui.explorer.app import make_app
+    from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
+    from tui.sources import open_model
+
+    from .scenarios import settled
+    from .test_app import text_of
+
+    source, _ = open_model(str(ADAPTERS / "roberta-token"))
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        await pilot.press("f3")
+        await settled(pilot)
+        tree = app.query_one(ParamTreeView)
+        marked = [name for name in ("roberta.encoder.layer.0.attention.self.query.weight", "classifier.weight")
+                  if tree.mark_for(name)]
+        assert marked, "the adapter marks its tensors"
+        await pilot.press("e")  # expand all: every tensor's line is in the tree
+        await settled(pilot)
+        line = next(n for n in _walk(tree.root) if n.data == marked[-1])
+        tree.move_cursor(line)
+        await settled(pilot)
+        assert (tree.mark_for(marked[-1]) or "?").strip() in " ".join(text_of(app, "#detail").split())
+
+
+def _walk(node: Any) -> Any:
+    yield node
+    for child in node.children:
+        yield from _walk(child)

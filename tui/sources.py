@@ -170,7 +170,17 @@ def open_adapter(path: Path, *, revision: str | None = None, offline: bool = Fal
     from .core.count.lora import Ia3
 
     method = "IA3" if isinstance(adapter.lora, Ia3) else "LoRA"
-    return Source(f"{title or path} ({method} on {opened.name})", config, notes, adapter.lora, adapter.weights)
+    return Source(f"{title or path} ({method} on {_short(opened.name)})", config, notes, adapter.lora,
+                  adapter.weights)
+
+
+def _short(name: str) -> str:
+    """A base model's name for a title: a path by its last folder (`/home/u/run3/base/config.json` → `base`; the
+    note beside it says where), a Hub id or a preset as it is."""
+    path = Path(name.split(" (", 1)[0])
+    if len(path.parts) < 2 or names_hub_model(name):
+        return name
+    return (path.parent.name if path.suffix == ".json" else path.name) or name
 
 
 def adapter_base(adapter: Adapter, file: Path, chain: tuple[Path, ...], *, revision: str | None = None,

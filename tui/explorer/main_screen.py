@@ -393,8 +393,9 @@ class MainScreen(Screen[None]):
         tree = self.query_one(ParamTreeView)
         cursor = tree.cursor_node
         node = tree.node_for(cursor.data) if cursor is not None and cursor.data is not None else None
+        note = tree.mark_for(cursor.data) if cursor is not None and cursor.data is not None else None
         if self.model is not None:
-            self.query_one(DetailPane).show(node, self.model)
+            self.query_one(DetailPane).show(node, self.model, note)
 
     # Actions.
 

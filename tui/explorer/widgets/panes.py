@@ -122,9 +122,17 @@ class TotalsPane(Static):
 class DetailPane(Static):
     """Everything about the highlighted node: HF name, shape, count, formulas, head split, ties, share."""
 
-    def show(self, node: Node | None, model: ParamTree) -> None:
-        self.update(self._describe(node, model) if node is not None else Text("Highlight a node in the tree.", style="dim"),
-                    layout=False)  # the strip's height is fixed (app.tcss)
+    def show(self, node: Node | None, model: ParamTree, note: str | None = None) -> None:
+        """`note`: what the tree marks beside the tensor (an open adapter's, a checkpoint's), said under its name:
+        at 80 columns the tree's line has no room for it."""
+        if node is None:
+            self.update(Text("Highlight a node in the tree.", style="dim"), layout=False)
+            return
+        described = self._describe(node, model)
+        if note:
+            lines = list(described.renderables) if isinstance(described, Group) else [described]
+            described = Group(lines[0], plain(note.strip(), style="italic"), *lines[1:])
+        self.update(described, layout=False)  # the strip's height is fixed (app.tcss)
 
     def _describe(self, node: Node, model: ParamTree) -> RenderableType:
         share = f"{100 * node.count / model.total:.2f}% of {model.total:,}" if model.total else ""

@@ -173,6 +173,11 @@ class ParamTreeView(Tree[str]):
         self.root.refresh()
         self.refresh()
 
+    def mark_for(self, key: str) -> str | None:
+        """The note shown beside the tensor at `key` (`set_marks`), if any: the detail strip says it too, where
+        the tree's line is too narrow to."""
+        return self._marks.get(key)
+
     def set_marks(self, marks: dict[str, str]) -> None:
         """Notes to show beside some tensors (a checkpoint that stores them differently), by key."""
         self._marks = marks
