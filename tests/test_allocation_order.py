@@ -34,7 +34,7 @@ from tui.core.step.allocator import (
     replay,
     round_size,
 )
-from tui.core.step.emulation import is_contiguous, view_strides
+from tui.core.step.tape import is_contiguous, view_strides
 from tui.core.step.workload import Workload
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))

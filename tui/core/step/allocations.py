@@ -34,9 +34,11 @@ from .allocator import (
     replay_ops,
     round_size,
 )
-from .emulation import ROBERTA_LIKE, BertRun, Event
+from .emulation import BertRun
+from .emulation_ops import ROBERTA_LIKE
 from .result import RUNS, RUNS_OUT, UNPROVEN
 from .steps import STEPS
+from .tape import Event
 from .workload import Workload
 
 DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")

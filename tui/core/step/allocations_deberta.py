@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from .emulation import (
+from .emulation import BertRun
+from .emulation_heads import Head
+from .tape import (
     FLOAT,
     LONG,
     AttentionCopies,
-    BertRun,
     Biased,
-    Head,
     Node,
     Pair,
     Param,

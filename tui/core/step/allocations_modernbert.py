@@ -33,12 +33,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from .emulation import (
+from .emulation import BertRun
+from .emulation_heads import Head
+from .symbols import GLOBAL_EVERY, HALF_WINDOW
+from .tape import (
     FLOAT,
     LONG,
     AttentionCopies,
-    BertRun,
-    Head,
     Node,
     Pair,
     Param,
@@ -48,7 +49,6 @@ from .emulation import (
     View,
     view_strides,
 )
-from .symbols import GLOBAL_EVERY, HALF_WINDOW
 
 
 class ModernBertRun(BertRun):

@@ -1,0 +1,338 @@
+"""A run's state and the op kinds' allocation rules: what a Linear, a LayerNorm, a dropout, an activation, an
+element-wise add or product, a batched product and a cast each allocate in the forward, save for the backward
+and allocate and release in their backward (`Run`), under each precision (a 16-bit model; a float32 model under
+autocast, its parameters' 16-bit copies cached). Each family's forward (`emulation.BertRun` and its subclasses)
+is written with these; the attention kernels are `emulation_attention`'s, the heads and losses
+`emulation_heads`'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..config import BertConfig
+from .symbols import attention_run
+from .tape import FLOAT, Node, Pair, Param, Rule, Storage, Tape
+from .workload import Workload
+
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
+HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
+
+
+class Run:
+    """A run's state (the config and workload read once: sizes, elements, the family's switches) and the op
+    kinds' rules, which every part of a family's forward calls."""
+
+    # Set by the family's `_setup` and `_inputs` (`emulation.BertRun` and its subclasses): the parameters and the
+    # batch the parts read
+    embedding_norm: Pair
+    pooler: Pair
+    transform: Pair
+    transform_norm: Pair
+    classifier: Pair
+    word: Param
+    decoder_bias: Param
+    labels: Storage
+    sentence_labels: Storage
+    bias: tuple[Storage, Node] | None  # MPNet's relative position bias, made once a forward
+    last_outputs: tuple[Storage, ...]  # the course's loop: the last step's outputs, until `out` is rebound
+
+    def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
+        self.c, self.w = config, workload
+        self.f = 2 if workload.precision in ("bf16", "fp16") else FLOAT  # the model's element: weights, activations
+        # autocast (amp-bf16, amp-fp16): a float32 model whose products run in 16 bits, `lp` bytes an element (the
+        # model's element elsewhere); each parameter's 16-bit copy is cached until the forward leaves autocast
+        self.amp = workload.precision.startswith("amp-")
+        self.lp = 2 if self.amp else self.f
+        self.casts: dict[int, tuple[Storage, Node]] = {}
+        self.weights: Storage | None = None  # eager attention's float32 probabilities under autocast (`_`)
+        self.tape = Tape()
+        self.choices = config.head == "multiple-choice"
+        self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
+        self.bare = config.head == "none"  # the model without a head: its loss the sum of its outputs
+        self.pretraining = config.head == "pretraining" and not self.discriminator  # BERT's MLM + NSP, ALBERT's + SOP
+        self.sentences = self.pretraining or config.head == "next-sentence"  # a classifier on the pooled state
+        self.sentence_classes = config.num_labels if config.model_type == "albert" else 2  # ALBERT's order: N
+        self.regression = config.head == "sequence-classification" and config.num_labels == 1  # MSE
+        self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
+        self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
+        self.n = self.b * self.s
+        self.h, self.i = config.hidden_size, config.intermediate_size
+        self.heads = config.num_attention_heads
+        self.mlm = config.head in ("mlm", "causal-lm")  # the LM head (the decoder tied to the word table)
+        self.causal = config.head == "causal-lm"
+        self.tokens = config.head == "token-classification"
+        self.qa = config.head == "question-answering"
+        self.roberta = config.model_type in ROBERTA_LIKE
+        self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
+        self.electra = config.model_type == "electra"
+        self.distil = config.model_type == "distilbert"
+        self.albert = config.model_type == "albert"  # shared layers, gelu_new, no dropout but the classifier's
+        self.mpnet = config.model_type == "mpnet"  # a relative position bias; eager attention only
+        self.eager = attention_run(config, workload).attention == "eager"
+        self.train = workload.mode == "train"  # else inference: `model.eval()`, forwards under `no_grad`
+        self.checkpointing = workload.checkpointing and self.train
+        self.tape.grad = self.train
+        # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing; in eval mode none runs)
+        self.dropout = not self.albert and self.train
+        self.e = config.embedding_width  # E: the embeddings' width
+        self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
+        self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
+        self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
+        self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache), this forward's
+        # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
+        self.model_locals: tuple[Storage | None, ...] = ()
+
+    def _element(self, x: Storage) -> int:
+        """The element of the embeddings' output, whose dtype the model's float masks take (16-bit under autocast
+        where a Linear projected them, ELECTRA's)."""
+        return x.nbytes // (self.n * (self.h if self.projected and not self.albert else self.e))
+
+    def _dense_activation(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+                          select: int = 0, keep: bool = False) -> tuple[Storage, Node]:
+        """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released, unless the caller `keep`s it),
+        then the activation (its input's name released)."""
+        t = self.tape
+        dense, dense_node = self._dense(params, x, x_node, rows, outputs, inputs=inputs, select=select)
+        if not keep:
+            t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        return act, act_node
+
+    def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
+        `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
+        t, size = self.tape, x.nbytes
+        if not self.albert:
+            out = t.new(size)
+            return out, t.node(self._grads(size), [x_node], [x])
+        # (under autocast pow runs in float32, on a copy of the 16-bit x: from there on every op is float32)
+        wide = size // self.lp * FLOAT if self.amp else size
+        half = t.new(size)
+        half_node = t.node(self._grads(size), [x_node])  # (a product with a number saves nothing)
+        copied, powered_node = self._upcast(x_node, size // self.lp) if self.amp else (None, x_node)
+        cube = t.new(wide)
+        cube_node = t.node(self._pow_backward(wide), [powered_node], [copied or x])
+        t.drop(copied)
+        scaled = t.new(wide)
+        scaled_node = t.node(self._grads(wide), [cube_node])
+        t.drop(cube)
+        inner = t.new(wide)
+        inner_node = t.node(self._add_backward(narrow=(size if wide != size else 0, 0)), [x_node, scaled_node])
+        t.drop(scaled)
+        arg = t.new(wide)
+        arg_node = t.node(self._grads(wide), [inner_node])
+        t.drop(inner)
+        tanh = t.new(wide)
+        tanh_node = t.node(self._grads(wide), [arg_node], [tanh])
+        t.drop(arg)
+        one = t.new(wide)
+        one_node = t.node(self._pass(), [tanh_node])  # (+ 1.0)
+        t.drop(tanh)  # (a temporary of the expression: saved in training)
+        out = t.new(wide)
+        node = t.node(self._mul_backward(wide, size), [half_node, one_node], [one, half])  # (released: other, self)
+        t.drop(half, one)
+        return out, node
+
+    def _layer_norm(self, x: Storage, x_node: Node, norm: Pair, width: int = 0, rows: int = 0
+                    ) -> tuple[Storage, Node]:
+        """LayerNorm over `rows` (default n) of `width` (default H): its output, mean and rstd; its backward the
+        input's gradient, the weight's, the bias's (if it has one)."""
+        t, n, h = self.tape, rows or self.n, width or self.h
+        weight, bias = norm
+        # (autocast runs it on a float32 copy of a 16-bit input)
+        wide, x_node = self._upcast(x_node, n * h) if self.amp and x.nbytes == n * h * self.lp else (None, x_node)
+        x = wide or x
+        out, mean, rstd = t.new(n * h * self.f), t.new(n * FLOAT), t.new(n * FLOAT)  # (mean, rstd: float32)
+        sizes = (n * h * self.f, h * self.f) + ((h * self.f,) if bias else ())
+        node = t.node(self._grads(*sizes), [x_node, weight.node, bias.node if bias else None], [x, mean, rstd])
+        t.drop(mean, rstd, wide)
+        return out, node
+
+    def _dropout(self, x: Storage, x_node: Node, element: int = 0) -> tuple[Storage, Node]:
+        """Dropout of `x`, whose elements are `element` bytes (default the model's), keeping a byte mask (in eval
+        mode none: `x` itself)."""
+        t = self.tape
+        if not self.train:
+            return t.hold(x), x_node
+        out, mask = t.new(x.nbytes), t.new(x.nbytes // (element or self.f))
+        node = t.node(self._grads(x.nbytes), [x_node], [mask])
+        t.drop(mask)
+        return out, node
+
+    # Backward rules -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish(t: Tape, given: Storage, node: Node) -> None:
+        t.drop(given)
+        t.release(node)
+
+    @staticmethod
+    def _applied(t: Tape, node: Node) -> None:
+        """The node's apply returns: a checkpointed node's tensors (unpacked, the recomputation's: its locals) go
+        now, before the engine checks its outputs (a broadcast's gradient summed down, a cast), where a node that
+        kept them releases them only after (`_finish`, as it lets the checkpoint's frame go)."""
+        if node.frame is not None:
+            t.drop(*node.saved)
+            node.saved = []
+
+    def _pass(self) -> Rule:
+        """Views and copies whose backward hands the gradient on as it is."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.hold(given)
+            self._finish(t, given, node)
+            return [given]
+        return rule
+
+    def _grads(self, *sizes: int, select: int = 0) -> Rule:
+        """New gradients of these sizes, in order (a pointwise op's, softmax's, dropout's, the loss's: one of
+        its input's size; a view that copies a gradient that is not contiguous; LayerNorm's input, weight and
+        bias; an embedding's table), then the input gradient and what the op saved go; `select`: the op's
+        input was a select view, whose gradient is zeros of the whole (these bytes) with the first's in it."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grads = [t.new(nbytes) for nbytes in sizes]
+            self._finish(t, given, node)
+            if select:
+                whole = t.new(select)
+                t.drop(grads[0])
+                grads[0] = whole
+            return grads
+        return rule
+
+    def _narrowed(self, elements: int) -> int:
+        """The bytes the engine casts a 16-bit input's gradient down to where autocast summed it with float32
+        (`_add_backward`'s `narrow`); 0 where nothing is cast."""
+        return elements * self.lp if self.lp != self.f else 0
+
+    def _add_backward(self, broadcast: int = 0, narrow: Sequence[int] = (0, 0)) -> Rule:
+        """The same gradient to both inputs (summed down to the second's shape where it was broadcast); `narrow`:
+        the bytes of an input that was 16-bit in a float32 sum (autocast; 0: not), whose gradient the engine
+        casts down as it hands it on."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            # (the engine checks the outputs in order: each cast or summed down, then the input gradient goes)
+            grads = [t.new(narrow[i]) if narrow[i] else t.new(broadcast) if i and broadcast else t.hold(given)
+                     for i in range(2)]
+            self._finish(t, given, node)
+            return grads
+        return rule
+
+    def _mul_backward(self, size: int, narrow: int = 0) -> Rule:
+        """A product of two tensors: the second's gradient first, then the first's (`narrow`: the first was a
+        16-bit tensor in a float32 product, its gradient then cast down to these bytes)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second, first = t.new(size), t.new(size)
+            if narrow and narrow != size:  # (the engine casts it as it checks the outputs, before the releases)
+                cast = t.new(narrow)
+                t.drop(first)
+                first = cast
+            self._finish(t, given, node)
+            return [first, second]
+        return rule
+
+    def _pow_backward(self, size: int) -> Rule:
+        """`pow(x, 3.0)`: `grad · 3 · pow(x, 2)` as three new tensors, the two temporaries released last first."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            squared, tripled, grad = t.new(size), t.new(size), t.new(size)
+            t.drop(tripled, squared)
+            self._finish(t, given, node)
+            return [grad]
+        return rule
+
+    def _bmm_backward(self, first: int, second: int) -> Rule:
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            t.product("backward")
+            grads = [t.new(second), t.new(first)]  # bmm's backward: the second input's gradient first
+            self._finish(t, given, node)
+            return grads[::-1]
+        return rule
+
+    def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
+               copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
+        """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
+        chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
+        then the input's where it is float32 (a select view: the rows it picks, its own node before the copy)."""
+        t, inputs = self.tape, inputs or self.h
+        if not self.amp:  # (its node saves its inputs before the product runs: a recomputation can stop there)
+            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select)
+            t.product(t.thread, addmm=params[1] is not None)
+            return t.new(rows * outputs * self.f), node
+        weight, bias = params
+        if select:  # (the view is taken before the Linear runs)
+            x_node = t.node(self._grads(select * FLOAT), [x_node])
+        bias_copy, bias_node = self._cast(bias) if bias else (None, None)
+        weight_copy, weight_node = self._cast(weight)
+        wide = x.nbytes == (select or rows * inputs) * FLOAT
+        if wide:
+            x = t.new(rows * inputs * self.lp)
+            x_node = t.node(self._grads(rows * inputs * FLOAT), [x_node])
+        node = t.node(self._linear_backward(rows, inputs, outputs, copy, 0, bias is not None),
+                      [bias_node, weight_node, x_node], [x, weight_copy])
+        t.product(t.thread, addmm=bias is not None)
+        out = t.new(rows * outputs * self.lp)
+        if wide:
+            t.drop(x)
+        return out, node
+
+    def _cast(self, param: Param) -> tuple[Storage, Node]:
+        """Autocast's 16-bit copy of a float32 parameter, made at its first use in a forward and cached (its node
+        shared: the gradients of every use are summed before it casts them back)."""
+        if id(param) not in self.casts:
+            copy = self.tape.new(param.data.nbytes // FLOAT * self.lp)
+            self.casts[id(param)] = copy, self.tape.node(self._grads(param.data.nbytes), [param.node])
+        return self.casts[id(param)]
+
+    def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
+                copy: bool = False, select: int = 0) -> Node:
+        """A Linear's node chain on `x` (saved for the weight's gradient), handing its gradients on as the engine
+        does: addmm's own edge to the bias first, then the nodes created just before it run, the weight's
+        transpose (created last) before the input's view."""
+        weight, bias = params
+        return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None),
+                              [bias.node if bias else None, weight.node, x_node], [x])
+
+    def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0,
+                         bias: bool = True) -> Rule:
+        """A Linear's chain: (a copy of a gradient that is not contiguous, for q, k, v) addmm's backward, the
+        input's gradient first, then the weight's and the bias's (without a bias, mm's: the weight's, then the
+        input's); a select's gradient (zeros of the whole). Handed on as `_linear` orders the edges (a shared
+        parameter's second gradient goes at once)."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            if copy:
+                copied = t.new(rows * outputs * self.lp)
+                t.drop(given)
+                given = copied
+            t.product("backward")
+            if bias:
+                grad, weight = t.new(rows * inputs * self.lp), t.new(outputs * inputs * self.lp)
+                self._applied(t, node)  # (the bias's gradient: summed down as the engine checks the outputs)
+                grads = [t.new(outputs * self.lp), weight]
+            else:
+                grads = [t.new(outputs * inputs * self.lp)]
+                grad = t.new(rows * inputs * self.lp)
+            self._finish(t, given, node)
+            if select:
+                whole = t.new(select * self.f)
+                t.drop(grad)
+                grad = whole
+            return [*grads, grad]
+        return rule
+
+    def _upcast(self, head: Node, size: int) -> tuple[Storage | None, Node]:
+        """`x.float()` on `size` elements (logits a loss casts up, ModernBERT's q and k): a float32 copy of a
+        16-bit tensor (its backward casts the gradient back), nothing for a float32 one."""
+        if self.lp == FLOAT:
+            return None, head
+        t = self.tape
+        return t.new(size * FLOAT), t.node(self._grads(size * self.lp), [head])
+
+    def _returned(self) -> None:
+        """The model's forward returned and `out` is rebound: the course's loop releases the last step's outputs
+        (their loss lives on in `loss` until that is rebound too)."""
+        self.tape.drop(*self.last_outputs)
+        self.last_outputs = ()
+
+    def _leave_autocast(self) -> None:
+        """Leaving `autocast` clears its cache: the 16-bit copies no backward saved go (the order is the cache's
+        hash order on a GPU, which no replay can tell from another: frees one after the other)."""
+        self.tape.drop(*(copy for copy, _ in self.casts.values()))
+        self.casts = {}

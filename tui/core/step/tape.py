@@ -1,0 +1,325 @@
+"""The allocation order's engine: storages and their views, autograd's nodes and tape, the backward's order
+(`torch/csrc/autograd/engine.cpp`), checkpointing's frames, ATen's stride rules and the kernels' workspaces —
+what every family's forward runs on (`emulation`, its op rules in `emulation_ops`).
+
+- **Autograd's engine**: a node runs when every gradient it waits for has arrived, the ready node created last
+  first (`CompareNodeTaskTime`: the highest sequence number; a parameter's AccumulateGrad before all). A node
+  allocates its outputs, then its input gradient goes, then what it saved (`release_variables`), then its
+  outputs go to the next nodes' buffers; a second gradient for one buffer is added into the first and released
+  (`InputBuffer::accumulate`). The gradient of the loss lives until the backward ends.
+- cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
+  (the backward runs on a thread of its own).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+Event = tuple[str, int, int]
+CUBLAS_WORKSPACE = 32 * 1024 * 1024
+CUBLASLT_WORKSPACE = 1024 * 1024
+MASK_ALIGNMENT = 8  # sdpa pads a float bias whose rows are not a multiple of this many columns (`preprocess_mask`)
+FLOAT = 4
+LONG = 8
+
+
+class Storage:
+    """A block of device memory and the references that keep it."""
+
+    __slots__ = ("id", "nbytes", "refs")
+
+    def __init__(self, sid: int, nbytes: int) -> None:
+        self.id, self.nbytes, self.refs = sid, nbytes, 1
+
+
+class View(Storage):
+    """A view of another storage (a sum's gradient expanded back to its input's shape): holding or releasing it
+    holds or releases its base; `nbytes` is the view's own extent, what a sum with it must allocate."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Storage, nbytes: int) -> None:
+        super().__init__(base.id, nbytes)
+        self.base = base
+
+
+Rule = Callable[["Tape", Storage, "Node"], Sequence["Storage | None"]]
+
+
+@dataclass(eq=False)
+class Node:
+    """An autograd node (or a chain of nodes created one after the other): what it waits for, what it saved."""
+
+    seq: float
+    edges: list[Edge]  # where its outputs go, in order
+    saved: list[Storage]
+    rule: Rule | None = None  # what its backward does, given its input gradient; None: a parameter's AccumulateGrad
+    buffer: Storage | None = None
+    grad: Storage | None = None  # a parameter's gradient, once accumulated
+    inputs: int = 1  # gradients it takes (more than one: its rule is given the list)
+    buffers: list[Storage | None] = field(default_factory=list)
+    frame: Frame | None = None  # the checkpoint that packed what it saved (`Tape.packing`): recomputed at its run
+
+
+@dataclass(eq=False)
+class Frame:
+    """A layer run under `torch.utils.checkpoint` (non-reentrant, transformers' default: `_CheckpointFrame`).
+    Its forward saves nothing (each saved tensor packed as a holder: `Tape.packing`), and the frame keeps the
+    layer's inputs; the backward's first node to unpack recomputes the layer (`recompute`) until the last tensor
+    the forward packed is made again (early stop), each held for the node that saved it, which releases it when
+    it has run; the inputs go as the last such node is released."""
+
+    recompute: Callable[[Frame], None]
+    args: list[Storage]
+    nodes: list[Node] = field(default_factory=list)  # those that packed, in the order they were created
+    pending: int = 0  # of them, not released yet
+    recomputed: bool = False
+
+
+class StopRecomputation(Exception):  # (torch's `_StopRecomputationError`, as the early stop raises it)
+    """The recomputation made the last tensor its layer's forward packed."""
+
+
+@dataclass(eq=False)
+class Recomputation:
+    """A checkpointed layer's forward run again in the backward: the storages it makes, the nodes that save."""
+
+    frame: Frame
+    made: list[Storage] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+
+
+Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
+Head = tuple["Storage | None", tuple["Storage", ...], Node]  # the loss (None: inference), the outputs a loop
+# keeps, the loss's node
+
+
+@dataclass
+class Tape:
+    """The events so far, the storages' references, and the nodes' sequence numbers."""
+
+    events: list[Event] = field(default_factory=list)
+    count: int = 0
+    seq: int = 0
+    workspaces: set[str] = field(default_factory=set)
+    grad: bool = True  # grad mode: under `no_grad` (inference) a node saves nothing
+    packing: Frame | None = None  # a checkpointed layer's forward: its nodes pack what they save (hold nothing)
+    recomputing: Recomputation | None = None  # its recomputation in the backward
+    thread: str = "main"  # the thread products run on (a recomputation: the backward's)
+
+    def new(self, nbytes: int) -> Storage:
+        storage = self._allocate(nbytes)
+        if self.recomputing is not None:
+            self.recomputing.made.append(storage)
+        return storage
+
+    def _allocate(self, nbytes: int) -> Storage:
+        self.count += 1
+        self.events.append(("a", self.count, nbytes))
+        return Storage(self.count, nbytes)
+
+    @staticmethod
+    def hold(storage: Storage) -> Storage:
+        (storage.base if isinstance(storage, View) else storage).refs += 1
+        return storage
+
+    def drop(self, *storages: Storage | None) -> None:
+        for storage in storages:
+            if storage is not None:
+                if isinstance(storage, View):
+                    storage = storage.base
+                storage.refs -= 1
+                if storage.refs == 0:
+                    self.events.append(("f", storage.id, 0))
+
+    def product(self, thread: str, addmm: bool = False) -> None:
+        """A matrix product on `thread`: its first asks cuBLAS for a workspace (and its first addmm, cuBLASLt)."""
+        if f"cublas {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublas {thread}")
+            self._allocate(CUBLAS_WORKSPACE)
+        if addmm and f"cublasLt {thread}" not in self.workspaces:
+            self.workspaces.add(f"cublasLt {thread}")
+            self._allocate(CUBLASLT_WORKSPACE)
+
+    def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Storage] = (), inputs: int = 1) -> Node:
+        """A node created now (the next sequence number), holding what it saved (under `no_grad` none is made:
+        what autograd would have saved goes with its last name)."""
+        self.seq += 1
+        if not self.grad:
+            return Node(self.seq, [], [], rule, inputs=inputs)
+        to = [edge for edge in edges if edge is not None]
+        frame = self.packing
+        if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
+            node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None)
+            if saved:
+                frame.nodes.append(node)
+                frame.pending += 1
+            return node
+        for storage in saved:
+            self.hold(storage)
+        node = Node(self.seq, to, list(saved), rule, inputs=inputs)
+        again = self.recomputing
+        if again is not None and saved:  # (the recomputation's pack hook: each kept for the node that saved it,
+            original = again.frame.nodes[len(again.nodes)]  # unless that node is gone: a graph nothing read)
+            if original.frame is not None:
+                original.saved = [self.hold(storage) for storage in saved]
+            again.nodes.append(node)
+            if len(again.nodes) == len(again.frame.nodes):
+                raise StopRecomputation
+        return node
+
+    def release(self, node: Node) -> None:
+        """`release_variables`: what the node saved, in the order it saved it (the last node of a checkpoint to
+        go lets its frame go, and the layer's inputs it kept)."""
+        self.drop(*node.saved)
+        node.saved = []
+        frame, node.frame = node.frame, None
+        if frame is not None:
+            frame.pending -= 1
+            if frame.pending == 0:
+                self.drop(*frame.args)
+
+
+def backward(tape: Tape, root: Node, grad: Storage) -> None:
+    """Autograd's engine on one thread from `root`, whose input gradient is `grad` (held until the end)."""
+    waits: dict[int, int] = {}
+    stack, seen = [root], {id(root)}
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            dest = edge[0] if isinstance(edge, tuple) else edge
+            waits[id(dest)] = waits.get(id(dest), 0) + 1
+            if id(dest) not in seen:
+                seen.add(id(dest))
+                stack.append(dest)
+    root.buffer = tape.hold(grad)
+    ready: list[tuple[float, int, Node]] = [(-root.seq, 0, root)]
+    pushed = 0
+    while ready:
+        node = heapq.heappop(ready)[2]
+        given, node.buffer = node.buffer, None
+        if node.frame is not None and not node.frame.recomputed:  # its first unpack: the layer recomputed
+            node.frame.recomputed = True
+            node.frame.recompute(node.frame)
+        if node.rule is None:  # AccumulateGrad: the parameter keeps the gradient (set_to_none before)
+            node.grad = given
+            continue
+        # (a node of several inputs is given their list: its rule is written for that, `_cat_backward`)
+        outputs = node.rule(tape, node.buffers if node.inputs > 1 else given, node)  # type: ignore[arg-type]
+        for edge, output in zip(node.edges, outputs, strict=True):
+            dest, slot = edge if isinstance(edge, tuple) else (edge, 0)
+            if output is not None:
+                if dest.inputs > 1:
+                    dest.buffers = dest.buffers or [None] * dest.inputs
+                    if dest.buffers[slot] is None:
+                        dest.buffers[slot] = output
+                    else:
+                        tape.drop(output)
+                elif dest.buffer is None:
+                    dest.buffer = output
+                elif isinstance(dest.buffer, View):  # a view cannot take the sum: a new one, both released
+                    first, dest.buffer = dest.buffer, tape.new(dest.buffer.nbytes)
+                    tape.drop(output, first)
+                else:  # added into the first, then released
+                    tape.drop(output)
+            waits[id(dest)] -= 1
+            if waits[id(dest)] == 0:
+                pushed += 1
+                heapq.heappush(ready, (-dest.seq, pushed, dest))
+    tape.drop(grad)
+
+def view_strides(sizes: tuple[int, ...], strides: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of `shape` as a view of a tensor of `sizes` and `strides`, or None where only a copy can give
+    it (ATen's `computeStride`: each run of dimensions the view merges or splits must be contiguous)."""
+    new = [0] * len(shape)
+    view_d = len(shape) - 1
+    chunk_stride = strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(sizes) - 1, -1, -1):
+        tensor_numel *= sizes[tensor_d]
+        if tensor_d == 0 or (sizes[tensor_d - 1] != 1 and strides[tensor_d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_stride
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[tensor_d - 1], 1, 1
+    return tuple(new) if view_d == -1 else None
+
+
+def contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def is_contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """As `Tensor.is_contiguous`: a dimension of size 1 may have any stride."""
+    return all(size == 1 or stride == expected
+               for size, stride, expected in zip(sizes, strides, contiguous(sizes), strict=True))
+
+
+Layout = tuple[tuple[int, ...], tuple[int, ...]]  # sizes, strides
+
+
+def transposed(sizes: tuple[int, ...], strides: tuple[int, ...], a: int, b: int) -> Layout:
+    sizes_, strides_ = list(sizes), list(strides)
+    sizes_[a], sizes_[b] = sizes_[b], sizes_[a]
+    strides_[a], strides_[b] = strides_[b], strides_[a]
+    return tuple(sizes_), tuple(strides_)
+
+
+class AttentionCopies:
+    """Where eager attention's reshapes copy (the heads' layout (b, A, s, d) against the tokens' (b, s, A, d)),
+    in the forward (matmul's operands, the context made contiguous) and in the backward (the gradients' way back
+    through the same views)."""
+
+    def __init__(self, b: int, heads: int, s: int, d: int) -> None:
+        h = heads * d
+        tokens = (b, s, heads, d)
+        q = transposed(tokens, contiguous(tokens), 1, 2)  # (b, A, s, d), as q, k and v are
+        self.q_forward = view_strides(*q, (b * heads, s, d)) is None
+        self.k_forward = view_strides(*transposed(*q, 2, 3), (b * heads, d, s)) is None
+        heads_out = (b, heads, s, d)
+        self.merge_forward = not is_contiguous(*transposed(heads_out, contiguous(heads_out), 1, 2))
+        back = transposed(tokens, contiguous(tokens), 1, 2)  # the context's gradient, back to (b, A, s, d)
+        self.merge_backward = view_strides(*back, (b * heads, s, d)) is None
+        self.q_backward = self._back(transposed(heads_out, contiguous(heads_out), 1, 2), b, s, h)
+        k_heads = (b, heads, d, s)
+        k_back = transposed(*transposed(k_heads, contiguous(k_heads), 2, 3), 1, 2)
+        self.k_backward = self._back(k_back, b, s, h)
+
+    @staticmethod
+    def _back(grad: Layout, b: int, s: int, h: int) -> bool:
+        """Whether a gradient of this layout, viewed back to (b, s, H) and then (b·s, H), needs a copy."""
+        tokens = view_strides(*grad, (b, s, h))
+        if tokens is None:
+            return True
+        return view_strides((b, s, h), tokens, (b * s, h)) is None
+
+
+def efficient_backward_workspace(b: int, heads: int, rows: int, dim: int, block: int = 64) -> int:
+    """The memory-efficient backward's gradient-of-Q accumulator on sm_80+ for float32 (`workspace_size` in
+    PyTorch's mem_eff_attention kernel_backward.h): per batch and head, ceil(s/64)² tiles of 64×64 floats and a
+    16-byte header, rounded to 4 floats."""
+    tiles = -(-rows // block) * -(-rows // block)
+    floats = tiles * (16 + block * block * 4) // 4
+    return b * heads * ((floats + 3) // 4 * 4) * 4
+
+
+class Param:
+    """A parameter: its storage and its AccumulateGrad node."""
+
+    def __init__(self, tape: Tape, nbytes: int) -> None:
+        self.data = tape.new(nbytes)
+        self.node = Node(float("inf"), [], [], None)
+
+
+Pair = tuple[Param, "Param | None"]  # a Linear's or a LayerNorm's weight and bias (None: built without one)
+Biased = tuple[Param, Param]  # (the families whose Linears and LayerNorms all have biases)
