@@ -86,6 +86,7 @@ def test_the_gpu_script_refuses_an_unknown_part(tmp_path: Path) -> None:
     assert done.returncode == 2 and "usage:" in done.stderr
 
 
+@pytest.mark.slow
 @live_marks
 def test_the_transformers_fixture_regenerates_byte_for_byte() -> None:
     generator = script(FIXTURES / "generate.py")

@@ -160,6 +160,7 @@ BEHAVIOURS = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(how=BEHAVIOURS)
 def test_any_answer_ends_within_a_bound_in_one_line(fake_hub: FakeHub, short_limits: None,
