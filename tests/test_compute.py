@@ -108,7 +108,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
     inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
     checkpointing (transformers refuses it)."""
     from tui.core.config import FAMILY_HEADS
-    from tui.core.step.steps import STEPS
+    from tui.core.step.layouts import STEPS
 
     seen = {(c["config"]["model_type"], c["config"]["head"], c["workload"]["precision"], c["workload"]["attention"],
              c["workload"]["checkpointing"], c["workload"]["padding_mask"], c["workload"]["mode"])
@@ -193,7 +193,7 @@ def configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
 def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
     """Any family with a step, any of its heads, any sizes and workload (what a family refuses by name left out)."""
     from tui.core.config import FAMILY_HEADS
-    from tui.core.step.steps import STEPS
+    from tui.core.step.layouts import STEPS
 
     config, workload = draw(configs_and_workloads())
     family = draw(st.sampled_from(sorted(STEPS)))
@@ -455,7 +455,7 @@ def test_a_config_whose_step_is_not_modelled_is_counted_and_refused_by_compute(
 def test_every_family_counted_has_a_step() -> None:
     """Compute covers every model type the counts cover (each checked against torch by the fixtures)."""
     from tui.core.config import MODEL_TYPES
-    from tui.core.step.steps import STEPS
+    from tui.core.step.layouts import STEPS
 
     assert set(STEPS) == set(MODEL_TYPES)
     assert {case["config"]["model_type"] for case in family_cases()} == set(MODEL_TYPES) - {"bert"}

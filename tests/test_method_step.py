@@ -22,8 +22,8 @@ from tui.core.count.families import build_tree
 from tui.core.count.frozen import Freeze
 from tui.core.count.lora import Lora, adapt
 from tui.core.step.compute import compute
+from tui.core.step.layouts import STEPS
 from tui.core.step.method import Method, method_of
-from tui.core.step.steps import STEPS
 from tui.core.step.workload import PRECISIONS, Workload
 
 from .test_fixtures_regenerate import script

@@ -45,7 +45,7 @@ def slow_notice(message: str) -> Iterator[None]:
 
 
 def build_parser() -> Parser:
-    from ..core.step.steps import STEPS
+    from ..core.step.layouts import STEPS
     from ..core.step.workload import (
         ATTENTIONS,
         DEVICES,

@@ -13,9 +13,9 @@ from typing import Any
 from ..core import config_dict
 from ..core.config import BertConfig
 from ..core.step.compute import closed_forms, cuda_projection, layer_times, not_replayed
+from ..core.step.layouts import STEPS
 from ..core.step.peak import HEADROOM, HEADROOM_RULE, HEADROOM_WHY
 from ..core.step.result import UNPROVEN, Compute, Fit
-from ..core.step.steps import STEPS
 from ..core.step.workload import FLOP_CONVENTION, MAX_BATCH, Workload
 from ..core.units import short_bytes, short_flops
 from ..plain import printable

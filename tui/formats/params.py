@@ -29,8 +29,8 @@ from ..core import (
 from ..core.count.audit import Audit, Explanation, describe, part_name
 from ..core.count.families import ROLES
 from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora
-from ..core.count.trained import Trained, of_adapted
 from ..core.count.totals import layer_sharing
+from ..core.count.trained import Trained, of_adapted
 from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
 from ..plain import printable

@@ -207,7 +207,7 @@ def load_hf_config(path: Path) -> HFConfig:
     step_keys = _step_keys(data, model_type)
     if step_keys:
         config = config.replace(step_keys=step_keys)
-        from ..core.step.steps import (
+        from ..core.step.layouts import (
             STEPS,  # here: the compute engine's data, for a file that names step keys only
         )
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from math import prod
 
 from ..config import BertConfig, ConfigError
-from .totals import ADAM_BYTES_PER_PARAM
 from .tree import Param, ParamTree
 
 PREFIX = "base_model.model."

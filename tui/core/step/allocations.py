@@ -36,8 +36,8 @@ from .allocator import (
 )
 from .emulation import BertRun
 from .emulation_ops import ROBERTA_LIKE
+from .layouts import STEPS
 from .result import RUNS, RUNS_OUT, UNPROVEN
-from .steps import STEPS
 from .tape import Event
 from .workload import Workload
 

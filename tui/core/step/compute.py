@@ -31,10 +31,11 @@ from ..poly import Poly, of_terms, render
 from . import allocations, flow, kinds
 from .allocator import round_size
 from .kinds import Flop, Module, Saved, Step
+from .layouts import STEPS
 from .method import Method
 from .peak import max_batch, phases, stranded, usable
 from .result import DOES_NOT_FIT, FITS, Compute, Fit
-from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, STEPS, StepLayout
+from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, StepLayout
 from .symbols import (
     GLOBAL_EVERY,
     HALF_WINDOW,

@@ -16,22 +16,19 @@ encoder's and the heads' `stream` (the same, but where a 16-bit projection feeds
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from ..config import MEAN_POOLING, BertConfig
+from ..config import BertConfig
 from .kinds import (
     Attention,
     Branch,
     CrossEntropy,
     Drop,
-    Flows,
     Keep,
     Linear,
     Lookup,
     Module,
     Norm,
-    Product,
-    Projection,
     Regression,
     ShiftedLabels,
     SpanLoss,
@@ -365,252 +362,14 @@ ALBERT_HEADS: dict[str, Modules] = {
                                            "multiple-choice")},
 }
 
-# DeBERTa-v2/v3: embeddings (optionally with positions, token types, an E → H projection) multiplied by the mask;
-# the relative embeddings' LayerNorm once per step; disentangled attention in every layer: content-to-content,
-# content-to-position and position-to-content scores (each divided by a scale tensor it keeps), the relative
-# embeddings projected by the layer (with the content key/query projections when keys are shared), repeated for
-# every sequence, and gathered by relative position; a boolean mask per layer (the mask is always there).
-DEBERTA_EMBEDDINGS: Modules = (
-    INPUT_IDS,
-    Lookup("token_type_embeddings", "token type ids (zeros)", ("n",), when=("token_types",)),
-    Lookup("position_embeddings", when=("position_biased",)),
-    Linear("embedding projection E → H", "n", "E", "H", input="projection input (the embeddings)", size="residual",
-           weight="16-bit copy of the projection weight", when=("project",), names=("embed_proj",)),
-    # after the projection: the encoder's stream (16-bit where a projection ran under autocast)
-    Norm("LayerNorm", module="LayerNorm"),
-    Keep("padding mask as a factor", ("n",), "stream"),
-    Drop("dropout mask", ("n", "H"), "stream"),
-    # The relative embeddings (the encoder's, once a step; every layer reads them): their flow, for a method's walk
-    Lookup("../encoder.rel_embeddings", feeds="rel", when=("relative",)),
-    Lookup("../encoder.LayerNorm", feeds="rel", when=("relative", "norm_rel")),
-    # The relative embeddings' LayerNorm normalises the parameter itself: only its statistics are new.
-    Keep("relative embeddings' LayerNorm mean and rstd", ("2", "D"), "stats", 2, when=("relative", "norm_rel"),
-         if_flows=("rel",)),
-)
-_SCALE = Keep("a scale (a 0-d tensor)", ("1",), "heads")
-DEBERTA_ATTENTION: Modules = (
-    *AMP_LAYER_COPIES[:1],
-    Keep("16-bit copies of the Linear weights", ("H", "H"), coef=4, when=("amp",)),
-    Keep("16-bit copies of the position projections' weights", ("H", "H"), when=("amp", "relative", "!share", "c2p")),
-    Keep("16-bit copies of the position projections' weights", ("H", "H"), when=("amp", "relative", "!share", "p2c")),
-    Keep("16-bit copies of the FFN weights", ("H", "I"), coef=2, when=("amp",)),
-    ATTENTION[0], ATTENTION[1],
-    _SCALE,
-    Keep("keys scaled, transposed (Kᵀ/scale)", ("n", "H"), "heads"),
-    Keep("queries (split into heads)", ("n", "H"), "heads"),
-    Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual", when=("relative",)),
-    Keep("relative embeddings (the position projections' input)", ("2", "D", "H"), "residual",
-         when=("pos_proj", "!amp")),
-    Keep("relative embeddings (a 16-bit copy for the key projection)", ("2", "D", "H"), when=("pos_key", "amp")),
-    Keep("relative embeddings (a 16-bit copy for the query projection)", ("2", "D", "H"),
-         when=("pos_query", "amp")),
-    Product("relative embeddings × key projection", ("2", "D", "H", "H"), when=("pos_key", "c2p")),
-    Product("relative embeddings × query projection", ("2", "D", "H", "H"), when=("pos_query", "p2c")),
-    # With shared keys both projections run, though a score type may not use one: no gradient reaches it.
-    Product("relative embeddings × key projection (unused)", ("2", "D", "H", "H"), backward=False,
-            when=("pos_key", "!c2p")),
-    Product("relative embeddings × query projection (unused)", ("2", "D", "H", "H"), backward=False,
-            when=("pos_query", "!p2c")),
-    Product("content-to-position scores", ("b'", "s", "2", "D", "H"), when=("relative", "c2p")),
-    Keep("position keys (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "c2p")),
-    Keep("content-to-position gather index (s × s)", ("s", "s"), 8, when=("relative", "c2p")),
-    Keep("content-to-position scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "c2p")),
-    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "c2p")),
-    Product("position-to-content scores", ("b'", "s", "2", "D", "H"), when=("relative", "p2c")),
-    Keep("position queries (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "p2c")),
-    Keep("keys (split into heads)", ("n", "H"), "heads", when=("relative", "p2c")),
-    Keep("position-to-content gather index (s × s)", ("s", "s"), 8, when=("relative", "p2c")),
-    Keep("position-to-content scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "p2c")),
-    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "p2c")),
-    Keep("attention mask (boolean, every layer)", ("b'", "s", "s"), 1),
-    Attention(values_only=True),
-    ATTENTION[3],
-)
-DEBERTA_LAYER: Modules = (*DEBERTA_ATTENTION, *ADD_AND_NORM, *FFN)
-# A method's walk of one layer: the same tensors, each kept when the operand it serves needs a gradient (q, k, v;
-# `pk`/`pq` the position keys/queries; `c2p`/`p2c` the scores of each type; `scores` the sum), and the position
-# projections as Linears over the relative embeddings (LoRA on a shared key projection runs there too).
-_REL_KEY, _REL_QUERY = "relative embeddings (a 16-bit copy for the key projection)", \
-    "relative embeddings (a 16-bit copy for the query projection)"
-DEBERTA_WALK: Modules = (
-    *AMP_LAYER_COPIES, ATTENTION[0], ATTENTION[1], Flows(),
-    Projection("relative embeddings × key projection", (QKV[1],), "pk", _REL_KEY, when=("pos_key", "share", "c2p")),
-    Projection("relative embeddings × key projection (unused)", (QKV[1],), "pk", _REL_KEY, used=False,
-               when=("pos_key", "share", "!c2p")),
-    Projection("relative embeddings × query projection", (QKV[0],), "pq", _REL_QUERY,
-               when=("pos_query", "share", "p2c")),
-    Projection("relative embeddings × query projection (unused)", (QKV[0],), "pq", _REL_QUERY, used=False,
-               when=("pos_query", "share", "!p2c")),
-    Projection("relative embeddings × key projection", ("attention.self.pos_key_proj",), "pk", _REL_KEY,
-               when=("relative", "!share", "c2p")),
-    Projection("relative embeddings × query projection", ("attention.self.pos_query_proj",), "pq", _REL_QUERY,
-               when=("relative", "!share", "p2c")),
-    replace(_SCALE, if_flows=("k",)),
-    Keep("keys scaled, transposed (Kᵀ/scale)", ("n", "H"), "heads", if_flows=("q",)),
-    Keep("queries (split into heads)", ("n", "H"), "heads", if_flows=("k", "c2p_pk")),
-    Product("content-to-position scores", ("b'", "s", "2", "D", "H"), when=("relative", "c2p"), grads_of=("q", "pk")),
-    Keep("position keys (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "c2p"),
-         if_flows=("q",)),
-    Keep("content-to-position gather index (s × s)", ("s", "s"), 8, when=("relative", "c2p"), if_flows=("c2p",)),
-    Keep("content-to-position scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "c2p"),
-         if_flows=("c2p",)),
-    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "c2p"), if_flows=("c2p",)),
-    Product("position-to-content scores", ("b'", "s", "2", "D", "H"), when=("relative", "p2c"), grads_of=("k", "pq")),
-    Keep("position queries (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "p2c"),
-         if_flows=("k",)),
-    Keep("keys (split into heads)", ("n", "H"), "heads", when=("relative", "p2c"), if_flows=("pq",)),
-    Keep("position-to-content gather index (s × s)", ("s", "s"), 8, when=("relative", "p2c"), if_flows=("p2c",)),
-    Keep("position-to-content scores (gathered)", ("b'", "A", "s", "2", "D"), when=("relative", "p2c"),
-         if_flows=("p2c",)),
-    Keep("a scale (a 0-d tensor)", ("1",), "heads", when=("relative", "p2c"), if_flows=("p2c",)),
-    Keep("attention mask (boolean, every layer)", ("b'", "s", "s"), 1, if_flows=("scores",)),
-    Attention(values_only=True), ATTENTION[3], *ADD_AND_NORM, *FFN,
-)
-DEBERTA_NAMES = {QKV[0]: "attention.self.query_proj", QKV[1]: "attention.self.key_proj",
-                 QKV[2]: "attention.self.value_proj"}
-# (its ContextPooler sits beside the body, not under it)
-DEBERTA_POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None, names=("../pooler.dense",), x="stream",
-                                  held=HELD), *first_token("../pooler.dense"), Keep("pooler GELU input", ("b'", "H")))
-DEBERTA_HEADS: dict[str, Modules] = {
-    "none": (),
-    "mlm": lm_head("E"),
-    "sequence-classification": (
-        Drop("dropout mask", ("b'", "H")),
-        Linear("classifier", "b'", "H", "N", input="classifier input", names=CLASSIFIER),
-        Regression(when=("regression",)),
-        Keep("labelled rows' index", ("b",), 8, when=("!regression",)),
-        Keep("logits (gathered by labelled row)", ("b", "N"), when=("!regression",)),
-        CrossEntropy(("b",), "N", upcast=True, when=("!regression",)),
-    ),
-    "token-classification": TOKENS,
-    "question-answering": SPANS,
-    "multiple-choice": CHOICE,
-}
-
-# ModernBERT: no dropout anywhere (p = 0), no biases to speak of; layer 0 has no attention norm (`first layer`);
-# one Q/K/V projection whose output the kernels keep whole through v; rotary cos and sin computed once per layer
-# type (`rotary tables`, Y types: global every 3rd layer, local between) and kept by every layer using them; the
-# local layers' sliding-window mask reaches sdpa as a float bias per layer once s reaches the half window (64);
-# a gated MLP (Wi's whole output kept by the GELU's view of its first half); eager softmax in float32.
-MODERNBERT_EMBEDDINGS: Modules = (INPUT_IDS, Norm("embedding norm", size="residual", module="norm"))
-MODERNBERT_ROTARY: Modules = (Keep("rotary cos and sin (once per layer type)", ("Y", "s", "d"), "residual", 2),)
-MODERNBERT_FIRST: Modules = (  # layer 0: its input straight to Q/K/V (an Identity where the others normalise)
-    Keep("layer 0 has no attention norm: its input", ("n", "H"), "stream", -1),
-    Keep("layer 0 has no attention norm: its mean and rstd", ("n",), "stats", -2),
-)
-MODERNBERT_LOCAL: Modules = (  # the sliding-window mask of a local layer, where no padding mask already made one
-    Keep("sliding-window mask as a float bias (each local layer)", ("Ll", "b'", "s", "s"),
-         when=("window_mask", "!padded", "!rows16")),
-    Keep("sliding-window mask as a float bias (each local layer)", ("Ll", "b'", "s", "s₁₆"),
-         when=("window_mask", "!padded", "rows16")),
-)
-MODERNBERT_LAYER: Modules = (  # (its last five modules are a method's walk's too: `modernbert_walk`)
-    Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",)),
-    Keep("16-bit copies of the attention weights", ("H", "H"), coef=4, when=("amp",)),
-    Keep("16-bit copies of the MLP weights", ("H", "I"), coef=3, when=("amp",)),
-    # The attention norm's input is the layer's (held while checkpointing recomputes the layer), its output Q/K/V's.
-    Keep("attention norm input", ("n", "H"), "stream", when=("layer_input",)),
-    Keep("attention norm mean and rstd", ("n",), "stats", 2),
-    Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs",)),
-    Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None),
-    Attention(dropout=False, fused_qkv=True, softmax32=True),
-    Linear("attention output projection (Wo)", "n", "H", "H", weight=None),
-    Norm("MLP norm", module="mlp_norm"),
-    Linear("MLP up, gated (Wi)", "n", "H", "I", 2, input="MLP input (MLP norm output)", size="stream", weight=None,
-           copy="MLP input (a 16-bit copy)", names=("mlp.Wi",)),
-    Keep("GELU input: a view of Wi's whole output", ("2", "n", "I")),
-    Keep("GELU output (the gate's factor)", ("n", "I")),
-    Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None, recomputed=False,
-           names=("mlp.Wo",)),
-)
-# While checkpointing recomputes one layer (its input held): its type's rotary table, a local layer's mask, and
-# for a one-layer model layer 0's missing norm, where the input itself goes to Q/K/V (held).
-MODERNBERT_ROTARY_ONE: Modules = (Keep("rotary cos and sin (the layer's type)", ("s", "d"), "residual", 2),)
-MODERNBERT_LOCAL_ONE: Modules = (
-    Keep("sliding-window mask as a float bias", ("b'", "s", "s"), when=("window_mask", "!padded", "!rows16")),
-    Keep("sliding-window mask as a float bias", ("b'", "s", "s₁₆"), when=("window_mask", "!padded", "rows16")),
-)
-MODERNBERT_FIRST_RECOMPUTE: Modules = (
-    Keep("layer 0 has no attention norm: Q/K/V read its (held) input", ("n", "H"), "stream", -1,
-         when=("!cast_inputs",)),
-    Keep("layer 0 has no attention norm: its mean and rstd", ("n",), "stats", -2),
-)
-MODERNBERT_FINAL = Norm("final norm", module="@final_norm")  # (@: under the body, where the heads are not)
-
-
-def modernbert_walk(first: bool, local: bool) -> Modules:
-    """One ModernBERT layer as a method's walk takes it, a module a step: layer 0 has no attention norm (Q/K/V read
-    its input), a global layer's rotary table or a local layer's, and a local layer's sliding-window mask. The
-    full step keeps these as sums over the layers instead (`MODERNBERT_LAYER`, `_ROTARY`, `_FIRST`, `_LOCAL`)."""
-    qkv_input = "layer 0's input (Q/K/V)" if first else "Q/K/V input (attention norm output)"
-    kind = "local" if local else "global"
-    return (
-        Keep("16-bit copies of Wqkv", ("H", "H"), coef=3, when=("amp",), copies_of=("attn.Wqkv",)),
-        Keep("16-bit copy of the attention Wo", ("H", "H"), when=("amp",), copies_of=("attn.Wo",)),
-        Keep("16-bit copies of Wi", ("H", "I"), coef=2, when=("amp",), copies_of=("mlp.Wi",)),
-        Keep("16-bit copy of the MLP Wo", ("H", "I"), when=("amp",), copies_of=("mlp.Wo",)),
-        *(() if first else (Norm("attention norm", module="attn_norm"),)),
-        Keep("Q/K/V input (a 16-bit copy)", ("n", "H"), when=("cast_inputs",), for_weights=("attn.Wqkv",)),
-        Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None, names=("attn.Wqkv",),
-               reads=qkv_input, x="stream"),
-        Keep(f"rotary cos and sin ({kind} layers)", ("s", "d"), "residual", 2, storage=f"rotary {kind}"),
-        *(MODERNBERT_LOCAL_ONE if local else ()),
-        Attention(dropout=False, fused_qkv=True, softmax32=True),
-        Linear("attention output projection (Wo)", "n", "H", "H", weight=None, names=("attn.Wo",), reads=CONTEXT),
-        *MODERNBERT_LAYER[-5:],
-    )
-
-
-def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Modules:
-    """ModernBERT's prediction head (dense, GELU, norm; no dropout) on the [CLS] token (`cls` pooling: a view,
-    or for multiple choice gathered by index) or on every token, then its classifier and loss."""
-    mean: Modules = (  # `classifier_pooling: mean`: the masked tokens' mean (a mask of ones when none is given)
-        Keep("the mean's weights: the padding mask (int64 as given)", ("n",), 8, when=("mean_pooling", "mask_given")),
-        Keep("the mean's weights: a mask of ones (bool)", ("n",), 1, when=("mean_pooling", "!mask_given")),
-        Keep("tokens per sequence (the mean's divisor)", ("b'",), 8, when=("mean_pooling",)),
-        Linear("head dense", "b'", "H", "H", input="mean of the tokens", size="stream", when=("mean_pooling",),
-               names=HEAD_DENSE),
-    )
-    dense: Modules = {
-        "view": (Linear("head dense", "b'", "H", "H", weight=None, when=("!mean_pooling",), names=HEAD_DENSE,
-                        x="stream", held=HELD),
-                 *(replace(keep, when=(*keep.when, "!mean_pooling")) for keep in first_token(HEAD_DENSE[0])), *mean),
-        "index": (Keep("sequence indices", ("b'",), 8, when=("!mean_pooling",)),
-                  Keep("[CLS] positions (the padding mask's argmax)", ("b'",), 8, when=("mask_given", "!mean_pooling")),
-                  Linear("head dense", "b'", "H", "H", input="[CLS] tokens (gathered by index)", size="stream",
-                         when=("!mean_pooling",), names=HEAD_DENSE), *mean),
-        "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream",
-                          names=HEAD_DENSE),),
-    }[pooling]
-    return (MODERNBERT_FINAL, *dense, Keep("head GELU input", (rows, "H")),
-            Norm("head norm", rows=rows, size="cast_norm", module="head.norm"),
-            Linear("classifier", rows, "H", classes, input="classifier input (head norm output)", size="cast_norm",
-                   names=CLASSIFIER),
-            *loss)
-
-
-HEAD_DENSE = ("head.dense",)
-MODERNBERT_NAMES = {"word_embeddings": "tok_embeddings", "cls.predictions.transform.dense": "head.dense",
-                    "cls.predictions.transform.LayerNorm": "head.norm", "cls.predictions.decoder": "decoder"}
-
-
-MODERNBERT_HEADS: dict[str, Modules] = {
-    "none": (MODERNBERT_FINAL,),
-    # (the LM head reads the final norm's output: no Branch back to the encoder's)
-    "mlm": (MODERNBERT_FINAL, *lm_head(causal=False)[1:-1], CrossEntropy(("n",), "V", upcast=True)),
-    "sequence-classification": modernbert_head("b'", "N", LABEL_LOSS, "view"),
-    "token-classification": modernbert_head("n", "N", (CrossEntropy(("n",), "N"),), "tokens"),
-    "question-answering": modernbert_head("n", "2", (SpanLoss(),), "tokens"),
-    "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "c"),), "index"),
-}
-
 MPNET_NAMES = {QKV[0]: "attention.attn.q", QKV[1]: "attention.attn.k", QKV[2]: "attention.attn.v",
                OUT: "attention.attn.o", "attention.output.LayerNorm": "attention.LayerNorm"}
 MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
     "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
 
 ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS, reserved_positions=2)
-STEPS: dict[str, StepLayout] = {
+# The families whose step is BERT's code's, or built like it (each family's layout by model type: `layouts.STEPS`)
+BERT_LIKE: dict[str, StepLayout] = {
     "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS, measured_on_gpu=True),
     "roberta": ROBERTA,
     "xlm-roberta": ROBERTA,
@@ -633,36 +392,4 @@ STEPS: dict[str, StepLayout] = {
     "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
                         names=MPNET_NAMES,
                         no_checkpointing="MPNet's layers are not checkpointable"),
-    "modernbert": StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS, layer_prefix="layers",
-                             names=MODERNBERT_NAMES, walks=(modernbert_walk(True, False), modernbert_walk(False, False),
-                                                            modernbert_walk(False, True)),
-                             first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
-                             layer_types=True, rotary_one=MODERNBERT_ROTARY_ONE, local_one=MODERNBERT_LOCAL_ONE,
-                             first_recompute=MODERNBERT_FIRST_RECOMPUTE, checkpoint_mask=False,
-                             modelled_keys={MEAN_POOLING: ("sequence-classification", "multiple-choice")},
-                             refusals=(Refusal("padding_mask", "false: ModernBertForMultipleChoice's mean pooling "
-                                               "needs an attention mask (transformers fails without one)",
-                                               lambda c, w: False if c.head == "multiple-choice"
-                                               and MEAN_POOLING in c.step_keys and not w.padding_mask else None),
-                                       Refusal("hidden_size", "÷ num_attention_heads must be even for a step: the "
-                                               "rotary embedding rotates pairs (transformers fails otherwise)",
-                                               lambda c, w: c.hidden_size if c.hidden_size // c.num_attention_heads
-                                               % 2 else None))),
-    "deberta-v2": StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DEBERTA_POOLER,
-                             names=DEBERTA_NAMES, walks=(DEBERTA_WALK,),
-                             projection="E≠H", eager_only=True, boolean_mask=True,
-                             refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "
-                                               "layer only: not modelled for compute yet (parameters are counted)",
-                                               lambda c, w: c.conv_kernel_size or None),
-                                       Refusal("position_buckets", "must not be 1 for a step: transformers divides "
-                                               "by position_buckets // 2 (0 or at least 2)",
-                                               lambda c, w: 1 if c.relative_attention and c.position_buckets == 1
-                                               else None)),
-                             # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so; with
-                             # neither score type the relative embeddings reach no score
-                             unused=(Unused(("norm_rel", "!relative"), ("2", "H"), 2, "encoder.LayerNorm"),
-                                     Unused(("relative", "!c2p", "!p2c"), ("2", "D", "H"), 1,
-                                            "encoder.rel_embeddings"),
-                                     Unused(("relative", "!c2p", "!p2c", "norm_rel"), ("2", "H"), 2,
-                                            "encoder.LayerNorm"))),
 }

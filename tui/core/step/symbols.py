@@ -14,7 +14,7 @@ from math import prod
 from ..config import LM_HEADS, BertConfig
 from ..facts import holds
 from .kinds import Saved
-from .steps import STEPS
+from .layouts import STEPS
 from .workload import Workload
 
 
