@@ -542,3 +542,28 @@ def _walk(node: Any) -> Any:
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+async def test_item_14_the_full_fine_tuning_line_never_parts_a_size_from_its_unit() -> None:
+    """The Compute pane's comparison line broke between a number and its unit (`24` / `GiB fits batch ≤ 281`):
+    its fits clause starts a line of its own, short enough for any pane."""
+    from textual.widgets import Select
+
+    from tui.explorer.app import make_app
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+    from .test_compute_pane import result_text
+
+    catalog = load_catalog()
+    app = make_app(catalog, catalog.get("roberta-base").config, title="roberta-base", preset="roberta-base")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        app.query_one("#method", Select).value = "lora"
+        await settled(pilot)
+        lines = result_text(app).splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("full fine-tuning: trains "))
+        fits = lines[at + 1]
+        assert fits.startswith("  24 GiB fits batch ≤ "), lines[at:at + 2]
+        assert not any(line.rstrip().endswith((" 24", " 16", " 40")) for line in lines)

@@ -258,7 +258,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     if result.method is not None:
         text.append(method_line(result) + "\n", style="bold")
         if full is not None:
-            text.append(full_line(result, full) + "\n", style="dim")
+            text.append(full_line(result, full, before_fits=";\n  ") + "\n", style="dim")
     step, rule, train = result.flops_step, result.rule_of_thumb, result.workload.train
     text.append("FLOPs per step  " if train else "FLOPs a forward ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
