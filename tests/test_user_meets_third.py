@@ -567,3 +567,33 @@ async def test_item_14_the_full_fine_tuning_line_never_parts_a_size_from_its_uni
         fits = lines[at + 1]
         assert fits.startswith("  24 GiB fits batch ≤ "), lines[at:at + 2]
         assert not any(line.rstrip().endswith((" 24", " 16", " 40")) for line in lines)
+
+
+async def test_item_4_what_the_pinned_model_has_and_this_lacks_is_said_where_a_parents_change_includes_it() -> None:
+    """Pin bert-large (BertModel), open its token classification at bert-base's sizes: the body's change includes
+    the pinned pooler's going, which no child row shows; the detail strip says it."""
+    from textual.widgets import Select
+
+    from tui.explorer.app import make_app
+    from tui.explorer.widgets.param_tree import ParamTreeView
+    from tui.presets import load_catalog
+
+    from .scenarios import settled
+    from .test_app import text_of
+
+    catalog = load_catalog()
+    app = make_app(catalog, catalog.get("bert-large-uncased").config, title="bert-large-uncased",
+                   preset="bert-large-uncased")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        await pilot.press("b")
+        app.main.open_preset("bert-base-uncased")
+        await settled(pilot)
+        app.query_one("#head", Select).value = "token-classification"
+        await settled(pilot)
+        tree = app.query_one(ParamTreeView)
+        body = next(node for node in tree.root.children if node.data == "bert")
+        tree.move_cursor(body)
+        await settled(pilot)
+        detail = " ".join(text_of(app, "#detail").split())
+        assert "not in this model, pinned has: pooler, -1,049,600" in detail, detail

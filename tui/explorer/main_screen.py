@@ -395,7 +395,12 @@ class MainScreen(Screen[None]):
         node = tree.node_for(cursor.data) if cursor is not None and cursor.data is not None else None
         note = tree.mark_for(cursor.data) if cursor is not None and cursor.data is not None else None
         if self.model is not None:
-            self.query_one(DetailPane).show(node, self.model, note)
+            missing = None
+            if self.baseline is not None and node is not None:  # what the pinned model has here and this lacks
+                from ..core.count.diff import gone
+
+                missing = gone(self.model, node.name, self.baseline)
+            self.query_one(DetailPane).show(node, self.model, note, missing)
 
     # Actions.
 
@@ -457,6 +462,7 @@ class MainScreen(Screen[None]):
         self.baseline = None if self.baseline is not None else self.model
         self.query_one(ParamTreeView).set_baseline(self.baseline)
         self._show_totals()
+        self._show_detail()
         self.notify("baseline pinned: b unpins it" if self.baseline else "baseline unpinned", timeout=3)
 
     def action_export(self) -> None:

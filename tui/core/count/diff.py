@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .families import role_name
-from .tree import Node, ParamTree, strip_body
+from .tree import Module, Node, ParamTree, strip_body
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
 
@@ -107,3 +107,13 @@ def delta_against(tree: ParamTree, key: str, baseline: ParamTree) -> int | None:
     if node is None or before is None:
         return None
     return node.count - before.count
+
+
+def gone(tree: ParamTree, key: str, baseline: ParamTree) -> list[tuple[str, int]]:
+    """The modules under the node at `key`'s counterpart in `baseline` that `tree` has no counterpart of (a pooler
+    a head class drops), with their counts: where they are, a parent's change is its children's and theirs."""
+    before = counterpart(tree, key, baseline)
+    if not isinstance(before, Module):
+        return []
+    return [(child.name, child.count) for child in before.children  # (a layer stack's layers one by one)
+            if isinstance(child, Module) and counterpart(baseline, child.name, tree) is None]

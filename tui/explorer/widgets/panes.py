@@ -122,16 +122,23 @@ class TotalsPane(Static):
 class DetailPane(Static):
     """Everything about the highlighted node: HF name, shape, count, formulas, head split, ties, share."""
 
-    def show(self, node: Node | None, model: ParamTree, note: str | None = None) -> None:
+    def show(self, node: Node | None, model: ParamTree, note: str | None = None,
+             gone: list[tuple[str, int]] | None = None) -> None:
         """`note`: what the tree marks beside the tensor (an open adapter's, a checkpoint's), said under its name:
-        at 80 columns the tree's line has no room for it."""
+        at 80 columns the tree's line has no room for it. `gone`: modules the pinned baseline has here and this
+        model lacks (`diff.gone`): the node's change is its children's and theirs."""
         if node is None:
             self.update(Text("Highlight a node in the tree.", style="dim"), layout=False)
             return
         described = self._describe(node, model)
-        if note:
+        extra = [plain(note.strip(), style="italic")] if note else []
+        if gone:
+            names = gone[0][0] if len(gone) == 1 else f"{gone[0][0]} … {gone[-1][0].rsplit('.', 1)[-1]} ({len(gone)})"
+            extra.append(Text(f"not in this model, pinned has: {names}, {-sum(n for _, n in gone):+,}",
+                              style="italic"))
+        if extra:
             lines = list(described.renderables) if isinstance(described, Group) else [described]
-            described = Group(lines[0], plain(note.strip(), style="italic"), *lines[1:])
+            described = Group(lines[0], *extra, *lines[1:])
         self.update(described, layout=False)  # the strip's height is fixed (app.tcss)
 
     def _describe(self, node: Node, model: ParamTree) -> RenderableType:
