@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tui.cli import main  # noqa: E402
+from tui.cli import main
 
 PRESETS = ("bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base", "distilbert-base-uncased",
            "electra-base-discriminator", "electra-small-discriminator", "albert-base-v2", "all-mpnet-base-v2",

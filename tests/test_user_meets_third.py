@@ -112,7 +112,7 @@ def test_item_3_parts_frozen_reach_csv_and_markdown_and_ia3_is_titled_ia3() -> N
     assert sum(int(row["count"]) for row in rows if row["trainable"] == "1") == data["trainable"]
     markdown = run(*argv, "--format", "markdown").stdout
     assert f"trains {data['trainable']:,} of {data['total']:,}" in markdown
-    assert f"| training (Adam), the first 3 layers frozen | " in markdown
+    assert "| training (Adam), the first 3 layers frozen | " in markdown
     ia3 = run("count", "--preset", "bert-base-uncased", "--ia3", "--format", "markdown").stdout
     assert ia3.startswith("## bert-base-uncased with IA3 on ") and "LoRA" not in ia3.splitlines()[0]
 
@@ -396,7 +396,7 @@ def test_item_4_a_pinned_baseline_of_another_class_is_matched_module_by_module()
     large = build_tree(catalog.get("bert-large-uncased").config)
     base = build_tree(catalog.get("bert-base-uncased").config.replace(head="token-classification"))
     embeddings = (30522 + 512 + 2 + 2) * 768 - (30522 + 512 + 2 + 2) * 1024  # (V + P + T)·H + 2H, each side
-    layer = lambda h, i: 4 * h * h + 2 * h * i + 9 * h + i  # noqa: E731 (an encoder layer, by hand)
+    layer = lambda h, i: 4 * h * h + 2 * h * i + 9 * h + i
     assert delta_against(base, "bert.embeddings", large) == embeddings
     assert delta_against(base, "bert.encoder", large) == 12 * layer(768, 3072) - 24 * layer(1024, 4096)
     assert delta_against(base, "bert.encoder.layer.0", large) == layer(768, 3072) - layer(1024, 4096)
@@ -435,7 +435,7 @@ def test_item_18_an_unreachable_hub_id_points_at_the_built_in_preset_of_the_same
 
 def test_item_18_the_explorer_opens_on_the_default_and_shows_what_could_not_be_opened(monkeypatch: Any) -> None:
     """The explorer exited instead of opening on the default preset with the error shown."""
-    import tui.cli.explore as explore
+    from tui.cli import explore
 
     opened: dict[str, Any] = {}
     monkeypatch.setattr(explore, "terminal", lambda: (True, True))

@@ -121,8 +121,8 @@ def to_markdown(tree: ParamTree, title: str, trained: Trained | None = None) -> 
         lines += [f"| training (Adam) | {short_bytes(training_bytes(total))} |", "", f"Training: {ADAM_CONVENTION}.", ""]
     else:
         lines += [f"| training (Adam), {trained.label} | {short_bytes(trained.training_bytes)} |", "",
-                  f"Training: {trained.label}: trains {trained.trainable:,} of {trained.total:,}; "
-                  f"{trained.convention}; activations not included.", ""]
+                  (f"Training: {trained.label}: trains {trained.trainable:,} of {trained.total:,}; "
+                   f"{trained.convention}; activations not included."), ""]
         if trained.frozen_names:
             lines += ["Frozen: " + ", ".join(f"`{name}`" for name in trained.frozen_names), ""]
     return "\n".join(lines)
