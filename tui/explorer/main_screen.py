@@ -86,6 +86,7 @@ class MainScreen(Screen[None]):
         self.adapter = adapter  # an opened PEFT adapter's method: the Compute pane offers it
         # (model, adapter, what peft makes of them): asked by the tree's marks and the totals alike
         self._adapted_for: tuple[ParamTree, Lora | Ia3, Adapted | ConfigError] | None = None
+        self._trained_for: tuple[ParamTree, object, Trained | None] | None = None  # (`_trained`'s last answer)
         self.catalog = catalog
         self._start = (config, preset)
         self._source_title = title
@@ -233,10 +234,15 @@ class MainScreen(Screen[None]):
         if how is self.adapter and self.adapter is not None:
             adapted = self._adapted()
             return of_adapted(adapted, self.adapter) if isinstance(adapted, Adapted) else None
+        known = self._trained_for
+        if known is not None and known[0] is self.model and known[1] == how:
+            return known[2]  # (asked at every edit: the walk of a deep model's adapters is done once a model)
         try:
-            return trained(self.model, self.model.config, how)
+            result: Trained | None = trained(self.model, self.model.config, how)
         except ConfigError:
-            return None
+            result = None
+        self._trained_for = (self.model, how, result)
+        return result
 
     def _show_totals(self) -> None:
         if self.model is None:
