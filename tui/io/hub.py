@@ -8,7 +8,7 @@
 - The safetensors headers are read by HTTP range requests: 8 bytes for the header's length, then the header,
   per file (a single `model.safetensors`, or every shard a `model.safetensors.index.json` names). Not one byte of
   a tensor is transferred. A checkpoint already in the cache (downloaded by transformers) is read from there.
-  Fetched headers are kept (`header_cache_dir()`) so that the same revision opens offline later.
+  Fetched headers are kept (`hub_cache`) so that the same revision opens offline later.
 - Every request is bounded before it starts (what its answer announces), while it comes (bytes read, as long as
   announced) and in total time (`BUDGET`, redirects followed hop by hop). Every failure is a `SourceError` with
   one line a user can act on: not found, gated, revision, not cached while offline, network unreachable
@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -27,32 +26,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from ..plain import printable
-from .files import ReadError, parse_json, read_bytes, write_atomic
+from .files import ReadError, parse_json
 from .hf_config import MAX_CONFIG_BYTES, SourceError
+from .hub_cache import (
+    COMMIT,
+    from_record,
+    keep,
+    keep_config,
+    kept_config,
+    kept_folder,
+    read_kept,
+)
 from .safetensors import (
-    MAX_HEADER_BYTES,
     Checkpoint,
-    StoredTensor,
     header_length,
-    join_shards,
     load_checkpoint,
-    parse_header,
     shard_names,
 )
 
 TIMEOUT = 5.0  # seconds to wait for the Hub to answer a request
 BUDGET = 60.0  # seconds one request may take in all, hops and body (a drip answers every read in time)
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
-MAX_CACHE_BYTES = 256 * 1024 * 1024  # a header cache file (every shard's header of one revision)
 MAX_INDEX_BYTES = 16 * 1024 * 1024  # a shard index, as a local one
 MAX_ERROR_BYTES = 64 * 1024  # of an error answer's body, what the library reads for its message
 MAX_REDIRECTS = 10  # hops a download may take (the Hub takes one, to its CDN)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 Progress = Callable[[str], None]
-_COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit as the Hub names it (X-Repo-Commit, snapshot folders)
 
 
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter repository holds this, not config.json
@@ -94,7 +96,7 @@ def open_repo(repo_id: str, revision: str | None = None, offline: bool = False,
         else:
             checkpoint, notes, fetched = _checkpoint(hub, repo_id, commit, config_path.parent, offline, say)
         if fresh is not None:  # kept only once the whole answer held: a commit the Hub then denies keeps nothing
-            config_path = _keep_config(repo_id, revision, commit, fresh, config_path.name)
+            config_path = keep_config(repo_id, revision, commit, fresh, config_path.name)
     return HubModel(repo_id, revision, commit, config_path, checkpoint, notes, fetched)
 
 
@@ -128,11 +130,11 @@ def _config(hub: Any, repo_id: str, revision: str | None, offline: bool,
             say: Progress, name: str = "config.json") -> tuple[Path, str, bytes | None]:
     """(`name`, the commit it belongs to, its bytes when fetched now): from the Hugging Face cache (filled by
     transformers, say), from what bert-tui kept of an earlier fetch, else fetched by one bounded request (its path
-    is where it will be kept, `_keep_config`, once the rest of the answer holds)."""
+    is where it will be kept, `keep_config`, once the rest of the answer holds)."""
     cached = hub.try_to_load_from_cache(repo_id, name, revision=revision)
     if isinstance(cached, str):
         return Path(cached), Path(cached).parent.name, None  # snapshots/<commit>/config.json
-    kept = _kept_config(repo_id, revision, name)
+    kept = kept_config(repo_id, revision, name)
     if kept is not None:
         return (*kept, None)
     if offline:
@@ -145,7 +147,7 @@ def _config(hub: Any, repo_id: str, revision: str | None, offline: bool,
         parse_json(raw)  # kept only once it reads as JSON (what it configures is checked as a local file's is)
     except ReadError as problem:
         raise SourceError(f"{repo_id}/{name}", None, f"{problem}: not kept") from None
-    return _kept_folder(repo_id) / commit / name, commit, raw
+    return kept_folder(repo_id) / commit / name, commit, raw
 
 
 def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[bytes, str]:
@@ -163,7 +165,7 @@ def _download(hub: Any, url: str, where: str, limit: int, what: str) -> tuple[by
         raise SourceError(where, None, f"the Hub announced {announced:,} bytes and sent {len(body):,}: cut "
                           "short or mislabelled, refused")
     commit = headers.get("X-Repo-Commit") or ""
-    if not _COMMIT.fullmatch(commit):  # as huggingface_hub itself refuses such an answer
+    if not COMMIT.fullmatch(commit):  # as huggingface_hub itself refuses such an answer
         raise SourceError(where, None, "the answer names no commit (no X-Repo-Commit header): not the Hub, or a "
                           "proxy that strips its headers? Check HF_ENDPOINT and the proxy")
     return body, commit
@@ -348,7 +350,7 @@ def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bo
                 return load_checkpoint(snapshot / name), (), 0
             except SourceError:
                 break  # a download cut short (an index without all its shards): the headers come from elsewhere
-    kept = _read_kept(repo_id, commit)
+    kept = read_kept(repo_id, commit)
     if kept is not None:  # fetched before: the headers, or (None,) for a repository without safetensors
         return (kept[0], (), 0) if kept[0] is not None else (None, _NO_SAFETENSORS, 0)
     if offline:
@@ -356,10 +358,10 @@ def _checkpoint(hub: Any, repo_id: str, commit: str, snapshot: Path, offline: bo
                       "config only",), 0
     fetched = _fetch(hub, repo_id, commit, say)
     if fetched is None:
-        _keep(repo_id, commit, {"kind": "none"})
+        keep(repo_id, commit, {"kind": "none"})
         return None, _NO_SAFETENSORS, 0
     checkpoint, record, size = fetched
-    _keep(repo_id, commit, record)
+    keep(repo_id, commit, record)
     return checkpoint, (), size
 
 
@@ -388,7 +390,7 @@ def _fetch(hub: Any, repo_id: str, commit: str, say: Progress) -> tuple[Checkpoi
         raw, size, transferred = _remote_header(hub, hub.hf_hub_url(repo_id, name, revision=commit), f"{repo_id}/{name}")
         record["files"][name] = {"size": size, "header": raw.decode("utf-8", "replace")}
         fetched += transferred
-    return _from_record(repo_id, record), record, fetched
+    return from_record(repo_id, record), record, fetched
 
 
 def _parse_index(raw: bytes, repo_id: str) -> Any:
@@ -455,98 +457,6 @@ def _total_size(headers: Any, status: int, want: int) -> int | None:
     if match:
         return int(match.group(1))
     return _header_int(headers, "Content-Length") if status == 200 else None
-
-
-# Kept headers: one JSON file a revision, so that the same model opens offline later.
-
-
-def header_cache_dir() -> Path:
-    """`$XDG_CACHE_HOME/bert-tui/hub-headers` (`~/.cache/...` when unset)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "bert-tui" / "hub-headers"
-
-
-def _kept_path(repo_id: str, commit: str) -> Path:
-    safe_commit = commit if _COMMIT.fullmatch(commit) else "unknown"
-    return _kept_folder(repo_id) / f"{safe_commit}.json"
-
-
-def _kept_folder(repo_id: str) -> Path:
-    return header_cache_dir() / f"models--{repo_id.replace('/', '--')}"
-
-
-def _kept_ref(repo_id: str, revision: str | None) -> Path:
-    """The file naming the commit a revision was at when its config was kept (`refs/REV`, as the HF cache)."""
-    return _kept_folder(repo_id) / "refs" / quote(revision or "main", safe="")
-
-
-def _keep_config(repo_id: str, revision: str | None, commit: str, raw: bytes, name: str = "config.json") -> Path:
-    """Keep a fetched config.json (`<commit>/config.json`, and `refs/<revision>` naming the commit, as the
-    Hugging Face cache lays them out) so that the same revision opens offline; its path. A cache that cannot be
-    written leaves the file in a temporary folder for this run."""
-    path = _kept_folder(repo_id) / commit / name
-    ref = _kept_ref(repo_id, revision)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, raw)
-        ref.parent.mkdir(exist_ok=True)
-        write_atomic(ref, commit)
-    except OSError:
-        import tempfile
-
-        path = Path(tempfile.mkdtemp(prefix="bert-tui-")) / name
-        path.write_bytes(raw)
-    return path
-
-
-def _kept_config(repo_id: str, revision: str | None, name: str = "config.json") -> tuple[Path, str] | None:
-    """(`name`, commit) kept from an earlier fetch of `revision`, or None."""
-    try:
-        commit = read_bytes(_kept_ref(repo_id, revision), 64, "a kept ref").decode("ascii", "replace").strip()
-    except ReadError:
-        return None
-    path = _kept_folder(repo_id) / commit / name
-    return (path, commit) if _COMMIT.fullmatch(commit) and path.is_file() else None
-
-
-def _keep(repo_id: str, commit: str, record: dict[str, Any]) -> None:
-    import json
-
-    path = _kept_path(repo_id, commit)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(record))
-    except OSError:
-        pass  # a cache that cannot be written costs a fetch next time, nothing more
-
-
-def _read_kept(repo_id: str, commit: str) -> tuple[Checkpoint | None] | None:
-    """Headers kept from an earlier fetch, as a 1-tuple: `(None,)` when the repository had no safetensors;
-    None when nothing usable is kept."""
-    path = _kept_path(repo_id, commit)
-    if not path.is_file():
-        return None
-    try:
-        record = parse_json(read_bytes(path, MAX_CACHE_BYTES, "a header cache file"))
-        return (None,) if record.get("kind") == "none" else (_from_record(repo_id, record),)
-    except (ReadError, SourceError, AttributeError, KeyError, TypeError, ValueError):
-        return None  # a damaged cache entry is fetched again
-
-
-def _from_record(repo_id: str, record: dict[str, Any]) -> Checkpoint:
-    """A checkpoint from fetched (or kept) headers, checked exactly as a local file's."""
-    shards = []
-    for name, entry in record["files"].items():
-        raw = str(entry["header"]).encode("utf-8")
-        size = int(entry["size"])
-        if len(raw) > MAX_HEADER_BYTES:
-            raise SourceError(f"{repo_id}/{name}", None, "header over the format's limit")
-        tensors: list[StoredTensor] = parse_header(raw, size - 8 - len(raw), f"{repo_id}/{name}")
-        shards.append((f"{repo_id}/{name}", tensors, size))
-    if record["kind"] == "sharded":
-        return join_shards(f"{repo_id}/{INDEX}", record["index"], shards)
-    where, tensors, size = shards[0]
-    return Checkpoint(where, (where,), tuple(tensors), (size,))
 
 
 # One line for every failure a user can act on.
