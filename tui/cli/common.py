@@ -273,9 +273,7 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
                     use_dora=bool(args.dora), layers_to_transform=layers, rank_pattern=tuple(pattern),
                     lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha))
     except ConfigError as error:  # (the Lora is not made: its regular expression may be what is refused)
-        regex = isinstance(targets, str) and targets != ALL_LINEAR and error.field == "target_modules"
-        named = "--lora-targets-regex" if regex else LORA_FLAG_OF.get(error.field, "--lora-" + error.field)
-        raise UsageError(f"{named} {printable(str(error.value))}: {error.rule}") from None
+        raise UsageError(f"{lora_flag(error.field, targets)} {printable(str(error.value))}: {error.rule}") from None
 
 
 LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
@@ -283,6 +281,14 @@ LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_module
                 "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha"}
 IA3_FLAG_OF = {"target_modules": "--ia3-targets", "feedforward_modules": "--ia3-feedforward",
                "modules_to_save": "--ia3-save"}
+
+
+def lora_flag(field: str, targets: tuple[str, ...] | str | None) -> str:
+    """The flag that sets a LoRA field (`targets`: what the targets were given as: a regular expression is
+    `--lora-targets-regex`'s, a list or all-linear `--lora-targets`')."""
+    if field == "target_modules" and isinstance(targets, str) and targets != ALL_LINEAR:
+        return "--lora-targets-regex"
+    return LORA_FLAG_OF.get(field, "--lora-" + field.replace("_", "-"))
 
 
 def method_refusal(error: ConfigError, how: object, adapter: object = None) -> str:
@@ -297,10 +303,7 @@ def method_refusal(error: ConfigError, how: object, adapter: object = None) -> s
     if isinstance(how, Ia3):
         named = IA3_FLAG_OF.get(error.field, "--ia3-" + error.field.replace("_", "-"))
     else:
-        named = LORA_FLAG_OF.get(error.field, "--lora-" + error.field.replace("_", "-"))
-        regex = isinstance(how, Lora) and isinstance(how.target_modules, str) and how.target_modules != ALL_LINEAR
-        if error.field == "target_modules" and regex:
-            named = "--lora-targets-regex"
+        named = lora_flag(error.field, how.target_modules if isinstance(how, Lora) else None)
     return f"{named if error.value is True else f'{named} {value}'}: {error.rule}"
 
 

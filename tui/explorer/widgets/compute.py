@@ -234,10 +234,10 @@ class ComputePane(VerticalScroll):
         self.query_one("#compute-result", Static).update(render_result(result, stale, full, pending, reading))
         self.set_class(stale is not None, "-stale")
 
-    def clear(self, waiting: str = "") -> None:
-        """No figures: the fields' workload is refused for this model, or the core is still at this model's, and
-        the last figures were another's (`waiting`: what it is working out)."""
-        self.query_one("#compute-result", Static).update(Text(waiting, style="dim"))
+    def clear(self) -> None:
+        """No figures: the fields' workload is refused for this model, and the last figures were another's (while
+        the core works out a model's fits, its terms show at once: `show(pending=…)`)."""
+        self.query_one("#compute-result", Static).update("")
         self.set_class(False, "-stale")
 
 
