@@ -441,7 +441,7 @@ async def test_deberta_form_shows_its_fields_and_flags_and_every_switch_counts()
     """DeBERTa-v3-base: the form holds its four sizes and seven switches (nothing of ALBERT's or ModernBERT's);
     each switch changes the total to what the core counts for the changed config (the fixtures check the
     core against transformers); switching to BERT hides them again."""
-    from tui.core.config import DEBERTA_FLAGS, EXTRA_FIELDS, FLAG_FIELDS
+    from tui.core.config import EXTRA_FIELDS, FAMILIES, FLAG_FIELDS
 
     app = app_for("deberta-v3-base")
     async with app.run_test(size=NARROW) as pilot:
@@ -452,9 +452,9 @@ async def test_deberta_form_shows_its_fields_and_flags_and_every_switch_counts()
             return {name for name in names if any(row.display for row in app.query(f"#row-{name}"))}
 
         assert shown(EXTRA_FIELDS) == {"embedding_size", "position_buckets", "max_relative_positions", "conv_kernel_size"}
-        assert shown(FLAG_FIELDS) == set(DEBERTA_FLAGS)
+        assert shown(FLAG_FIELDS) == set(FAMILIES["deberta-v2"].switches)
         config = load_catalog().get("deberta-v3-base").config
-        for flag in DEBERTA_FLAGS:
+        for flag in FAMILIES["deberta-v2"].switches:
             app.query_one(f"#{flag}", Switch).value = not getattr(config, flag)
             await pilot.pause()
             config = config.replace(**{flag: not getattr(config, flag)})
@@ -471,7 +471,7 @@ async def test_every_switch_shows_what_the_core_counts_it_adds(preset: str) -> N
     """Beside each switch, its state and what it adds when on, as the core's marginal cost says for the config
     shown, also on rows mounted after the costs were handed in (a family's switches, mounted with its preset)."""
     from tui.core import marginal_costs
-    from tui.core.config import FAMILY_FLAGS
+    from tui.core.config import FAMILIES
     from tui.explorer.widgets.form_fields import cost_text
 
     app = app_for(preset)
@@ -479,6 +479,6 @@ async def test_every_switch_shows_what_the_core_counts_it_adds(preset: str) -> N
         await pilot.pause()
         config = load_catalog().get(preset).config
         costs = {marginal.field: cost_text(marginal) for marginal in marginal_costs(config)}
-        for flag in FAMILY_FLAGS[config.model_type]:
+        for flag in FAMILIES[config.model_type].switches:
             state = "on" if getattr(config, flag) else "off"
             assert text_of(app, f"#cost-{flag}").strip() == f"{state}: {costs[flag]}", flag

@@ -9,7 +9,6 @@ from hypothesis import assume, given, settings
 
 from tui.cli import main
 from tui.core import BertConfig, build_tree, closed_form_total, per_layer
-from tui.core.config import BERT_LAYOUT
 from tui.core.count.audit import (
     ClaimError,
     audit,
@@ -32,7 +31,7 @@ def config(preset: str) -> BertConfig:
 @given(valid_configs())
 def test_hand_count_without_conventions_is_the_exact_count(cfg: BertConfig) -> None:
     assert sum(hand_count(cfg).values()) == closed_form_total(cfg) == build_tree(cfg).total
-    assume(cfg.model_type in BERT_LAYOUT)  # per-layer hand counts are BERT's; the other families are refused
+    assume(cfg.family.bert_names)  # per-layer hand counts are BERT's; the other families are refused
     assert sum(hand_count(cfg, scope="layer").values()) == per_layer(cfg)
 
 

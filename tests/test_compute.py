@@ -20,10 +20,17 @@ from hypothesis import strategies as st
 
 from tui.cli import main
 from tui.core import BertConfig, ConfigError
-from tui.core.config import FAMILY_HEADS
+from tui.core.config import FAMILIES
 from tui.core.poly import value as evaluate
-from tui.core.step.allocations import DERIVED, DERIVED_HEADS, covers
-from tui.core.step.compute import bytes_form, compute, fits_replayed, flops_form, layer_times, peak_at
+from tui.core.step.allocations import DERIVED_HEADS, covers
+from tui.core.step.compute import (
+    bytes_form,
+    compute,
+    fits_replayed,
+    flops_form,
+    layer_times,
+    peak_at,
+)
 from tui.core.step.workload import (
     ATTENTIONS,
     DEVICES,
@@ -33,6 +40,8 @@ from tui.core.step.workload import (
     Workload,
 )
 from tui.formats.compute import batch_says, convention_lines
+
+DERIVED = tuple(FAMILIES)  # every family's allocation order is derived
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compute.json"
 
@@ -107,7 +116,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
     checkpointing × padding mask (XLM-R and CamemBERT, RoBERTa's modules, under fp32 and amp-bf16), and in
     inference; ELECTRA's pretraining without a padding mask (refused with one), ALBERT and MPNet without
     checkpointing (transformers refuses it)."""
-    from tui.core.config import FAMILY_HEADS
+    from tui.core.config import FAMILIES
     from tui.core.step.layouts import STEPS
 
     seen = {(c["config"]["model_type"], c["config"]["head"], c["workload"]["precision"], c["workload"]["attention"],
@@ -117,7 +126,7 @@ def test_every_family_with_a_step_is_measured_for_every_head_precision_attention
         if family == "bert":
             continue
         precisions = PRECISIONS if family not in ("xlm-roberta", "camembert") else ("fp32", "amp-bf16")
-        for head in FAMILY_HEADS[family]:
+        for head in FAMILIES[family].heads:
             for attention in ATTENTIONS:
                 assert (family, head, "fp32", attention, False, False, "inference") in seen
                 for precision in precisions:
@@ -192,12 +201,12 @@ def configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
 @st.composite
 def family_configs_and_workloads(draw: st.DrawFn) -> tuple[BertConfig, Workload]:
     """Any family with a step, any of its heads, any sizes and workload (what a family refuses by name left out)."""
-    from tui.core.config import FAMILY_HEADS
+    from tui.core.config import FAMILIES
     from tui.core.step.layouts import STEPS
 
     config, workload = draw(configs_and_workloads())
     family = draw(st.sampled_from(sorted(STEPS)))
-    head = draw(st.sampled_from(sorted(FAMILY_HEADS[family])))
+    head = draw(st.sampled_from(sorted(FAMILIES[family].heads)))
     changes: dict[str, Any] = {"model_type": family, "head": head,
                                "max_position_embeddings": config.max_position_embeddings + 2}
     if head == "question-answering":
@@ -454,11 +463,11 @@ def test_a_config_whose_step_is_not_modelled_is_counted_and_refused_by_compute(
 
 def test_every_family_counted_has_a_step() -> None:
     """Compute covers every model type the counts cover (each checked against torch by the fixtures)."""
-    from tui.core.config import MODEL_TYPES
+    from tui.core.config import FAMILIES
     from tui.core.step.layouts import STEPS
 
-    assert set(STEPS) == set(MODEL_TYPES)
-    assert {case["config"]["model_type"] for case in family_cases()} == set(MODEL_TYPES) - {"bert"}
+    assert set(STEPS) == set(FAMILIES)
+    assert {case["config"]["model_type"] for case in family_cases()} == set(FAMILIES) - {"bert"}
 
 
 def test_modernbert_base_as_the_hub_has_it_computes_with_its_mean_pooling(capsys: pytest.CaptureFixture[str]) -> None:
@@ -653,7 +662,7 @@ def assert_replayed_fits_are_the_largest(result: Any) -> None:
             assert not runs(result.config, result.workload, fit.max_batch + 1, room), fit
 
 
-FLOAT32_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
+FLOAT32_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILIES[family].heads
                  if covers(BertConfig(head=head).as_family(family), Workload(8, 256, precision="fp32", device="cuda"))
                  is None]
 FLOAT32_RUNS = (("eager", "course"), ("sdpa", "course"), ("sdpa", "hand-written"), ("eager", "trainer"))
@@ -681,7 +690,7 @@ def test_where_the_allocation_order_is_derived_fits_come_from_its_replay(family:
     assert fits_replayed(config, replace(workload, precision="amp-bf16"), None)  # (autocast: derived too)
 
 
-AMP_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
+AMP_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILIES[family].heads
              if covers(BertConfig(head=head).as_family(family), Workload(8, 256, precision="amp-bf16", device="cuda"))
              is None]
 AMP_RUNS = (("amp-bf16", "sdpa"), ("amp-fp16", "eager"))
@@ -703,7 +712,7 @@ def test_under_autocast_fits_come_from_the_replay_too(family: str, head: str, pr
     assert_replayed_fits_are_the_largest(result)
 
 
-INFERENCE_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILY_HEADS[family]
+INFERENCE_CASES = [(family, head) for family in DERIVED for head in DERIVED_HEADS if head in FAMILIES[family].heads
                    if covers(BertConfig(head=head).as_family(family),
                              Workload(8, 256, precision="fp32", device="cuda", mode="inference")) is None]
 INFERENCE_RUNS = (("fp32", "sdpa", "course"), ("amp-bf16", "eager", "hand-written"), ("bf16", "sdpa", "course"))

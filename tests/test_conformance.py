@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tui.core import MODEL_TYPES, BertConfig, build_tree, closed_form_total, report
-from tui.core.config import CROSS_FAMILIES, FAMILY_FLAGS, FAMILY_HEADS
+from tui.core import FAMILIES, BertConfig, build_tree, closed_form_total, report
+from tui.core.config import families_with
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -46,11 +46,11 @@ def test_totals_class_and_ties_match_transformers(case: dict[str, Any]) -> None:
 def test_fixtures_cover_every_preset_and_head() -> None:
     ids = {case["id"] for case in CASES}
     for name, preset in load_catalog().presets.items():
-        heads = FAMILY_HEADS[preset.config.model_type]
+        heads = FAMILIES[preset.config.model_type].heads
         expected = {*heads, *(["none-no-pooler"] if heads["none"] is None else [])}
         assert {f"{name}/{head}" for head in expected} <= ids, name
     assert sum(case["id"].startswith("random-") for case in CASES) >= 80
-    assert {case["config"]["model_type"] for case in CASES} == set(MODEL_TYPES)
+    assert {case["config"]["model_type"] for case in CASES} == set(FAMILIES)
     untied = {(case["config"]["model_type"], case["config"]["head"]) for case in CASES
               if case["config"].get("tie_word_embeddings") is False}
     assert untied >= {(m, h) for m in ("bert", "roberta", "xlm-roberta", "camembert") for h in ("mlm", "causal-lm")} | {
@@ -66,7 +66,7 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     for family in ("distilbert", "albert", "electra", "mpnet", "modernbert", "deberta-v2"):
         cases = [case for case in CASES if case["config"]["model_type"] == family]
         assert sum(case["id"].startswith(f"random-{family}-") for case in cases) >= 20
-        assert {case["config"]["head"] for case in cases} == set(FAMILY_HEADS[family])
+        assert {case["config"]["head"] for case in cases} == set(FAMILIES[family].heads)
         assert f"defaults/{family}" in {case["id"] for case in cases}
         untied = {case["config"]["head"] for case in cases if case["config"].get("tie_word_embeddings") is False}
         assert {"mlm"} <= untied
@@ -77,7 +77,7 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     albert = [c["config"] for c in CASES if c["config"]["model_type"] == "albert"]
     assert {c["num_hidden_groups"] for c in albert} >= {1, 2, 3} and {c["inner_group_num"] for c in albert} >= {1, 2, 3}
     assert len({c["config"]["relative_attention_num_buckets"] for c in CASES if c["config"]["model_type"] == "mpnet"}) >= 10
-    for family, flags in FAMILY_FLAGS.items():
+    for family, flags in ((name, family.switches) for name, family in FAMILIES.items()):
         configs = [c["config"] for c in CASES if c["config"]["model_type"] == family]
         for flag in flags:  # every flag both ways (recorded where on); more than one layer (ModernBERT's first
             assert {c.get(flag, False) for c in configs} == {False, True}, flag  # has no attn_norm)
@@ -88,10 +88,10 @@ def test_fixtures_cover_every_family_class_and_structural_flag() -> None:
     assert {c["conv_kernel_size"] > 0 for c in deberta} == {False, True}
     spans = [(c["relative_attention"], c["share_att_key"], c["pos_att_c2p"], c["pos_att_p2c"]) for c in deberta]
     assert {span for span in spans if span[0] and not span[1]} >= {(True, False, True, False), (True, False, False, True)}
-    for family in CROSS_FAMILIES:  # a decoder's cross-attention in every class of every family that builds one
+    for family in families_with("add_cross_attention"):  # a decoder's cross-attention in every class of every family that builds one
         crossed = {c["config"]["head"] for c in CASES
                    if c["config"]["model_type"] == family and c["config"].get("add_cross_attention")}
-        assert crossed == set(FAMILY_HEADS[family]), family
+        assert crossed == set(FAMILIES[family].heads), family
 
 
 @pytest.mark.parametrize("preset", sorted(load_catalog().presets))
@@ -107,7 +107,7 @@ HUB_FOLDER = Path(__file__).parent / "fixtures" / "hub"
 
 
 def test_a_real_config_json_of_every_family_is_a_fixture() -> None:
-    assert {case["config"]["model_type"] for case in HUB_CASES} == set(MODEL_TYPES) - {"roberta", "xlm-roberta", "camembert"}
+    assert {case["config"]["model_type"] for case in HUB_CASES} == set(FAMILIES) - {"roberta", "xlm-roberta", "camembert"}
     assert sorted(path.parent.name for path in HUB_FOLDER.glob("*/config.json")) == sorted(c["id"][4:] for c in HUB_CASES)
 
 

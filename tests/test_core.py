@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.core import (
-    MODEL_TYPES,
+    FAMILIES,
     BertConfig,
     ConfigError,
     Module,
@@ -22,21 +22,19 @@ from tui.core import (
     training_bytes,
 )
 from tui.core.config import (
-    CROSS_FAMILIES,
     CROSS_FLAGS,
-    FAMILY_HEADS,
     FLAG_FIELDS,
     MAX_LAYERS,
     MAX_SIZE,
-    ZERO_TYPES,
+    families_with,
 )
 
 
 @st.composite
 def valid_configs(draw: st.DrawFn) -> BertConfig:
     heads = draw(st.integers(1, 64))
-    model_type = draw(st.sampled_from(list(MODEL_TYPES)))
-    head = draw(st.sampled_from(list(FAMILY_HEADS[model_type])))
+    model_type = draw(st.sampled_from(list(FAMILIES)))
+    head = draw(st.sampled_from(list(FAMILIES[model_type].heads)))
     labelled_qa = (model_type, head) == ("distilbert", "question-answering")
     return BertConfig(
         vocab_size=draw(st.integers(1, 300_000)),
@@ -45,7 +43,7 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         num_attention_heads=heads,
         intermediate_size=draw(st.integers(1, 65_536)),
         max_position_embeddings=draw(st.integers(1, 16_384)),
-        type_vocab_size=draw(st.integers(0 if model_type in ZERO_TYPES else 1, 64)),
+        type_vocab_size=draw(st.integers(0 if FAMILIES[model_type].zero_types else 1, 64)),
         head=head,
         pooler=draw(st.booleans()) if head == "none" else True,
         num_labels=2 if labelled_qa else draw(st.integers(1, 1000)),
@@ -59,7 +57,7 @@ def valid_configs(draw: st.DrawFn) -> BertConfig:
         max_relative_positions=draw(st.integers(0, 2048)),
         conv_kernel_size=draw(st.integers(0, 7)),
         **{flag: draw(st.booleans()) for flag in FLAG_FIELDS if flag not in CROSS_FLAGS},
-        add_cross_attention=model_type in CROSS_FAMILIES and draw(st.booleans()),
+        add_cross_attention=model_type in families_with("add_cross_attention") and draw(st.booleans()),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tui.core import BertConfig, ConfigError, marginal_costs
-from tui.core.config import MODEL_TYPES
+from tui.core.config import FAMILIES
 from tui.explorer.widgets.form_fields import (
     as_read,
     config_from_fields,
@@ -53,7 +53,7 @@ def test_the_pooler_switch_says_who_decides_it() -> None:
 
 
 def test_every_family_names_its_heads_and_shows_its_own_switches() -> None:
-    for family in MODEL_TYPES:
+    for family in FAMILIES:
         config = BertConfig(model_type=family, **({"type_vocab_size": 0} if family == "deberta-v2" else {}))
         choices = dict((name, label) for label, name in head_choices(config))
         assert choices["none"].startswith("none (") and choices["none"].endswith("Model)")

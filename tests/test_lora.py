@@ -51,9 +51,9 @@ def test_what_peft_refuses_is_refused_by_name(case: dict[str, Any]) -> None:
 
 
 def test_the_fixture_covers_every_family() -> None:
-    from tui.core.config import MODEL_TYPES
+    from tui.core.config import FAMILIES
 
-    assert {c["config"]["model_type"] for c in CASES} == set(MODEL_TYPES)
+    assert {c["config"]["model_type"] for c in CASES} == set(FAMILIES)
 
 
 def test_a_rank_out_of_range_or_a_bad_bias_is_refused_with_its_field() -> None:
@@ -228,7 +228,7 @@ def test_parts_frozen_train_what_torch_trains(family: str, head: str) -> None:
     import torch
 
     from tests.fixtures.generate import build_family_model
-    from tui.core.config import MODEL_TYPES
+    from tui.core.config import FAMILIES
     from tui.core.count.frozen import Freeze, freeze
 
     projected = family == "electra-projected"  # E ≠ H: its projection sits beside the embeddings, and trains
@@ -239,7 +239,7 @@ def test_parts_frozen_train_what_torch_trains(family: str, head: str) -> None:
     for spec in (Freeze(embeddings=True), Freeze(layers=2), Freeze(body=True), Freeze(True, 1)):
         with torch.device("meta"):
             model = build_family_model(config)
-        body = getattr(model, MODEL_TYPES[family][1], model)
+        body = getattr(model, FAMILIES[family].body, model)
         if spec.body:
             body.requires_grad_(False)
         if spec.embeddings:

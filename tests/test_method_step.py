@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tui.core import BertConfig
-from tui.core.config import FAMILY_HEADS, HEADS, ConfigError
+from tui.core.config import FAMILIES, HEADS, ConfigError
 from tui.core.count.families import build_tree
 from tui.core.count.frozen import Freeze
 from tui.core.count.lora import Lora, adapt
@@ -86,7 +86,7 @@ def test_the_fixture_covers_every_family_head_precision_and_method() -> None:
              json.dumps(c["method"], sort_keys=True)) for c in cases()}
     specs = {json.dumps(spec, sort_keys=True) for spec in script(GENERATOR).SPECS}
     for family in STEPS:
-        heads = HEADS if family == "bert" else FAMILY_HEADS[family]
+        heads = HEADS if family == "bert" else FAMILIES[family].heads
         assert {head for f, head, _, _ in seen if f == family} == set(heads), family
     assert {precision for f, _, precision, _ in seen if f == "bert"} == set(PRECISIONS)
     for head in HEADS:  # every method BERT's head can run, under fp32 and amp-bf16
@@ -237,10 +237,10 @@ def _everything(config: BertConfig) -> Method:
 def test_a_method_that_trains_everything_is_the_full_step(family: str, device: str) -> None:
     """The walk against the full step's own terms, on every head, precision, attention and mask, CUDA's
     conventions included (the CPU fixtures cannot show those): the same saved bytes and the same FLOPs."""
-    from tui.core.config import FAMILY_HEADS
+    from tui.core.config import FAMILIES
 
     fixture_config = script(FIXTURES / "generate_compute.py").family_config
-    for head in FAMILY_HEADS[family]:
+    for head in FAMILIES[family].heads:
         config = fixture_config(family, head)
         for precision in PRECISIONS:
             for attention in ("eager", "sdpa"):

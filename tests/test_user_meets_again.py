@@ -7,7 +7,7 @@ import pytest
 from textual.widgets import Select
 
 from tui.core import BertConfig, build_tree
-from tui.core.config import FAMILY_HEADS, MODEL_TYPES
+from tui.core.config import FAMILIES
 from tui.core.step.compute import compute
 from tui.core.step.workload import Workload
 from tui.formats.compute import compute_text, convention_lines
@@ -18,7 +18,7 @@ from .scenarios import settled
 from .test_app import WIDE, app_for, total_shown
 
 DEBERTA = load_catalog().get("deberta-v3-base").config
-OTHERS = [family for family in MODEL_TYPES if family != "deberta-v2"]
+OTHERS = [family for family in FAMILIES if family != "deberta-v2"]
 
 
 @pytest.mark.parametrize("family", OTHERS)
@@ -57,7 +57,7 @@ async def test_the_explorer_switches_family_from_deberta_to_a_valid_count(family
         assert app.main.model is not None  # (the pooler switch speaks for a base model that takes the choice)
         assert app.main.model.config.replace(pooler=True) == DEBERTA.as_family(family).replace(pooler=True)
         assert total_shown(app) == build_tree(DEBERTA.as_family(family)).total
-        assert FAMILY_HEADS[family]  # (the head select lists the family's classes)
+        assert FAMILIES[family].heads  # (the head select lists the family's classes)
 
 
 @pytest.mark.parametrize("preset", ["albert-base-v2", "ModernBERT-base"])

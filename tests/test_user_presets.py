@@ -79,13 +79,13 @@ def test_a_saved_preset_holds_its_familys_keys_and_reads_back_the_same(isolated_
     """A saved BERT carried ~20 keys of other families (norm_bias, pos_att_c2p, legacy, ...)."""
     import yaml
 
-    from tui.core.config import FAMILY_FLAGS
+    from tui.core.config import FAMILIES
     from tui.presets import save_user_preset
 
     config = load_catalog().get(preset).config
     path = save_user_preset("mine", config, "mine")
     keys = set(yaml.safe_load(path.read_text(encoding="utf-8"))["config"])
-    others = {flag for family, flags in FAMILY_FLAGS.items() if family != config.model_type for flag in flags}
-    assert not keys & (others - set(FAMILY_FLAGS.get(config.model_type, ())))
+    others = {flag for family, flags in ((name, family.switches) for name, family in FAMILIES.items()) if family != config.model_type for flag in flags}
+    assert not keys & (others - set(FAMILIES[config.model_type].switches))
     assert keys >= set(config.fields)
     assert load_catalog().get("mine").config == config

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..core import HEADS, MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
+from ..core import FAMILIES, HEADS, SIZE_FIELDS, BertConfig, ConfigError
+from ..core.config import DEFAULT
 from ..core.config import EXTRA_FIELDS, parse_int
 from ..core.count.frozen import Freeze
 from ..core.count.lora import ALL_LINEAR, BIASES, Ia3, Lora
@@ -145,8 +146,8 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
                        help=f"the model class to count: {HEAD_HELP} (default: none)")
     group.add_argument("--num-labels", dest="num_labels", metavar="N",
                        help=OVERRIDE_HELP["num_labels"])
-    group.add_argument("--model-type", dest="model_type", choices=list(MODEL_TYPES), metavar="TYPE",
-                       help=f"the family: {', '.join(MODEL_TYPES)} (default: bert)")
+    group.add_argument("--model-type", dest="model_type", choices=list(FAMILIES), metavar="TYPE",
+                       help=f"the family: {', '.join(FAMILIES)} (default: {DEFAULT})")
     group.add_argument("--no-pooler", dest="pooler", action="store_false", default=None,
                        help="BertModel without its pooler (add_pooling_layer=False); other heads fix the pooler themselves")
     group.add_argument("--add-cross-attention", dest="add_cross_attention", action="store_true", default=None,

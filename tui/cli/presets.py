@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core import build_tree
+from ..core.config import DEFAULT
 from ..plain import plain
 from .common import Parser, catalog_with_warnings
 
@@ -27,7 +28,7 @@ def run(argv: Sequence[str]) -> int:
         {"name": p.name, "title": p.title, "total": build_tree(p.config).total, "expected_total": p.expected_total,
          "builtin": p.builtin, "path": str(p.path), "model_type": p.config.model_type,
          "config": {f: getattr(p.config, f) for f in p.config.fields}}
-        for p in sorted(catalog.presets.values(), key=lambda p: (p.config.model_type != "bert", p.config.model_type, p.name.lower()))
+        for p in sorted(catalog.presets.values(), key=lambda p: (p.config.model_type != DEFAULT, p.config.model_type, p.name.lower()))
     ]
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")

@@ -2,8 +2,8 @@
 nor rich; what is re-exported here is the counting API."""
 
 from .config import (
+    FAMILIES,
     HEADS,
-    MODEL_TYPES,
     SIZE_FIELDS,
     SYMBOLS,
     BertConfig,
@@ -29,7 +29,7 @@ from .count.tree import GROUPS, Module, Node, Param, ParamTree
 from .units import short_bytes, short_count
 
 __all__ = [
-    "ADAM_CONVENTION", "GROUPS", "MODEL_TYPES", "LAYER_SYMBOLS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
+    "ADAM_CONVENTION", "FAMILIES", "GROUPS", "LAYER_SYMBOLS", "HEADS", "SIZE_FIELDS", "SYMBOLS", "BertConfig", "ConfigError", "HeadSpec",
     "Marginal", "Module", "Node", "Param", "ParamTree", "Term", "build_tree", "closed_form", "closed_form_symbols",
     "closed_form_total", "config_dict", "marginal_costs", "memory_bytes", "per_layer", "report", "short_bytes",
     "short_count", "training_bytes",

@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .fields import CROSS_FAMILIES, FIELDS, MAX_LAYERS, MAX_SIZE, SWITCHES
+from .errors import ConfigError
+from .families import DEFAULT, FAMILIES, Family
+
+from .fields import FIELDS, MAX_LAYERS, MAX_SIZE, SWITCHES
+from .heads import HEADS, LM_HEADS, HeadSpec
+
+__all__ = ["CROSS_FLAGS", "DEFAULT", "EXTRA_FIELDS", "FAMILIES", "FLAG_FIELDS", "HEADS", "LM_HEADS", "SIZE_FIELDS",
+           "SYMBOLS", "ZERO_MEANS", "BertConfig", "ConfigError", "Family", "HeadSpec", "families_with", "family_of",
+           "parse_int"]
 
 # Sizes, in HF's names and in the symbols the formulas use.
 SIZE_FIELDS: tuple[str, ...] = (
@@ -27,61 +35,9 @@ SIZE_FIELDS: tuple[str, ...] = (
 SYMBOLS: dict[str, str] = {name: FIELDS[name].symbol for name in (*SIZE_FIELDS, "num_labels")}
 
 
-class ConfigError(ValueError):
-    """A config value that no BERT class accepts: which field, what value, and the rule it breaks."""
-
-    def __init__(self, field: str, value: object, rule: str) -> None:
-        self.field = field
-        self.value = value
-        self.rule = rule
-        super().__init__(f"{field} = {value!r}: {rule}")
-
-
-@dataclass(frozen=True, slots=True)
-class HeadSpec:
-    """One head choice: the HF class it counts as, and what that class builds."""
-
-    name: str
-    hf_class: str
-    pooler: bool | None  # None: the user chooses (BertModel only)
-    uses_num_labels: bool
-
-
-# The families counted: their class-name prefix and the attribute that holds the body in a head class.
-MODEL_TYPES: dict[str, tuple[str, str]] = {
-    "bert": ("Bert", "bert"),
-    "roberta": ("Roberta", "roberta"),
-    "xlm-roberta": ("XLMRoberta", "roberta"),
-    "camembert": ("Camembert", "roberta"),
-    "distilbert": ("DistilBert", "distilbert"),
-    "albert": ("Albert", "albert"),
-    "electra": ("Electra", "electra"),
-    "mpnet": ("MPNet", "mpnet"),
-    "modernbert": ("ModernBert", "model"),
-    "deberta-v2": ("DebertaV2", "deberta"),
-}
-ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
-BERT_LAYOUT = ("bert", *ROBERTA_STYLE)  # BERT's modules under other names: what audit and compute model
-LM_HEADS = ("mlm", "pretraining", "causal-lm")  # the heads with a vocabulary decoder (tied unless untied)
-# Class names that are not BERT's with the prefix swapped.
-OWN_CLASS_NAMES = {"causal-lm": "ForCausalLM"}
-# The family's sizes beyond the seven every family has (a family may lack one of those: `MISSING_FIELDS`).
-FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
-    "albert": ("embedding_size", "num_hidden_groups", "inner_group_num"),
-    "electra": ("embedding_size",),
-    "mpnet": ("relative_attention_num_buckets",),
-    "deberta-v2": ("embedding_size", "position_buckets", "max_relative_positions", "conv_kernel_size"),
-}
-MISSING_FIELDS: dict[str, tuple[str, ...]] = {"distilbert": ("type_vocab_size",), "mpnet": ("type_vocab_size",),
-                                               "modernbert": ("max_position_embeddings", "type_vocab_size")}
-# Switches a family has (`fields.SWITCHES`: ModernBERT's bias and norm flags, DeBERTa's relative attention, a
-# decoder's cross-attention; the defaults below are the families' config classes').
-CROSS_FLAGS = ("add_cross_attention",)
+CROSS_FLAGS = ("add_cross_attention",)  # the switch a decoder has, where its family builds one
+# The families' own sizes beyond the seven every family has (a family's record says which it has or lacks).
 FLAG_FIELDS = tuple(SWITCHES)
-FAMILY_FLAGS: dict[str, tuple[str, ...]] = {
-    family: tuple(name for name, switch in SWITCHES.items() if family in switch.families)
-    for family in dict.fromkeys(family for switch in SWITCHES.values() for family in switch.families)}
-MODERNBERT_FLAGS, DEBERTA_FLAGS = FAMILY_FLAGS["modernbert"], FAMILY_FLAGS["deberta-v2"]
 EXTRA_FIELDS = ("embedding_size", "num_hidden_groups", "inner_group_num", "relative_attention_num_buckets",
                 "position_buckets", "max_relative_positions", "conv_kernel_size")
 EXTRA_SYMBOLS = {name: FIELDS[name].symbol for name in EXTRA_FIELDS if FIELDS[name].symbol}
@@ -92,44 +48,18 @@ ZERO_MEANS: dict[str, str] = {
     "max_relative_positions": "P",
     "conv_kernel_size": "none (no convolution)",
 }
-ZERO_TYPES = ("deberta-v2",)  # families whose type_vocab_size may be 0 (no token-type embedding)
-# Each family's head classes and whether each builds the pooler (None: the user chooses, BertModel-style).
-_BERT_POOLERS = {"none": None, "mlm": False, "causal-lm": False, "pretraining": True, "sequence-classification": True,
-                 "token-classification": False, "question-answering": False, "multiple-choice": True,
-                 "next-sentence": True}
-_ROBERTA_POOLERS = {head: pooler for head, pooler in _BERT_POOLERS.items() if head not in ("pretraining", "next-sentence")}
-_ROBERTA_POOLERS["sequence-classification"] = False  # RobertaForSequenceClassification builds its body without it
-FAMILY_HEADS: dict[str, dict[str, bool | None]] = {
-    "bert": _BERT_POOLERS,
-    **dict.fromkeys(ROBERTA_STYLE, _ROBERTA_POOLERS),
-    "distilbert": {head: False for head in ("none", "mlm", "sequence-classification", "token-classification",
-                                             "question-answering", "multiple-choice")},
-    "albert": {head: pooler for head, pooler in _BERT_POOLERS.items() if head not in ("causal-lm", "next-sentence")},
-    "electra": {head: False for head in _BERT_POOLERS if head != "next-sentence"},
-    "mpnet": {"none": None, "mlm": False, "sequence-classification": False, "token-classification": False,
-              "question-answering": False, "multiple-choice": True},
-    "modernbert": {head: False for head in ("none", "mlm", "sequence-classification", "token-classification",
-                                             "question-answering", "multiple-choice")},
-    # DeBERTa's ContextPooler (`pooler.dense`) belongs to the sequence and multiple-choice classes.
-    "deberta-v2": {"none": False, "mlm": False, "sequence-classification": True, "token-classification": False,
-                   "question-answering": False, "multiple-choice": True},
-}
-LABELLED_PRETRAINING = ("albert",)  # AlbertForPreTraining's sentence-order head has num_labels outputs
 
-HEADS: dict[str, HeadSpec] = {
-    spec.name: spec
-    for spec in (
-        HeadSpec("none", "BertModel", None, False),
-        HeadSpec("mlm", "BertForMaskedLM", False, False),
-        HeadSpec("causal-lm", "BertLMHeadModel", False, False),
-        HeadSpec("pretraining", "BertForPreTraining", True, False),
-        HeadSpec("sequence-classification", "BertForSequenceClassification", True, True),
-        HeadSpec("token-classification", "BertForTokenClassification", False, True),
-        HeadSpec("question-answering", "BertForQuestionAnswering", False, True),
-        HeadSpec("multiple-choice", "BertForMultipleChoice", True, False),
-        HeadSpec("next-sentence", "BertForNextSentencePrediction", True, False),
-    )
-}
+
+def family_of(model_type: str) -> Family:
+    """The record of `model_type` (a ConfigError naming the families counted for any other)."""
+    if model_type not in FAMILIES:
+        raise ConfigError("model_type", model_type, f"must be one of: {', '.join(FAMILIES)}")
+    return FAMILIES[model_type]
+
+
+def families_with(switch: str) -> tuple[str, ...]:
+    """The families that have the switch `switch`."""
+    return tuple(name for name, family in FAMILIES.items() if switch in family.switches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +76,7 @@ class BertConfig:
     head: str = "none"
     pooler: bool = True
     num_labels: int = 2
-    model_type: str = "bert"
+    model_type: str = DEFAULT
     tie_word_embeddings: bool = True  # HF's key: False gives the LM decoder a weight and bias of its own
     embedding_size: int = 0  # E (ALBERT, ELECTRA): 0 means H, as a config without the key gets from the family
     num_hidden_groups: int = 1  # G (ALBERT): layer groups stored
@@ -173,8 +103,9 @@ class BertConfig:
     step_keys: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        zero_types = self.model_type in FAMILIES and FAMILIES[self.model_type].zero_types
         for name in SIZE_FIELDS:
-            if not (name == "type_vocab_size" and self.model_type in ZERO_TYPES and self.type_vocab_size == 0):
+            if not (name == "type_vocab_size" and zero_types and self.type_vocab_size == 0):
                 _check_size(name, getattr(self, name))
         _check_size("num_labels", self.num_labels)
         for name in EXTRA_FIELDS:
@@ -184,28 +115,44 @@ class BertConfig:
             raise ConfigError("hidden_size", self.hidden_size, _multiple_rule(self))
         if self.head not in HEADS:
             raise ConfigError("head", self.head, f"must be one of: {', '.join(HEADS)}")
-        if self.model_type not in MODEL_TYPES:
-            raise ConfigError("model_type", self.model_type, f"must be one of: {', '.join(MODEL_TYPES)}")
-        if self.head not in FAMILY_HEADS[self.model_type]:
-            heads = FAMILY_HEADS[self.model_type]
+        family = family_of(self.model_type)
+        if self.head not in family.heads:
+            heads = family.heads
             rule = f"{self.model_type} has no {self.head} class; its heads: {', '.join(heads)}"
-            if self.model_type in ROBERTA_STYLE and self.head in ("pretraining", "next-sentence"):
-                rule = f"{self.model_type} has no {self.head} class (no NSP head); only bert has"
+            having = [name for name, other in FAMILIES.items() if self.head in other.heads]
+            if family.bert_names and self.head in ("pretraining", "next-sentence"):
+                rule = f"{self.model_type} has no {self.head} class (no NSP head); only {', '.join(having)} has"
             raise ConfigError("head", self.head, rule)
-        if self.model_type == "distilbert" and self.head == "question-answering" and self.num_labels != 2:
-            raise ConfigError("num_labels", self.num_labels, "DistilBertForQuestionAnswering requires 2 (start, end)")
+        if family.fixed_qa_labels and self.head == "question-answering" and self.num_labels != 2:
+            raise ConfigError("num_labels", self.num_labels, f"{self.hf_class} requires 2 (start, end)")
         if self.num_hidden_groups * self.inner_group_num > MAX_LAYERS:
             raise ConfigError("num_hidden_groups", self.num_hidden_groups,
                               f"times inner_group_num must be at most {MAX_LAYERS:,} layers stored")
         for flag in ("pooler", "tie_word_embeddings", *FLAG_FIELDS):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "must be true or false")
-        if self.add_cross_attention and self.model_type not in CROSS_FAMILIES:
+        if self.add_cross_attention and "add_cross_attention" not in family.switches:
             raise ConfigError("add_cross_attention", True, f"{self.model_type} has no cross-attention; the families "
-                              f"that build one: {', '.join(CROSS_FAMILIES)}")
+                              f"that build one: {', '.join(families_with('add_cross_attention'))}")
         if not self.pooler and self.fixed_pooler:
             rule = f"{self.hf_class} always builds the pooler; the pooler can be dropped only with head 'none'"
             raise ConfigError("pooler", self.pooler, rule)
+
+    @property
+    def family(self) -> Family:
+        """The family's record (`tui.core.families`)."""
+        return FAMILIES[self.model_type]
+
+    @property
+    def switches(self) -> tuple[str, ...]:
+        """The switches this family has (its boolean keys)."""
+        return self.family.switches
+
+    @property
+    def lm_decoder(self) -> bool:
+        """Whether the head has b·s·V logits: masked or causal LM, and a pre-training class's LM head (not a
+        replaced-token discriminator's: one logit a token)."""
+        return self.head in ("mlm", "causal-lm") or (self.head == "pretraining" and not self.family.forward.discriminator)
 
     @property
     def spec(self) -> HeadSpec:
@@ -214,15 +161,12 @@ class BertConfig:
     @property
     def hf_class(self) -> str:
         """The transformers class counted: BertForMaskedLM, RobertaModel, XLMRobertaForTokenClassification..."""
-        prefix = MODEL_TYPES[self.model_type][0]
-        if self.model_type != "bert" and self.head in OWN_CLASS_NAMES:
-            return prefix + OWN_CLASS_NAMES[self.head]
-        return HEADS[self.head].hf_class.replace("Bert", prefix, 1)
+        return self.family.hf_class(self.head)
 
     @property
     def body(self) -> str:
         """The attribute of a head class that holds the encoder: `bert` or `roberta`."""
-        return MODEL_TYPES[self.model_type][1]
+        return self.family.body
 
     @property
     def body_prefix(self) -> str:
@@ -232,7 +176,7 @@ class BertConfig:
     @property
     def fixed_pooler(self) -> bool | None:
         """Whether the head class builds `pooler` whatever the user says (None: the user chooses)."""
-        return FAMILY_HEADS[self.model_type][self.head]
+        return self.family.heads[self.head]
 
     @property
     def has_pooler(self) -> bool:
@@ -247,13 +191,13 @@ class BertConfig:
     @property
     def uses_num_labels(self) -> bool:
         """Whether the head class has num_labels outputs (the form shows the field then)."""
-        return HEADS[self.head].uses_num_labels or (self.head == "pretraining" and self.model_type in LABELLED_PRETRAINING)
+        return HEADS[self.head].uses_num_labels or (self.head == "pretraining" and self.family.forward.sentence_order)
 
     @property
     def fields(self) -> tuple[str, ...]:
         """The sizes this family has, in the form's order: the seven (less any it lacks), then its own."""
-        missing = MISSING_FIELDS.get(self.model_type, ())
-        return (*(f for f in SIZE_FIELDS if f not in missing), *FAMILY_FIELDS.get(self.model_type, ()))
+        family = self.family
+        return (*(f for f in SIZE_FIELDS if f not in family.lacks), *family.fields)
 
     @property
     def embedding_width(self) -> int:
@@ -286,12 +230,11 @@ class BertConfig:
         family takes the value; every other key is its default. DeBERTa's T = 0 is not carried to BERT."""
         if model_type == self.model_type:
             return self
-        if model_type not in MODEL_TYPES:
-            raise ConfigError("model_type", model_type, f"must be one of: {', '.join(MODEL_TYPES)}")
+        family = family_of(model_type)
         target = BertConfig(model_type=model_type)
         shared = [f for f in self.fields if f in target.fields]
-        shared += [f for f in FAMILY_FLAGS.get(self.model_type, ()) if f in FAMILY_FLAGS.get(model_type, ())]
-        if self.head in FAMILY_HEADS[model_type]:
+        shared += [f for f in self.family.switches if f in family.switches]
+        if self.head in family.heads:
             shared.append("head")
         shared += ["pooler", "num_labels", "tie_word_embeddings"]
         while True:
@@ -356,6 +299,3 @@ def _multiple_rule(cfg: BertConfig) -> str:
 def _bad(field: str, value: object, rule: str) -> Any:
     raise ConfigError(field, value, rule)
 
-
-# The one config.json step setting compute models beyond a family's defaults: ModernBERT's mean pooling.
-MEAN_POOLING = ("classifier_pooling", "mean")

@@ -1,8 +1,8 @@
 """Each size field and each switch of a config, declared once.
 
 A size field: its Hugging Face key, its symbol in the formulas, its label in the form, the unit its marginal cost
-is said per, its `--flag` help, and the largest value accepted. A switch: its key, its label in the form and the
-families that have it. The form, the command line's overrides, the formulas and the config's checks read these
+is said per, its `--flag` help, and the largest value accepted. A switch: its key and its label in the form (a family's
+record says which it has). The form, the command line's overrides, the formulas and the config's checks read these
 tables; what a switch adds is counted by the core (its marginal cost, as a size's)."""
 
 from __future__ import annotations
@@ -62,27 +62,23 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
 @dataclass(frozen=True)
 class Switch:
     name: str  # the config key (a boolean)
-    label: str  # the form's
-    families: tuple[str, ...]  # the model types that have it
+    label: str  # the form's (the families that have it: their records' `switches`)
 
 
-MODERNBERT = ("modernbert",)
-DEBERTA = ("deberta-v2",)
-# The decoder of an encoder-decoder model (bert2bert, BertLMHeadModel with is_decoder): a cross-attention block in
-# every layer, in the families whose layers transformers builds with one.
-CROSS_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 SWITCHES: dict[str, Switch] = {switch.name: switch for switch in (
-    Switch("norm_bias", "norm bias", MODERNBERT),
-    Switch("attention_bias", "attn bias", MODERNBERT),
-    Switch("mlp_bias", "MLP bias", MODERNBERT),
-    Switch("classifier_bias", "head bias", MODERNBERT),
-    Switch("decoder_bias", "LM bias", MODERNBERT),
-    Switch("relative_attention", "relative", DEBERTA),
-    Switch("share_att_key", "shared keys", DEBERTA),
-    Switch("pos_att_c2p", "c2p", DEBERTA),
-    Switch("pos_att_p2c", "p2c", DEBERTA),
-    Switch("norm_rel_ebd", "rel norm", DEBERTA),
-    Switch("position_biased_input", "abs pos", DEBERTA),
-    Switch("legacy", "legacy MLM", DEBERTA),
-    Switch("add_cross_attention", "cross-attn", CROSS_FAMILIES),
+    Switch("norm_bias", "norm bias"),  # ModernBERT's
+    Switch("attention_bias", "attn bias"),
+    Switch("mlp_bias", "MLP bias"),
+    Switch("classifier_bias", "head bias"),
+    Switch("decoder_bias", "LM bias"),
+    Switch("relative_attention", "relative"),  # DeBERTa's
+    Switch("share_att_key", "shared keys"),
+    Switch("pos_att_c2p", "c2p"),
+    Switch("pos_att_p2c", "p2c"),
+    Switch("norm_rel_ebd", "rel norm"),
+    Switch("position_biased_input", "abs pos"),
+    Switch("legacy", "legacy MLM"),
+    # the decoder of an encoder-decoder model (bert2bert, BertLMHeadModel with is_decoder): a cross-attention
+    # block in every layer, in the families whose layers transformers builds with one
+    Switch("add_cross_attention", "cross-attn"),
 )}

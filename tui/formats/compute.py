@@ -152,7 +152,7 @@ def _family_lines(config: BertConfig, workload: Workload) -> list[str]:
         lines.append("under CUDA autocast the embedding projection's 16-bit output reaches layer 0 (its Q/K/V "
                      "keep it as it is), whose float32 LayerNorms restore the float32 stream: from CUDA "
                      "autocast's documented rules, not measured")
-    if layout.eager_only:
+    if config.family.forward.eager_only:
         lines.append(f"{config.model_type} has no sdpa attention in transformers (it loads with eager): the "
                      "math path, whatever is asked, on CUDA too")
     return lines

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import (
     ADAM_CONVENTION,
+    FAMILIES,
     BertConfig,
     Param,
     ParamTree,
@@ -27,7 +28,6 @@ from ..core import (
     training_bytes,
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
-from ..core.count.families import ROLES
 from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora
 from ..core.count.totals import layer_sharing
 from ..core.count.trained import Trained, of_adapted
@@ -280,7 +280,7 @@ def diff_text(result: Diff, title_a: str, title_b: str) -> str:
     for group, (a, b) in result.groups.items():
         lines.append(f"{group:<12} {a:>15,} {b:>15,} {b - a:>+18,}")
     rows = result.rows()
-    renamed = [kind for kind in dict.fromkeys(result.families) if kind in ROLES]
+    renamed = [kind for kind in dict.fromkeys(result.families) if FAMILIES[kind].roles]
     if renamed and result.families[0] != result.families[1]:
         lines += ["", f"matched by role: {' and '.join(renamed)} names read as BERT's"]
     lines += ["", f"parameters that differ ({len(result.params)}):" if rows else "no parameter differs in shape"]

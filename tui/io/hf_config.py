@@ -13,44 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import (
-    EXTRA_FIELDS,
-    FAMILY_FIELDS,
-    FAMILY_FLAGS,
-    FAMILY_HEADS,
-    MEAN_POOLING,
-    ZERO_MEANS,
-)
+from ..core import FAMILIES, SIZE_FIELDS, BertConfig, ConfigError
+from ..core.config import DEFAULT, EXTRA_FIELDS, ZERO_MEANS, Family
 from ..plain import printable
 from .files import ReadError, os_problem, parse_json, read_bytes
 
 MAX_CONFIG_BYTES = 1024 * 1024
-SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)  # deberta-v2, modernbert, ... are not counted yet
-ARCHITECTURES = {
-    BertConfig(head=head, model_type=model_type).hf_class: (model_type, head)
-    for model_type in MODEL_TYPES
-    for head in FAMILY_HEADS[model_type]
-}
 
 
-# Where a model type's config class defaults differ from BertConfig's (transformers 5.24's config classes).
-HF_DEFAULTS: dict[str, dict[str, int]] = {
-    "roberta": {"vocab_size": 50265},
-    "distilbert": {"num_hidden_layers": 6},
-    "albert": {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_attention_heads": 64,
-               "intermediate_size": 16384},
-    "electra": {"embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
-    "mpnet": {"vocab_size": 30527},
-    "modernbert": {"vocab_size": 50368, "intermediate_size": 1152, "num_hidden_layers": 22},
-    "deberta-v2": {"vocab_size": 128100, "hidden_size": 1536, "num_hidden_layers": 24, "num_attention_heads": 24,
-                   "intermediate_size": 6144, "type_vocab_size": 0},
-}
-# DistilBertConfig's own names for the sizes (its attribute_map; hidden_dim is its FFN width).
-ALIASES: dict[str, dict[str, str]] = {
-    "distilbert": {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
-                   "hidden_dim": "intermediate_size"},
-}
+def architectures() -> dict[str, tuple[str, str]]:
+    """Every class counted: its name → (model type, head), from the families' records. (A family's config class
+    defaults and its config.json's own names for the sizes are its record's `defaults` and `aliases`.)"""
+    return {family.hf_class(head): (name, head) for name, family in FAMILIES.items() for head in family.heads}
+
 
 # The keys of BertConfig, RobertaConfig, XLMRobertaConfig, CamembertConfig and PretrainedConfig that change the
 # parameters, read from transformers 5.24 (configuration_*.py, modeling_*.py, modeling_utils.py) and 4.x.
@@ -158,12 +133,13 @@ def load_hf_config(path: Path) -> HFConfig:
     data = read_json(path)
     if not isinstance(data, dict):
         raise SourceError(path, None, "must be a JSON object of config keys")
-    model_type = data.get("model_type", "bert")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise SourceError(path, "model_type", f"{model_type!r} is not supported; bert-tui counts: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    model_type = data.get("model_type", DEFAULT)
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        raise SourceError(path, "model_type", f"{model_type!r} is not supported; bert-tui counts: {', '.join(FAMILIES)}")
+    family = FAMILIES[model_type]
     values: dict[str, Any] = {"model_type": model_type}
-    names = {key: key for key in (*SIZE_FIELDS, *FAMILY_FIELDS.get(model_type, ()))}
-    names.update({alias: key for alias, key in ALIASES.get(model_type, {}).items()})
+    names = {key: key for key in (*SIZE_FIELDS, *family.fields)}
+    names.update({alias: key for alias, key in family.aliases.items()})
     for name, key in names.items():
         if name in data:
             values[key] = _integer(path, name, data[name])
@@ -172,21 +148,24 @@ def load_hf_config(path: Path) -> HFConfig:
             elif key in EXTRA_FIELDS and values[key] < 1:
                 raise SourceError(path, name, f"{values[key]!r} must be at least 1")
     _refuse_unmodelled(path, data, model_type)
-    if model_type == "deberta-v2":
-        values.update(_deberta_keys(path, data, values.get("hidden_size", HF_DEFAULTS[model_type]["hidden_size"]),
-                                    values.get("num_attention_heads", HF_DEFAULTS[model_type]["num_attention_heads"])))
+    defaults = {**{key: getattr(BertConfig(), key) for key in SIZE_FIELDS}, **family.defaults}
+    if family.read_words is not None:
+        try:
+            values.update(family.read_words(data, values.get("hidden_size", defaults["hidden_size"]),
+                                            values.get("num_attention_heads", defaults["num_attention_heads"])))
+        except ConfigError as error:
+            raise SourceError(path, error.field, f"{printable(repr(error.value))[:80]} {error.rule}") from None
     if "tie_word_embeddings" in data:
         values["tie_word_embeddings"] = data["tie_word_embeddings"]
-    for flag in FAMILY_FLAGS.get(model_type, ()):
-        if flag in data and flag not in DEBERTA_WORDS:
+    for flag in family.switches:
+        if flag in data and flag not in family.words:
             if not isinstance(data[flag], bool):
                 raise SourceError(path, flag, f"{printable(repr(data[flag]))[:80]} must be true or false")
             values[flag] = data[flag]
-    defaults = HF_DEFAULTS.get(model_type, {})
     fields = BertConfig(model_type=model_type).fields
-    notes = [f"{_file_name(model_type, key)} not in the file: HF's default {_default_text(key, values.get(key, defaults.get(key, getattr(BertConfig(), key))))}"
+    notes = [f"{_file_name(family, key)} not in the file: HF's default {_default_text(key, values.get(key, defaults.get(key, getattr(BertConfig(), key))))}"
              for key in fields if key not in values]
-    for key, value in defaults.items():
+    for key, value in family.defaults.items():
         values.setdefault(key, value)
     labels = data.get("id2label")
     if labels is not None:
@@ -197,14 +176,14 @@ def load_hf_config(path: Path) -> HFConfig:
         values["num_labels"] = _integer(path, "num_labels", data["num_labels"])
     architecture = _architecture(path, data.get("architectures"), model_type)
     if architecture is not None:
-        arch_type, values["head"] = ARCHITECTURES[architecture]
+        arch_type, values["head"] = architectures()[architecture]
         if arch_type != model_type:
             notes.append(f"architectures names {architecture} but model_type is {model_type!r}: counted as {model_type}")
     try:
         config = BertConfig.from_mapping(values)
     except ConfigError as error:
         raise SourceError(path, error.field, f"{error.value!r}: {error.rule}") from None
-    step_keys = _step_keys(data, model_type)
+    step_keys = _step_keys(data, family)
     if step_keys:
         config = config.replace(step_keys=step_keys)
         from ..core.step.layouts import (
@@ -219,35 +198,21 @@ def load_hf_config(path: Path) -> HFConfig:
     return HFConfig(path, config, architecture, tuple(notes))
 
 
-# Keys that change what a training step saves but no parameter, as each family's file names them, and what compute
-# models (the config classes' defaults): the activation by name, a dropout by whether it is zero (a mask or none).
-STEP_ACTIVATION = {"distilbert": "activation"}
-STEP_DROPOUTS = {"distilbert": ("dropout", "attention_dropout")}
-MODELLED_ACTIVATION = {"albert": "gelu_new"}
-DROPOUT_FREE = ("albert",)  # families whose modelled step has no dropout in the encoder
-
-
-# ModernBERT's keys that shape its step, at the values compute models (its config class's defaults).
-MODERNBERT_STEP = {"hidden_activation": "gelu", "classifier_activation": "gelu", "classifier_pooling": "cls",
-                   "local_attention": 128, "global_attn_every_n_layers": 3, "embedding_dropout": 0.0,
-                   "attention_dropout": 0.0, "mlp_dropout": 0.0, "classifier_dropout": 0.0, "sparse_prediction": False}
-
-
-def _step_keys(data: dict[str, Any], model_type: str) -> tuple[tuple[str, str], ...]:
-    """The keys of `data` set to something compute does not model (named, with their value, for its refusal)."""
-    if model_type == "modernbert":  # (a key left null takes its default)
-        return tuple((key, _shown(data[key])) for key, modelled in MODERNBERT_STEP.items()
+def _step_keys(data: dict[str, Any], family: Family) -> tuple[tuple[str, str], ...]:
+    """The keys of `data` set to something compute does not model (named, with their value, for its refusal): the
+    family's record says which keys change a step, and the values modelled (`StepKeys`)."""
+    keys = family.step_keys
+    if keys.exact is not None:  # (a key left null takes its default)
+        return tuple((key, _shown(data[key])) for key, modelled in keys.exact.items()
                      if data.get(key) is not None and (data[key] != modelled or isinstance(data[key], bool)
                                                        != isinstance(modelled, bool)))
     found: list[tuple[str, str]] = []
-    key = STEP_ACTIVATION.get(model_type, "hidden_act")
-    modelled = MODELLED_ACTIVATION.get(model_type, "gelu")
-    if key in data and data[key] != modelled:
-        found.append((key, _shown(data[key])))
-    for key in STEP_DROPOUTS.get(model_type, ("hidden_dropout_prob", "attention_probs_dropout_prob")):
+    if keys.activation in data and data[keys.activation] != keys.activation_value:
+        found.append((keys.activation, _shown(data[keys.activation])))
+    for key in keys.dropouts:
         value = data.get(key)
         if key in data and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                            or (value == 0) != (model_type in DROPOUT_FREE)):
+                            or (value == 0) != keys.dropout_free):
             found.append((key, _shown(value)))
     return tuple(found)
 
@@ -257,44 +222,14 @@ def _shown(value: object) -> str:
     return printable(str(value))[:40]
 
 
-# DeBERTa's keys whose values are words, not booleans: `pos_att_type` ("p2c|c2p" or a list) and `norm_rel_ebd`.
-DEBERTA_WORDS = ("pos_att_c2p", "pos_att_p2c", "norm_rel_ebd")
-POS_ATT_TYPES = ("c2p", "p2c")
-
-
-def _deberta_keys(path: Path, data: dict[str, Any], hidden: int, heads: int) -> dict[str, Any]:
-    """DeBERTa-v2's flags written as words (its boolean ones are read with every family's flags), and the keys
-    counted only at one value."""
-    values: dict[str, Any] = {}
-    kinds = data.get("pos_att_type")
-    if isinstance(kinds, str):
-        kinds = [kind.strip() for kind in kinds.lower().split("|")]
-    if kinds is None:
-        kinds = []
-    if not isinstance(kinds, list) or not all(isinstance(kind, str) and kind in POS_ATT_TYPES for kind in kinds):
-        raise SourceError(path, "pos_att_type", f"{printable(repr(data['pos_att_type']))[:80]} must be a list of (or "
-                          f"'|'-separated) {' and '.join(POS_ATT_TYPES)}")
-    values.update(pos_att_c2p="c2p" in kinds, pos_att_p2c="p2c" in kinds)
-    norm = data.get("norm_rel_ebd", "none")
-    if not isinstance(norm, str):
-        raise SourceError(path, "norm_rel_ebd", f"{printable(repr(norm))[:80]} must be a string such as 'layer_norm'")
-    values["norm_rel_ebd"] = "layer_norm" in [word.strip() for word in norm.lower().split("|")]
-    counted = {"attention_head_size": hidden // heads if heads > 0 else None, "pooler_hidden_size": hidden, "conv_groups": 1}
-    for key, only in counted.items():
-        if key in data and data[key] != only:
-            raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: bert-tui counts "
-                              f"{key} = {only} only ({HONOURED[key].split(': ', 1)[1]})")
-    return values
-
-
 def _default_text(key: str, value: object) -> str:
     """A default as a user reads it: DeBERTa's 0s are the config class's -1 or absent key."""
     return f"{value}" if value != 0 or key not in ZERO_MEANS else ZERO_MEANS[key]
 
 
-def _file_name(model_type: str, key: str) -> str:
+def _file_name(family: Family, key: str) -> str:
     """The name a config.json of this family uses for `key` (DistilBERT's `dim` for hidden_size)."""
-    return next((alias for alias, name in ALIASES.get(model_type, {}).items() if name == key), key)
+    return next((alias for alias, name in family.aliases.items() if name == key), key)
 
 
 def _integer(path: Path, key: str, value: object) -> int:
@@ -306,7 +241,7 @@ def _integer(path: Path, key: str, value: object) -> int:
 def _refuse_unmodelled(path: Path, data: dict[str, Any], model_type: str) -> None:
     """Refuse the first key whose value changes the parameters in a way bert-tui does not count."""
     for key, (counted, why) in REFUSED.items():
-        if key in FAMILY_FLAGS.get(model_type, ()):
+        if key in FAMILIES[model_type].switches:
             continue  # counted for this family (cross-attention in BERT-style decoders)
         if key in data and data[key] not in counted:
             raise SourceError(path, key, f"{printable(repr(data[key]))[:80]} is not counted: {why}")
@@ -323,9 +258,9 @@ def _architecture(path: Path, value: object, model_type: str) -> str | None:
         raise SourceError(path, "architectures", f"{printable(repr(value))[:80]} must be a list of class names")
     if not value:
         return None
-    if value[0] not in ARCHITECTURES:
-        family = sorted(name for name, (kind, _head) in ARCHITECTURES.items() if kind == model_type)
-        others = ", ".join(kind for kind in MODEL_TYPES if kind != model_type)
+    if value[0] not in architectures():
+        family = sorted(name for name, (kind, _head) in architectures().items() if kind == model_type)
+        others = ", ".join(kind for kind in FAMILIES if kind != model_type)
         raise SourceError(path, "architectures", f"{printable(value[0])[:80]} is not a class bert-tui counts; it "
                           f"counts {', '.join(family)} (and the classes of {others})")
     return str(value[0])
@@ -334,24 +269,14 @@ def _architecture(path: Path, value: object, model_type: str) -> str | None:
 def to_hf_keys(config: BertConfig) -> dict[str, Any]:
     """The keyword arguments of the family's transformers config class that describe `config` (the inverse of
     `load_hf_config`): its sizes under the family's own names, its family sizes, labels and tying."""
-    renamed = {key: alias for alias, key in ALIASES.get(config.model_type, {}).items()}
+    family = config.family
+    renamed = {key: alias for alias, key in family.aliases.items()}
     keys = {renamed.get(name, name): getattr(config, name) for name in config.fields}
     if "embedding_size" in keys:
         keys["embedding_size"] = config.embedding_width
-    keys.update({flag: getattr(config, flag) for flag in FAMILY_FLAGS.get(config.model_type, ())})
-    if config.model_type == "deberta-v2":
-        for word in DEBERTA_WORDS:
-            del keys[word]
-        keys.update(pos_att_type=[kind for kind in POS_ATT_TYPES if getattr(config, f"pos_att_{kind}")],
-                    norm_rel_ebd="layer_norm" if config.norm_rel_ebd else "none",
-                    position_buckets=config.position_buckets or -1,
-                    max_relative_positions=config.max_relative_positions or -1)
-    if config.model_type == "modernbert":  # its special token ids (50281–50283) must lie in the vocabulary to build;
-        last = config.vocab_size - 1  # they change no parameter, so a small vocabulary takes its last row
-        keys.update({f"{name}_token_id": min(default, last) for name, default in
-                     (("pad", 50283), ("eos", 50282), ("bos", 50281), ("cls", 50281), ("sep", 50282))})
+    keys.update({flag: getattr(config, flag) for flag in family.switches if flag not in family.words})
+    if family.write_words is not None:  # what the family's config class takes as words, and its own keys
+        keys.update(family.write_words(config))
     if config.add_cross_attention:
         keys["is_decoder"] = True  # transformers builds cross-attention in decoders only
-    if config.model_type == "modernbert" and MEAN_POOLING in config.step_keys:
-        keys[MEAN_POOLING[0]] = MEAN_POOLING[1]  # the one step key compute models (what the oracle must build)
     return {**keys, "num_labels": config.num_labels, "tie_word_embeddings": config.tie_word_embeddings}

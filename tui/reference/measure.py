@@ -103,10 +103,9 @@ def construct(config: BertConfig, workload: Workload) -> Any:
     import torch
     import transformers
 
-    from ..core.config import MODEL_TYPES
     from ..io.hf_config import to_hf_keys
 
-    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Electra
+    family = config.family.prefix  # Bert, Roberta, ..., DistilBert, Electra
     attention = attention_run(config, workload).attention  # MPNet has no sdpa: transformers would pick eager
     hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config), attn_implementation=attention)
     if config.head == "causal-lm":
@@ -158,8 +157,7 @@ def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) 
         body.requires_grad_(False)
     if spec.get("embeddings"):
         body.embeddings.requires_grad_(False)
-    stacks = {"distilbert": lambda: body.transformer.layer, "modernbert": lambda: body.layers}
-    stack = () if not spec.get("layers") else stacks.get(config.model_type, lambda: body.encoder.layer)()
+    stack = body.get_submodule(config.family.layer_stack) if spec.get("layers") else ()
     for layer in list(stack)[:spec.get("layers", 0)]:
         layer.requires_grad_(False)
     return model
@@ -188,10 +186,10 @@ def _labels(config: BertConfig, workload: Workload, gen: Any) -> dict[str, Any]:
 
     b, s = workload.batch, workload.seq
     head, n = config.head, config.num_labels
-    if head == "pretraining" and config.model_type == "albert":  # sentence order, over num_labels classes
+    if head == "pretraining" and config.family.forward.sentence_order:  # sentence order, over num_labels classes
         return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen),
                 "sentence_order_label": torch.randint(0, n, (b,), generator=gen)}
-    if head == "pretraining" and config.model_type == "electra":  # the discriminator: replaced or not, per token
+    if head == "pretraining" and config.family.forward.discriminator:  # the discriminator: replaced or not, per token
         return {"labels": torch.randint(0, 2, (b, s), generator=gen)}
     if head in ("mlm", "causal-lm"):
         return {"labels": torch.randint(0, config.vocab_size, (b, s), generator=gen)}
@@ -406,7 +404,7 @@ def measure(config: BertConfig, workload: Workload, device: str = "cpu",
     # DeBERTa and ModernBERT read tensor values while they run (log buckets, masks), which the meta device cannot:
     # their FLOPs on CPU, with the math path (the CPU's flash kernel is not one FlopCounterMode counts; the
     # products are the same).
-    on_cpu = config.model_type in ("deberta-v2", "modernbert")
+    on_cpu = config.family.forward.reads_values
     flops_device = device if device != "cpu" else ("cpu" if on_cpu else "meta")
     flops_workload = Workload(**{**workload.as_dict(), "attention": "eager"}) if on_cpu and device == "cpu" else workload
     forward, backward, flops_by_component = measure_flops(config, flops_workload, flops_device, method)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core import MODEL_TYPES, BertConfig, build_tree
+from ..core import BertConfig, build_tree
 
 INSTALL_HINT = "needs the verify extra (torch, transformers): pip install 'bert-tui[verify]'"
 
@@ -49,7 +49,7 @@ def hf_parameters(config: BertConfig) -> tuple[str, list[tuple[str, tuple[int, .
         raise ExtraMissing(f"{INSTALL_HINT} ({error})") from None
     from ..io.hf_config import to_hf_keys
 
-    family = MODEL_TYPES[config.model_type][0]  # Bert, Roberta, ..., DistilBert, Albert, Electra, MPNet
+    family = config.family.prefix  # Bert, Roberta, ..., DistilBert, Albert, Electra, MPNet
     hf_config = getattr(transformers, f"{family}Config")(**to_hf_keys(config))
     if config.head == "causal-lm":
         hf_config.is_decoder = True  # as a causal LM is used (and as its class asks); no parameter changes

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from ..config import BERT_LAYOUT, FAMILY_HEADS, LM_HEADS, BertConfig
+from ..config import FAMILIES, LM_HEADS, BertConfig
 from .families import build_tree
 from .totals import layer_sharing
 
@@ -145,7 +145,7 @@ def round_figures(n: int, figures: int) -> int:
 
 def hand_count(config: BertConfig, conventions: Iterable[str] = (), scope: str = "model") -> dict[str, int]:
     """The count of each part under `conventions` (no convention: the exact count of `config.hf_class`)."""
-    if config.model_type not in BERT_LAYOUT:
+    if not config.family.bert_names:
         return _family_count(config, set(conventions))
     on = set(conventions)
     c = config
@@ -185,7 +185,7 @@ def _head(c: BertConfig, on: set[str], b: int, ln: int) -> int:
     count = (h * h + b * h + ln * 2 * h + b * v) if mlm else 0  # transform, its LayerNorm, the output bias
     count += (v * h + b * v) if mlm and ("tied-twice" in on or not c.tie_word_embeddings) else 0
     count += (2 * h + b * 2) if nsp else 0
-    if c.head == "sequence-classification" and c.model_type != "bert":
+    if c.head == "sequence-classification" and c.family.forward.classifier == "dense":
         count += h * h + b * h  # RoBERTa's classifier has a dense layer before out_proj
     if c.head in ("sequence-classification", "token-classification", "question-answering"):
         count += n * h + b * n
@@ -221,14 +221,14 @@ def _family_count(config: BertConfig, on: set[str]) -> dict[str, int]:
 
 
 def _pretraining_head(config: BertConfig) -> str:
-    return "pretraining" if "pretraining" in FAMILY_HEADS[config.model_type] else "mlm"
+    return "pretraining" if "pretraining" in config.family.heads else "mlm"
 
 
 def describe(key: str, config: BertConfig) -> str:
     """A convention in plain words, for this config (the pooler one says which way it goes)."""
     if key == "pooler":
         return "pooler (H² + H) omitted" if config.has_pooler else f"pooler (H² + H) included ({config.hf_class} has none)"
-    if config.model_type not in BERT_LAYOUT:
+    if not config.family.bert_names:
         if key == "pretraining-heads":
             head = config.replace(head=_pretraining_head(config), pooler=True).hf_class
             return f"the pre-training head included ({head}: what the hub's checkpoints hold)"
@@ -241,22 +241,22 @@ def describe(key: str, config: BertConfig) -> str:
 
 def part_name(part: str, config: BertConfig) -> str:
     """Where a part of a hand count lives: BERT's modules, or the group for the other families."""
-    return part if config.model_type not in BERT_LAYOUT else PART_NODES[part]
+    return part if not config.family.bert_names else PART_NODES[part]
 
 
 def applicable(config: BertConfig, scope: str) -> list[str]:
     """The conventions that can change something for this config and scope."""
-    if config.model_type not in BERT_LAYOUT:
-        keys = [k for k in FAMILY_CONVENTIONS if k != "unshared-layers" or config.model_type == "albert"]
+    if not config.family.bert_names:
+        keys = [k for k in FAMILY_CONVENTIONS if k != "unshared-layers" or config.family.forward.shared_layers]
         if config.head in ("mlm", "pretraining"):
             keys.remove("pretraining-heads")
-        if FAMILY_HEADS[config.model_type].get("none", False) is False:
+        if config.family.heads.get("none", False) is False:
             keys.remove("pooler")  # the family has no pooler to add or leave out
         return keys
     keys = list(LAYER_CONVENTIONS) if scope == "layer" else [k for k in CONVENTIONS if k != "unshared-layers"]
     if config.num_attention_heads == 1:  # one head: per-head and whole counts are the same
         keys = [k for k in keys if not k.startswith("qkv")]
-    if config.head == "pretraining" or (config.model_type != "bert" and scope == "model"):
+    if config.head == "pretraining" or ("pretraining" not in config.family.heads and scope == "model"):
         keys.remove("pretraining-heads")  # already counted, or no such heads (RoBERTa has no NSP)
     return keys
 
@@ -302,8 +302,9 @@ def audit(claim: Claim, config: BertConfig, scope: str = "model", limit: int = 8
     A count written in full with trailing zeros (110000000, 110,000,000) says nothing of its precision: when
     no combination gives it exactly, it is read at the precision of its significant digits (2 here), as
     '110M' is, and the result says so."""
-    if config.model_type not in BERT_LAYOUT and scope == "layer":
-        raise ClaimError(f"per-layer claims are audited for the BERT layout ({', '.join(BERT_LAYOUT)}); "
+    if not config.family.bert_names and scope == "layer":
+        bert_layout = [name for name, family in FAMILIES.items() if family.bert_names]
+        raise ClaimError(f"per-layer claims are audited for the BERT layout ({', '.join(bert_layout)}); "
                          f"{config.model_type} is audited per model")
     result = _audit(claim, config, scope, limit)
     figures = len(str(claim.value).rstrip("0"))

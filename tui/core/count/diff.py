@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..config import DEFAULT
 from .families import role_name
 from .tree import Module, Node, ParamTree, strip_body
 
@@ -47,7 +48,7 @@ class Diff:
     total_b: int
     groups: dict[str, tuple[int, int]]  # group → (A, B)
     params: tuple[ParamDelta, ...]  # only the parameters that differ, in B's order then A's leftovers
-    families: tuple[str, str] = ("bert", "bert")  # the model types compared (names matched by role when they differ)
+    families: tuple[str, str] = (DEFAULT, DEFAULT)  # the model types compared (names matched by role when they differ)
 
     @property
     def delta(self) -> int:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import FLAG_FIELDS, LM_HEADS, MODEL_TYPES, BertConfig
+from ..config import FAMILIES, FLAG_FIELDS, LM_HEADS, BertConfig
 from ..poly import Poly, add, value
 from .layout import (
     M,
@@ -282,26 +282,26 @@ DEBERTA_CLASSES: dict[str, tuple[Spec, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Family:
+class Layout:
     """One family's layout: the base model and each head class's parts."""
 
     base: tuple[Spec, ...]
     classes: Mapping[str, tuple[Spec, ...]]
 
 
-FAMILIES: dict[str, Family] = {
-    "bert": Family(BERT_BASE, BERT_CLASSES),
-    "roberta": Family(ROBERTA_BASE, ROBERTA_CLASSES),
-    "xlm-roberta": Family(ROBERTA_BASE, HEAD_FIRST_CLASSES),
-    "camembert": Family(ROBERTA_BASE, HEAD_FIRST_CLASSES),
-    "distilbert": Family(DISTILBERT_BASE, DISTILBERT_CLASSES),
-    "albert": Family(ALBERT_BASE, ALBERT_CLASSES),
-    "electra": Family(ELECTRA_BASE, ELECTRA_CLASSES),
-    "mpnet": Family(MPNET_BASE, MPNET_CLASSES),
-    "modernbert": Family(MODERNBERT_BASE, MODERNBERT_CLASSES),
-    "deberta-v2": Family(DEBERTA_BASE, DEBERTA_CLASSES),
+# Each family's layout, by its record's name (`tui.core.families`).
+LAYOUTS: dict[str, Layout] = {
+    "bert": Layout(BERT_BASE, BERT_CLASSES),
+    "roberta": Layout(ROBERTA_BASE, ROBERTA_CLASSES),
+    "xlm-roberta": Layout(ROBERTA_BASE, HEAD_FIRST_CLASSES),
+    "camembert": Layout(ROBERTA_BASE, HEAD_FIRST_CLASSES),
+    "distilbert": Layout(DISTILBERT_BASE, DISTILBERT_CLASSES),
+    "albert": Layout(ALBERT_BASE, ALBERT_CLASSES),
+    "electra": Layout(ELECTRA_BASE, ELECTRA_CLASSES),
+    "mpnet": Layout(MPNET_BASE, MPNET_CLASSES),
+    "modernbert": Layout(MODERNBERT_BASE, MODERNBERT_CLASSES),
+    "deberta-v2": Layout(DEBERTA_BASE, DEBERTA_CLASSES),
 }
-BODY_NAMES = tuple(sorted({body for _prefix, body in MODEL_TYPES.values()}))
 
 
 def symbols_and_facts(config: BertConfig) -> tuple[dict[str, int], dict[str, bool]]:
@@ -320,7 +320,7 @@ def symbols_and_facts(config: BertConfig) -> tuple[dict[str, int], dict[str, boo
 
 def parts_of(config: BertConfig) -> tuple[Spec, ...]:
     """The class's parts, the base model put under its body attribute (none for the base model itself)."""
-    family = FAMILIES[config.model_type]
+    family = LAYOUTS[config.model_type]
     parts = family.classes[config.head]
     if not parts:
         return family.base
@@ -358,46 +358,14 @@ def derived_closed_form(config: BertConfig) -> list[tuple[str, str, int]]:
     return terms
 
 
-# Parameters matched by role across families (`bert-tui diff`): each family's names written as BERT's.
-# Data: (pattern, BERT's words); ALBERT's stored layer g·K + k is its one computed index.
-ROLES: dict[str, tuple[tuple[str, str], ...]] = {
-    "distilbert": (
-        (r"^transformer\.layer\.", "encoder.layer."),
-        (r"\.attention\.q_lin\.", ".attention.self.query."),
-        (r"\.attention\.k_lin\.", ".attention.self.key."),
-        (r"\.attention\.v_lin\.", ".attention.self.value."),
-        (r"\.attention\.out_lin\.", ".attention.output.dense."),
-        (r"\.sa_layer_norm\.", ".attention.output.LayerNorm."),
-        (r"\.ffn\.lin1\.", ".intermediate.dense."),
-        (r"\.ffn\.lin2\.", ".output.dense."),
-        (r"\.output_layer_norm\.", ".output.LayerNorm."),
-    ),
-    "mpnet": (
-        (r"\.attention\.attn\.q\.", ".attention.self.query."),
-        (r"\.attention\.attn\.k\.", ".attention.self.key."),
-        (r"\.attention\.attn\.v\.", ".attention.self.value."),
-        (r"\.attention\.attn\.o\.", ".attention.output.dense."),
-        (r"\.attention\.LayerNorm\.", ".attention.output.LayerNorm."),
-    ),
-    "deberta-v2": ((r"\.attention\.self\.(query|key|value)_proj\.", r".attention.self.\1."),),
-    "albert": (
-        (r"\.attention\.(query|key|value)\.", r".attention.self.\1."),
-        (r"\.attention\.dense\.", ".attention.output.dense."),
-        (r"\.attention\.LayerNorm\.", ".attention.output.LayerNorm."),
-        (r"\.ffn\.", ".intermediate.dense."),
-        (r"\.ffn_output\.", ".output.dense."),
-        (r"\.full_layer_layer_norm\.", ".output.LayerNorm."),
-        (r"^pooler\.", "pooler.dense."),
-    ),
-}
-_ALBERT_LAYER = re.compile(r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
-
-
 def role_name(name: str, config: BertConfig) -> str:
-    """`name` (without its body prefix) as BERT names the same role: DistilBERT's
-    `transformer.layer.3.attention.q_lin.weight` is `encoder.layer.3.attention.self.query.weight`."""
-    if config.model_type == "albert":
-        name = _ALBERT_LAYER.sub(lambda m: f"encoder.layer.{int(m[1]) * config.inner_group_num + int(m[2])}.", name)
-    for pattern, words in ROLES.get(config.model_type, ()):
+    """`name` (without its body prefix) as BERT names the same role (`bert-tui diff`), by the family's record:
+    DistilBERT's `transformer.layer.3.attention.q_lin.weight` is `encoder.layer.3.attention.self.query.weight`;
+    a stored layer of a group (ALBERT's g, k) is layer g·K + k."""
+    family = FAMILIES[config.model_type]
+    if family.grouped_layers:
+        name = re.sub(family.grouped_layers,
+                      lambda m: f"encoder.layer.{int(m[1]) * config.inner_group_num + int(m[2])}.", name)
+    for pattern, words in family.roles:
         name = re.sub(pattern, words, name)
     return name

@@ -33,7 +33,7 @@ def freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Frozen:
     if spec.layers < 0 or spec.layers > config.num_hidden_layers:
         raise ConfigError("freeze_layers", spec.layers, f"must be between 0 and num_hidden_layers "
                           f"({config.num_hidden_layers})")
-    if spec.layers and config.model_type == "albert":
+    if spec.layers and config.family.forward.shared_layers:
         raise ConfigError("freeze_layers", spec.layers, "ALBERT's layers are shared (one stored layer runs L "
                           "times): the first k cannot be frozen apart")
     if spec.body and config.head == "none":

@@ -32,11 +32,6 @@ from ..config import BertConfig, ConfigError
 from .tree import Param, ParamTree
 
 PREFIX = "base_model.model."
-# peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the families counted (the others have none).
-DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
-    "bert": ("query", "value"), "roberta": ("query", "value"), "xlm-roberta": ("query", "value"),
-    "electra": ("query", "value"), "deberta-v2": ("query_proj", "value_proj"),
-}
 # The task type a head's class is fine-tuned under, and the modules its peft model class saves by itself.
 TASK_TYPES = {"sequence-classification": "SEQ_CLS", "token-classification": "TOKEN_CLS",
               "question-answering": "QUESTION_ANS", "causal-lm": "CAUSAL_LM", "none": "FEATURE_EXTRACTION"}
@@ -127,14 +122,6 @@ class Adapted:
         return self.total - self.trainable
 
 
-# IA3 (peft's IA3Config): TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING.
-IA3_TARGETS: dict[str, tuple[str, ...]] = {"bert": ("key", "value", "output.dense"),
-                                           "roberta": ("key", "value", "output.dense"),
-                                           "deberta-v2": ("key_proj", "value_proj", "output.dense")}
-IA3_FEEDFORWARD: dict[str, tuple[str, ...]] = {"bert": ("output.dense",), "roberta": ("output.dense",),
-                                               "deberta-v2": ("output.dense",)}
-
-
 @dataclass(frozen=True)
 class Ia3:
     """An `IA3Config` as far as it decides parameters: each target Linear gains one trained vector, `ia3_l`,
@@ -156,13 +143,13 @@ class Ia3:
 
 def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
     """`get_peft_model(model, IA3Config(...))` of `tree`'s class."""
-    params, modules, task, saved, targets = _plan(tree, config, ia3, IA3_TARGETS)
+    params, modules, task, saved, targets = _plan(tree, config, ia3, config.family.ia3_targets)
     if any(modules[name].kind != "linear" for name in targets):
         name = next(name for name in targets if modules[name].kind != "linear")
         raise ConfigError("target_modules", name, "is not a Linear: IA3 on it is not modelled")
     feedforward = ia3.feedforward_modules
     if feedforward is None:
-        feedforward = IA3_FEEDFORWARD.get(config.model_type, ()) if ia3.target_modules is None else ()
+        feedforward = config.family.ia3_feedforward if ia3.target_modules is None else ()
     if isinstance(ia3.target_modules, tuple) and not set(feedforward) <= set(ia3.target_modules) and \
             ia3.feedforward_modules is not None:
         raise ConfigError("feedforward_modules", ", ".join(feedforward), "must be a subset of target_modules "
@@ -216,13 +203,13 @@ def task_type(config: BertConfig) -> str | None:
 
 def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
     """`get_peft_model(model, LoraConfig(...))` of `tree`'s class: its parameters as peft names and marks them."""
-    params, _, task, saved, targets = _plan(tree, config, lora, DEFAULT_TARGETS)
+    params, _, task, saved, targets = _plan(tree, config, lora, config.family.lora_targets)
     ranks = {name: _rank(lora, name) for name in targets}
     return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks,
                    lora.bias)
 
 
-def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: dict[str, tuple[str, ...]]
+def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: tuple[str, ...] | None
           ) -> tuple[list[Param], dict[str, _Module], str | None, list[str], list[str]]:
     """What both methods find first: the tensors, the modules, the task type, the modules saved whole (the
     method's and the task type's) and the modules adapted."""
@@ -275,14 +262,13 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
 
 def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], containers: set[str],
              saved_names: tuple[str, ...], task: str | None,
-             defaults: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+             defaults: tuple[str, ...] | None) -> list[str]:
     wanted = lora.target_modules
-    defaults = DEFAULT_TARGETS if defaults is None else defaults
     if wanted is None:
-        if config.model_type not in defaults:
+        if defaults is None:
             raise ConfigError("target_modules", "(default)", f"peft has no default for model type "
                               f"{config.model_type!r}: name the modules to adapt (--lora-targets, --ia3-targets)")
-        wanted = defaults[config.model_type]
+        wanted = defaults
     linear = [name for name, module in modules.items() if module.kind == "linear"]
     if wanted == ALL_LINEAR:
         excluded = _output_layer(config, modules, task)
@@ -340,8 +326,7 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
 def _output_layer(config: BertConfig, modules: dict[str, _Module], task: str | None) -> set[str]:
     """What `all-linear` leaves out: the output embeddings (an LM head's decoder over V), else for sequence
     classification the Linear modules of the model's own `score` or `classifier`."""
-    lm = config.head in ("mlm", "causal-lm") or (config.head == "pretraining" and config.model_type != "electra")
-    if lm:
+    if config.lm_decoder:
         return {name for name, module in modules.items() if module.kind == "linear" and module.params[0].name
                 .endswith(".weight") and module.params[0].shape[0] == config.vocab_size and not name.startswith(
                     f"{config.body}.")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import CROSS_FLAGS, FAMILY_FLAGS, BertConfig
+from ..config import CROSS_FLAGS, BertConfig
 from .totals import (
     ADAM_CONVENTION,
     closed_form_symbols,
@@ -20,7 +20,7 @@ def config_dict(config: BertConfig) -> dict[str, Any]:
     data: dict[str, Any] = {name: getattr(config, name) for name in config.fields}
     if "embedding_size" in data:
         data["embedding_size"] = config.embedding_width
-    data.update({flag: getattr(config, flag) for flag in FAMILY_FLAGS.get(config.model_type, ())
+    data.update({flag: getattr(config, flag) for flag in config.switches
                  if flag not in CROSS_FLAGS or getattr(config, flag)})  # a decoder's cross-attention where on
     data.update(head=config.head, pooler=config.has_pooler, num_labels=config.num_labels, model_type=config.model_type,
                 tie_word_embeddings=config.tie_word_embeddings)

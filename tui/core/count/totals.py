@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import FAMILY_FLAGS, ROBERTA_STYLE, BertConfig, ConfigError
+from ..config import BertConfig, ConfigError
 from .families import derived_closed_form
 
 LAYER_SYMBOLS = "4H² + 2H·I + 9H + I"  # one encoder layer
@@ -28,7 +28,7 @@ def closed_form(config: BertConfig) -> list[Term]:
     """The total as a sum of per-group formulas (V, H, L, A, I, P, T, N as in the config). BERT's and the
     RoBERTa family's are written by hand (an independent check of the layouts); the other families' are read
     from their layout data (`derived_closed_form`), which the fixtures check against transformers."""
-    if config.model_type not in ("bert", *ROBERTA_STYLE):
+    if not config.family.bert_names:
         return [Term(group, symbols, value) for group, symbols, value in derived_closed_form(config)]
     c = config
     v, h, layers, p, t, n = (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.max_position_embeddings,
@@ -49,7 +49,7 @@ def closed_form(config: BertConfig) -> list[Term]:
         "pretraining": Term("head", f"{mlm.symbols} + 2H + 2", mlm.value + 2 * h + 2),
         "next-sentence": Term("head", "2H + 2", 2 * h + 2),
         "multiple-choice": Term("head", "H + 1", h + 1),
-        "sequence-classification": Term("head", "N·H + N", n * h + n) if c.model_type == "bert"
+        "sequence-classification": Term("head", "N·H + N", n * h + n) if c.family.forward.classifier == "pooler"
         else Term("head", "H² + H + N·H + N", h * h + h + n * h + n),  # RoBERTa: dense + out_proj
         "token-classification": Term("head", "N·H + N", n * h + n),
         "question-answering": Term("head", "N·H + N", n * h + n),
@@ -93,7 +93,7 @@ def marginal_costs(config: BertConfig) -> list[Marginal]:
     base = closed_form_total(config)
     names = [*config.fields, *(["num_labels"] if config.uses_num_labels else [])]
     return [*(_marginal(config, name, base) for name in names),
-            *(_switch(config, flag, base) for flag in FAMILY_FLAGS.get(config.model_type, ()))]
+            *(_switch(config, flag, base) for flag in config.switches)]
 
 
 def _switch(config: BertConfig, flag: str, base: int) -> Marginal:
@@ -106,7 +106,7 @@ def _switch(config: BertConfig, flag: str, base: int) -> Marginal:
 
 
 def _marginal(config: BertConfig, name: str, base: int) -> Marginal:
-    if name == "num_attention_heads" and config.model_type != "mpnet":
+    if name == "num_attention_heads" and not config.family.forward.relative_bias:
         return Marginal(name, 0, note="heads split H into H/A-wide slices: they add no parameters")
     if name == "num_attention_heads":
         return Marginal(name, config.relative_attention_num_buckets, note="R relative-position biases per head")
@@ -167,7 +167,7 @@ class LayerSharing:
 
 def layer_sharing(config: BertConfig, total: int) -> LayerSharing | None:
     """How the family shares its layers (ALBERT), or None where every layer run is stored."""
-    if config.model_type != "albert":
+    if not config.family.forward.shared_layers:
         return None
     h, i = config.hidden_size, config.intermediate_size
     one = 4 * h * h + 2 * h * i + 9 * h + i  # an AlbertLayer: Q, K, V, dense, two LayerNorms, FFN in and out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Literal, Union
 
-from ..config import FAMILY_HEADS, BertConfig
+from ..config import FAMILIES, BertConfig
 
 Kind = Literal["weight", "bias", "embedding", "norm"]
 GROUPS: tuple[str, ...] = ("embeddings", "encoder", "pooler", "head")
@@ -173,7 +173,6 @@ class Module:
 Node = Union[Module, Param]
 
 
-BODY_PREFIXES = ("bert.", "roberta.", "distilbert.", "albert.", "electra.", "mpnet.", "model.", "deberta.")
 # The totals group of a body's top-level module (ELECTRA's projection counts with the embeddings).
 GROUP_OF_PART = {"embeddings": "embeddings", "embeddings_project": "embeddings", "encoder": "encoder",
                  "transformer": "encoder", "layers": "encoder", "final_norm": "encoder", "pooler": "pooler"}
@@ -181,10 +180,13 @@ GROUP_OF_PART = {"embeddings": "embeddings", "embeddings_project": "embeddings",
 
 def strip_body(name: str) -> str:
     """A name without the head classes' body prefix (`bert.`, `roberta.`, `distilbert.`, ...)."""
-    for prefix in BODY_PREFIXES:
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
+    first, dot, rest = name.partition(".")
+    return rest if dot and first in body_names() else name
+
+
+def body_names() -> frozenset[str]:
+    """The attributes that hold a base model under a head class, every family's (its record's `body`)."""
+    return frozenset(family.body for family in FAMILIES.values())
 
 
 def group_of(name: str) -> str:
@@ -213,7 +215,7 @@ class ParamTree:
     def groups(self) -> dict[str, int]:
         """Count per group; `pooler` is always present (0 when not built), `head` only with a head class."""
         # A family that never builds a pooler (DistilBERT, ELECTRA, ModernBERT) has no pooler group.
-        poolers = FAMILY_HEADS[self.config.model_type].values()
+        poolers = self.config.family.heads.values()
         totals = dict.fromkeys(GROUPS[:3] if any(pooler is not False for pooler in poolers) else GROUPS[:2], 0)
         if self.config.head != "none":
             totals["head"] = 0

@@ -18,7 +18,7 @@ from functools import lru_cache
 from itertools import repeat
 from operator import add, mul
 
-from ..config import BertConfig
+from ..config import FAMILIES, BertConfig
 from . import native
 from .allocations_deberta import DebertaRun
 from .allocations_modernbert import ModernBertRun
@@ -35,40 +35,37 @@ from .allocator import (
     round_size,
 )
 from .emulation import BertRun
-from .emulation_ops import ROBERTA_LIKE
+from .emulation_ops import ALBERT_LAYER, BERT_LAYER, DISTILBERT_LAYER, MPNET_LAYER
 from .layouts import STEPS
 from .result import RUNS, RUNS_OUT, UNPROVEN
 from .tape import Event
 from .workload import Workload
 
-DERIVED = ("bert", *ROBERTA_LIKE, "electra", "distilbert", "albert", "mpnet", "modernbert", "deberta-v2")
+# The runs that derive a family's step op by op, by the layer class whose code they follow (its record's
+# `forward.layer`): BERT's run follows BertLayer and its kin; ModernBERT and DeBERTa-v2 have runs of their own.
+EMULATORS: dict[str, type[BertRun]] = {**dict.fromkeys((BERT_LAYER, DISTILBERT_LAYER, ALBERT_LAYER, MPNET_LAYER), BertRun),
+                                       ModernBertRun.LAYER: ModernBertRun, DebertaRun.LAYER: DebertaRun}
 DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classification", "question-answering",
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
 
 def covers(config: BertConfig, workload: Workload) -> str | None:
     """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
-    if config.model_type not in DERIVED:
-        return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(DERIVED)})"
+    run = EMULATORS.get(config.family.forward.layer)
+    if run is None:
+        derived = [name for name, family in FAMILIES.items() if family.forward.layer in EMULATORS]
+        return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(derived)})"
     if config.add_cross_attention:
         return "cross-attention (add_cross_attention): its allocation order is not derived yet"
-    if config.model_type == "modernbert" and config.head == "multiple-choice":
-        return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the recorder "
-                "cannot run without data), so its order is not derived yet")
-    if (config.model_type == "deberta-v2" and config.head == "sequence-classification" and config.num_labels > 1
-            and workload.train):
-        return ("DeBERTa's sequence classification in training: its loss keeps the labels ≥ 0 by nonzero(), a "
-                "count only data can tell (the recorder cannot run it), so its order is not derived yet (num_labels "
-                "1 is, and inference)")
-    if config.model_type == "deberta-v2" and config.conv_kernel_size:
-        return "DeBERTa's convolution beside the first layer: its allocation order is not derived yet"
+    refused = run.refuses(config, workload)
+    if refused:
+        return refused
     if config.step_keys:
         keys = ", ".join(f"{key}: {value}" for key, value in config.step_keys)
         return f"{keys}: the allocation order is derived for the family's defaults only"
     if config.head == "question-answering" and config.num_labels != 2:
         return f"question answering with num_labels = {config.num_labels}: transformers splits start and end (2)"
-    decoder = config.head in ("mlm", "causal-lm") or (config.head == "pretraining" and config.model_type != "electra")
-    if decoder and not config.tie_word_embeddings:
+    if config.lm_decoder and not config.tie_word_embeddings:
         return "an untied decoder (tie_word_embeddings false): its allocation order is not derived yet"
     if config.head not in DERIVED_HEADS:
         return f"head {config.head}: its allocation order is not derived yet ({', '.join(DERIVED_HEADS)})"
@@ -95,11 +92,7 @@ def _emulated(config: BertConfig, workload: Workload, steps: int) -> tuple[list[
 
 def emulator(config: BertConfig, workload: Workload, batch: int | None = None) -> BertRun:
     """The family's step, op by op (`covers` not asked: a developer's tool derives what is not covered yet)."""
-    if config.model_type == "modernbert":
-        return ModernBertRun(config, workload, batch)
-    if config.model_type == "deberta-v2":
-        return DebertaRun(config, workload, batch)
-    return BertRun(config, workload, batch)
+    return EMULATORS[config.family.forward.layer](config, workload, batch)
 
 SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b, reads off as its two coefficients
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+from ..config import BertConfig
 from .emulation import BertRun
 from .emulation_heads import Head
 from .tape import (
@@ -40,11 +41,24 @@ from .tape import (
     Storage,
     Tape,
 )
+from .workload import Workload
 
 
 class DebertaRun(BertRun):
     """DebertaV2Model and DebertaV2For{MaskedLM,TokenClassification,QuestionAnswering,MultipleChoice}, and
     DebertaV2ForSequenceClassification with one label."""
+
+    LAYER = "DebertaV2Layer"
+
+    @staticmethod
+    def refuses(config: BertConfig, workload: Workload) -> str | None:
+        if config.head == "sequence-classification" and config.num_labels > 1 and workload.train:
+            return ("DeBERTa's sequence classification in training: its loss keeps the labels ≥ 0 by nonzero(), a "
+                    "count only data can tell (the recorder cannot run it), so its order is not derived yet "
+                    "(num_labels 1 is, and inference)")
+        if config.conv_kernel_size:
+            return "DeBERTa's convolution beside the first layer: its allocation order is not derived yet"
+        return None
 
     def _setup(self) -> None:
         t, c, h, i, e = self.tape, self.c, self.h, self.i, self.e

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+from ..config import BertConfig
 from .emulation import BertRun
 from .emulation_heads import Head
 from .symbols import GLOBAL_EVERY, HALF_WINDOW
@@ -49,11 +50,21 @@ from .tape import (
     View,
     view_strides,
 )
+from .workload import Workload
 
 
 class ModernBertRun(BertRun):
     """ModernBertModel and ModernBertFor{MaskedLM,SequenceClassification,TokenClassification,QuestionAnswering,
     MultipleChoice}, `classifier_pooling: cls`."""
+
+    LAYER = "ModernBertEncoderLayer"
+
+    @staticmethod
+    def refuses(config: BertConfig, workload: Workload) -> str | None:
+        if config.head == "multiple-choice":
+            return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the "
+                    "recorder cannot run without data), so its order is not derived yet")
+        return None
 
     def _setup(self) -> None:
         t, c, h, i = self.tape, self.c, self.h, self.i

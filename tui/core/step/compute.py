@@ -24,7 +24,8 @@ from dataclasses import replace
 from functools import lru_cache
 from math import prod
 
-from ..config import MEAN_POOLING, BertConfig, ConfigError
+from ..config import BertConfig, ConfigError
+from ..families.modernbert import MEAN_POOLING
 from ..count.families import build_tree
 from ..count.tree import ParamTree
 from ..poly import Poly, of_terms, render
@@ -71,7 +72,7 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
         raise ConfigError("add_cross_attention", True, "compute and memory do not model a decoder's cross-attention "
                           "yet (it reads an encoder's states the step does not have); parameters are counted")
     # RoBERTa's positions count from its padding index (1) + 1: two rows of the table are never a position.
-    reserved = layout.reserved_positions
+    reserved = 2 if config.family.forward.positions_from_ids else 0
     if workload.seq > config.max_position_embeddings - reserved:
         rule = f"must be at most max_position_embeddings ({config.max_position_embeddings:,})"
         if reserved:
@@ -142,7 +143,7 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     cached 16-bit weights an inference forward holds (`linear_copies`)."""
     stream16 = workload.amp and projects(config) and workload.device == "cpu"
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
-    mask16 = stream16 and STEPS[config.model_type].mask_after_projection
+    mask16 = stream16 and config.family.forward.mask_after_projection
     # The terms hold symbols, not the batch (but the causal-LM labels' view at batch 1 only): one set for b ≥ 2.
     conventions, flops, saved, recompute, upcast = _terms(config, replace(workload, batch=min(workload.batch, 2)),
                                                           stream16, mask16, method)
@@ -176,21 +177,21 @@ def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
     layout = _layout(config)
     body = config.body_prefix
     parts: list[flow.Part] = [("embeddings", f"{body}embeddings.", layout.embeddings, "")]
-    if layout.shared_layers:  # ALBERT: run i of L takes group i·G/L, whose K stored layers run in turn
+    if config.family.forward.shared_layers:  # ALBERT: run i of L takes group i·G/L, whose K stored layers run in turn
         groups, inner = config.num_hidden_groups, config.inner_group_num
         parts += [(f"layer.{i * inner + k}", f"{body}encoder.albert_layer_groups.{g}.albert_layers.{k}.",
                    layout.run, f"layer.{i * inner + k}") for i in range(config.num_hidden_layers)
                   for g in (i * groups // config.num_hidden_layers,) for k in range(inner)]
     elif len(layout.walks) == 1:  # its own walk of a layer (DeBERTa's)
-        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.walks[0], "")
+        parts += [(f"layer.{i}", f"{body}{config.family.layer_stack}.{i}.", layout.walks[0], "")
                   for i in range(config.num_hidden_layers)]
     elif layout.walks:  # ModernBERT: layer 0 without its attention norm; global every third layer, local between
         first, glob, local = layout.walks
-        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.",
+        parts += [(f"layer.{i}", f"{body}{config.family.layer_stack}.{i}.",
                    first if i == 0 else glob if i % GLOBAL_EVERY == 0 else local, "" if i else "layer.0")
                   for i in range(config.num_hidden_layers)]
     else:
-        parts += [(f"layer.{i}", f"{body}{layout.layer_prefix}.{i}.", layout.layer, "")
+        parts += [(f"layer.{i}", f"{body}{config.family.layer_stack}.{i}.", layout.layer, "")
                   for i in range(config.num_hidden_layers)]
     if cuda_projection(config, workload):
         component, prefix, modules, run = parts[1]
@@ -313,7 +314,7 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
                             8 if workload.padding_mask else 4)
             elif _layout(config).checkpoint_mask and (workload.padded or (config.head == "causal-lm"
                                                                            and workload.attention == "eager")):
-                mask16 = cuda_projection(config, workload) and _layout(config).mask_after_projection
+                mask16 = cuda_projection(config, workload) and config.family.forward.mask_after_projection
                 yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
                             c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
         else:
@@ -367,7 +368,7 @@ def bytes_form(terms: Iterable[Saved], component: str | None = None) -> Poly:
 
 def layer_times(config: BertConfig) -> str:
     """How many times a layer's terms count, in symbols: `L`, or ALBERT's `L·K` (each of L runs a group of K)."""
-    return "L·K" if _layout(config).shared_layers else "L"
+    return "L·K" if config.family.forward.shared_layers else "L"
 
 
 def closed_forms(result: Compute) -> dict[str, str]:

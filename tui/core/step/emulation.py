@@ -64,8 +64,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
+from ..config import BertConfig
 from .emulation_attention import Attention
 from .emulation_heads import Head, Heads
+from .emulation_ops import ALBERT_LAYER, DISTILBERT_LAYER
 from .tape import (
     FLOAT,
     LONG,
@@ -84,6 +86,7 @@ from .tape import (
     backward,
     is_contiguous,
 )
+from .workload import Workload
 
 # A layer's Linear: (inputs, outputs) from H and I.
 LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
@@ -94,6 +97,12 @@ LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
 class BertRun(Heads, Attention):
     """BertFor{SequenceClassification,MaskedLM}'s or BertLMHeadModel's run, op by op, or RoBERTa's (the same
     encoder)."""
+
+    @staticmethod
+    def refuses(config: BertConfig, workload: Workload) -> str | None:
+        """Why this run does not derive `config`'s step (None: it does); the refusals every run shares are
+        `allocations.covers`'."""
+        return None
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------
     def _setup(self) -> None:
@@ -109,10 +118,10 @@ class BertRun(Heads, Attention):
             return Param(t, width * self.f), Param(t, width * self.f)
 
         def lm_head() -> list[Param]:
-            if self.electra or self.albert:  # the LayerNorm assigned first, then dense (H → E), then the
+            if self.fw.lm_head.startswith("narrow"):  # the LayerNorm assigned first, then dense (H → E), then the
                 self.transform_norm, self.transform = norm(e), linear(h, e)  # decoder's bias (its weight tied);
                 self.decoder_bias = Param(t, c.vocab_size * self.f)  # ALBERT's head owns that bias
-                if self.albert:
+                if self.fw.lm_head == "narrow-bias-first":
                     return [self.decoder_bias, *self.transform_norm, *self.transform]
                 return [*self.transform_norm, *self.transform, self.decoder_bias]
             # the transform, then the decoder (its weight the word table, then its own bias)
@@ -121,7 +130,7 @@ class BertRun(Heads, Attention):
                 self.word = Param(t, c.vocab_size * h * self.f)
             self.decoder_bias = Param(t, c.vocab_size * self.f)
             owned = [self.word] if self.head_first else []
-            if self.distil:  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
+            if self.fw.lm_head == "transform-bias-last":  # (vocab_transform, vocab_layer_norm, vocab_projector: modules of the model)
                 return [*self.transform, *self.transform_norm, self.decoder_bias]
             return [self.decoder_bias, *self.transform, *self.transform_norm, *owned]  # (its own bias first)
 
@@ -160,12 +169,12 @@ class BertRun(Heads, Attention):
             if owned:
                 self.word = Param(t, c.vocab_size * e * self.f)
             table = [self.word] if owned else []
-            if self.roberta:  # (RoBERTa assigns its position table last, with a padding index)
+            if self.fw.position_table_last:  # (RoBERTa assigns its position table last, with a padding index)
                 self.types = Param(t, c.type_vocab_size * e * self.f)
                 self.embedding_norm = norm(e)
                 self.position = Param(t, c.max_position_embeddings * e * self.f)
                 params = [*table, self.types, *self.embedding_norm, self.position]
-            elif self.distil or self.mpnet:  # no token types
+            elif not self.fw.token_types:
                 self.position = Param(t, c.max_position_embeddings * e * self.f)
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, *self.embedding_norm]
@@ -175,22 +184,22 @@ class BertRun(Heads, Attention):
                 self.embedding_norm = norm(e)
                 params = [*table, self.position, self.types, *self.embedding_norm]
             self.position_ids = t.new(c.max_position_embeddings * LONG)
-            if not (self.distil or self.mpnet):
+            if self.fw.token_types:
                 self.type_ids = t.new(c.max_position_embeddings * LONG)
             if self.projected:  # ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in (E → H)
                 self.projection = linear(e, h)
                 params += self.projection
             self.layers: list[dict[str, Biased]] = []
             # ALBERT's layer assigns its output LayerNorm first; it stores G groups of K layers
-            keys = ("norm2", "q", "k", "v", "o", "norm1", "up", "down") if self.albert else (
+            keys = ("norm2", "q", "k", "v", "o", "norm1", "up", "down") if self.fw.layer == ALBERT_LAYER else (
                 "q", "k", "v", "o", "norm1", "up", "down", "norm2")
-            stored = c.num_hidden_groups * c.inner_group_num if self.albert else c.num_hidden_layers
+            stored = c.num_hidden_groups * c.inner_group_num if self.fw.shared_layers else c.num_hidden_layers
             for _ in range(stored):
                 made = {key: norm() if key.startswith("norm") else linear(*LAYER_LINEARS[key](h, i)) for key in keys}
                 self.layers.append(made)
                 for key in keys:
                     params += made[key]
-            if self.mpnet:  # the encoder's relative_attention_bias: buckets × heads
+            if self.fw.relative_bias:  # the encoder's relative_attention_bias: buckets × heads
                 self.relative = Param(t, c.relative_attention_num_buckets * c.num_attention_heads * self.f)
                 params.append(self.relative)
             if late_pooler and (self.choices or c.has_pooler):
@@ -282,9 +291,9 @@ class BertRun(Heads, Attention):
             mask = self._padding_mask(self._element(x))
         elif self.causal and self.eager:
             mask = self._causal_mask(self._element(x))
-        if self.albert:  # (its encoder projects the embeddings: after the model made its mask)
+        if self.fw.projection == "always":  # (its encoder projects the embeddings: after the model made its mask)
             x, x_node = self._project(x, x_node)
-        self.bias = self._position_bias() if self.mpnet else None
+        self.bias = self._position_bias() if self.fw.relative_bias else None
         for layer in self._runs():
             if self.checkpointing:
                 x, x_node = self._checkpointed(partial(self._layer, layer, x_node=x_node, mask=mask), x, mask)
@@ -307,7 +316,7 @@ class BertRun(Heads, Attention):
         summed = t.new(n * LONG)
         cast = t.new(n * 4)
         t.drop(summed)
-        if not self.mpnet:
+        if self.fw.positions_add_past:
             shifted = t.new(n * 4)
             t.drop(cast)
             cast = shifted
@@ -320,14 +329,14 @@ class BertRun(Heads, Attention):
 
     def _embeddings(self) -> tuple[Storage, Node]:
         t, n, h, s = self.tape, self.n, self.e, self.s  # (the embeddings' width: E)
-        from_ids = self.roberta or self.mpnet
+        from_ids = self.fw.positions_from_ids
         position_ids = self._position_ids() if from_ids else self.position_ids
-        if self.distil or self.mpnet:  # no token types: the word embeddings are the sum so far
+        if not self.fw.token_types:  # no token types: the word embeddings are the sum so far
             summed = words = t.new(n * h * self.f)
             sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
             types = None
         else:
-            type_ids = t.new((n if self.roberta else s) * LONG)  # the token-type buffer gathered at the positions
+            type_ids = t.new((n if from_ids else s) * LONG)  # the token-type buffer gathered at the positions
             words = t.new(n * h * self.f)
             words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
             types = t.new(n * h * self.f)
@@ -347,10 +356,10 @@ class BertRun(Heads, Attention):
         out, out_node = self._dropout(normed, norm_node) if self.dropout else (t.hold(normed), norm_node)
         t.drop(normed)
         # the function's locals, as it returns (the token types gathered: the backward's in training)
-        t.drop(None if self.distil or self.mpnet else type_ids, words, types, positions)
+        t.drop(type_ids if self.fw.token_types else None, words, types, positions)
         if from_ids:
             t.drop(position_ids)
-        if self.projected and not self.albert:  # ELECTRA's embeddings_project: E → H (the model's mask after it)
+        if self.projected and self.fw.projection != "always":  # ELECTRA's embeddings_project: E → H (the model's mask after it)
             return self._project(out, out_node)
         return out, out_node
 
@@ -421,7 +430,7 @@ class BertRun(Heads, Attention):
         """The layers in the order they run: each once, or ALBERT's groups, layer i running group
         `int(i / (L / G))`'s K layers (AlbertTransformer.forward)."""
         c = self.c
-        if not self.albert:
+        if not self.fw.shared_layers:
             return self.layers
         k = c.inner_group_num
         return [self.layers[int(i / (c.num_hidden_layers / c.num_hidden_groups)) * k + j]
@@ -430,6 +439,8 @@ class BertRun(Heads, Attention):
     def _layer(self, layer: Mapping[str, Pair], x: Storage, x_node: Node,
                mask: Storage | None) -> tuple[Storage, Node]:
         t, n, h = self.tape, self.n, self.h
+        code = self.fw.layer
+        distil, albert = code == DISTILBERT_LAYER, code == ALBERT_LAYER
         b, heads, s = self.b, self.heads, self.s
         eager = self.eager
         copies = AttentionCopies(b, heads, s, h // heads)
@@ -457,17 +468,17 @@ class BertRun(Heads, Attention):
         locals_ = (q, k, v)
         if self.mpnet:  # its attention runs the output projection, then returns: q, k, v and the scores go
             attention, attention_node = self._mpnet_output(layer, merged, merge, x, x_node, (*locals_, self.scores))
-        if not (self.distil or self.albert or self.mpnet):
+        if not (distil or albert or self.mpnet):
             t.drop(*locals_)
         # the attention's output: Linear, dropout, LayerNorm(· + x) (ALBERT: LayerNorm(x + ·))
         if not self.mpnet:
             attention, attention_node = self._output(layer["o"], layer["norm1"], merged, merge, h, x, x_node,
-                                                     dropout=self.dropout and not self.distil,
-                                                     then=(*locals_, merged) if self.distil else
-                                                     (merged,) if self.albert else (), residual_first=self.albert)
-        if self.albert:
+                                                     dropout=self.dropout and not distil,
+                                                     then=(*locals_, merged) if distil else
+                                                     (merged,) if albert else (), residual_first=albert)
+        if albert:
             t.drop(*locals_)
-        if not (self.distil or self.albert or self.mpnet):  # (DistilBERT's and MPNet's: their attention's local,
+        if not (distil or albert or self.mpnet):  # (DistilBERT's and MPNet's: their attention's local,
             t.drop(merged)  # gone as it returns; ALBERT's rebound to the projection's output)
         up, up_node = self._dense(layer["up"], attention, attention_node, n, self.i)
         gelu, gelu_node = self._activation(up, up_node)
@@ -475,9 +486,9 @@ class BertRun(Heads, Attention):
         # (ALBERT's feed-forward rebinds its activation to the output projection's: it goes then)
         out, out_node = self._output(layer["down"], layer["norm2"], gelu, gelu_node, self.i, attention,
                                      attention_node, dropout=self.dropout,
-                                     then=(gelu,) if self.albert or self.distil else ())
+                                     then=(gelu,) if albert or distil else ())
         # the layer's locals as it returns (`_`: the attention's weights)
-        t.drop(None if self.albert or self.distil else gelu, self.weights, attention)
+        t.drop(None if albert or distil else gelu, self.weights, attention)
         self.weights = None
         t.drop(x)
         return out, out_node

@@ -37,7 +37,7 @@ class Heads(Run):
     def _sequence_head(self, x: Storage, x_node: Node) -> Head:
         """Sequence classification or multiple choice: RoBERTa's classification head (ELECTRA's, MPNet's), or the
         pooler and a classifier."""
-        if (self.roberta or self.electra or self.mpnet) and not self.choices:
+        if self.fw.classifier == "dense" and not self.choices:
             return self._roberta_classifier(x, x_node)
         return self._classifier(x, x_node)
 
@@ -49,7 +49,7 @@ class Heads(Run):
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._pooler(x, x_node)
         dropped, drop_node = self._dropout(act, act_node, self.lp)
-        if self.electra:
+        if self.fw.head_activation == "gelu":
             t.drop(act)
         logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
         t.drop(dropped, act)  # (tanh's output: saved by its own backward)
@@ -68,7 +68,7 @@ class Heads(Run):
         t, rows, h = self.tape, self.b, self.h
         pooled, dense = self._dense(self.pooler, x, x_node, rows, h, select=self.n * h)
         act = t.new(rows * h * self.lp)
-        act_node = t.node(self._grads(rows * h * self.lp), [dense], [pooled if self.electra else act])
+        act_node = t.node(self._grads(rows * h * self.lp), [dense], [pooled if self.fw.head_activation == "gelu" else act])
         t.drop(pooled)
         if self.c.has_pooler:  # (the body's pooler: the model returns, its locals go)
             t.drop(*self.model_locals)
@@ -83,7 +83,7 @@ class Heads(Run):
         if self.pretraining:
             logits, decoder_node = self._lm_logits(x, x_node)
             kept.append(logits)
-        if self.albert:
+        if self.fw.sentence_order:
             dropped, drop_node = self._dropout(pooled, pooled_node, self.lp)
         else:
             dropped, drop_node = t.hold(pooled), pooled_node
@@ -185,7 +185,7 @@ class Heads(Run):
             dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h, select=self.n * h)
         t.drop(dropped)
         act = t.new(b * h * self.lp)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
-        act_node = t.node(self._grads(b * h * self.lp), [dense_node], [dense if self.electra else act])
+        act_node = t.node(self._grads(b * h * self.lp), [dense_node], [dense if self.fw.head_activation == "gelu" else act])
         t.drop(dense)
         logits, head = self._classify(act, act_node, b, labels)
         if not self.train:
@@ -223,7 +223,7 @@ class Heads(Run):
         squeezed and made contiguous (copies: the loop keeps them), the positions clamped, two cross-entropies,
         their mean; the split's backward concatenates the two gradients."""
         t, n, b, s = self.tape, self.n, self.b, self.s
-        hidden, hidden_node = self._dropout(x, x_node) if self.distil else (t.hold(x), x_node)
+        hidden, hidden_node = self._dropout(x, x_node) if self.fw.qa_dropout else (t.hold(x), x_node)
         logits, qa_node = self._dense(self.classifier, hidden, hidden_node, n, 2)
         split = t.node(self._cat_backward(n * 2 * self.lp), [qa_node], inputs=2)
         start, end = t.new(n * self.lp), t.new(n * self.lp)

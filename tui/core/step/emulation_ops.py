@@ -15,8 +15,9 @@ from .symbols import attention_run
 from .tape import FLOAT, Node, Pair, Param, Rule, Storage, Tape
 from .workload import Workload
 
-ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # one modeling code: positions from the ids, its own heads
-HEAD_FIRST = ("xlm-roberta", "camembert")  # generated classes that assign the head before the body
+# The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
+# from BertLayer in where its attention's locals go, and what it runs itself.
+BERT_LAYER, DISTILBERT_LAYER, ALBERT_LAYER, MPNET_LAYER = "BertLayer", "TransformerBlock", "AlbertLayer", "MPNetLayer"
 
 
 class Run:
@@ -48,11 +49,12 @@ class Run:
         self.weights: Storage | None = None  # eager attention's float32 probabilities under autocast (`_`)
         self.tape = Tape()
         self.choices = config.head == "multiple-choice"
-        self.discriminator = config.head == "pretraining" and config.model_type == "electra"  # replaced tokens
+        self.fw = fw = config.family.forward  # what the family's forward does (its record's traits)
+        self.discriminator = config.head == "pretraining" and fw.discriminator  # replaced tokens
         self.bare = config.head == "none"  # the model without a head: its loss the sum of its outputs
         self.pretraining = config.head == "pretraining" and not self.discriminator  # BERT's MLM + NSP, ALBERT's + SOP
         self.sentences = self.pretraining or config.head == "next-sentence"  # a classifier on the pooled state
-        self.sentence_classes = config.num_labels if config.model_type == "albert" else 2  # ALBERT's order: N
+        self.sentence_classes = config.num_labels if fw.sentence_order else 2  # ALBERT's order: N
         self.regression = config.head == "sequence-classification" and config.num_labels == 1  # MSE
         self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
         self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
@@ -63,20 +65,17 @@ class Run:
         self.causal = config.head == "causal-lm"
         self.tokens = config.head == "token-classification"
         self.qa = config.head == "question-answering"
-        self.roberta = config.model_type in ROBERTA_LIKE
-        self.head_first = config.model_type in HEAD_FIRST  # the class assigns its head before its body
-        self.electra = config.model_type == "electra"
-        self.distil = config.model_type == "distilbert"
-        self.albert = config.model_type == "albert"  # shared layers, gelu_new, no dropout but the classifier's
-        self.mpnet = config.model_type == "mpnet"  # a relative position bias; eager attention only
+        self.head_first = fw.head_first  # the class assigns its head before its body
+        self.mpnet = fw.layer == MPNET_LAYER  # its attention runs its output projection; a relative position bias
         self.eager = attention_run(config, workload).attention == "eager"
         self.train = workload.mode == "train"  # else inference: `model.eval()`, forwards under `no_grad`
         self.checkpointing = workload.checkpointing and self.train
         self.tape.grad = self.train
         # hidden and attention dropout (ALBERT's configs: p = 0, which runs nothing; in eval mode none runs)
-        self.dropout = not self.albert and self.train
+        self.dropout = fw.encoder_dropout and self.train
         self.e = config.embedding_width  # E: the embeddings' width
-        self.projected = (self.electra and self.e != self.h) or self.albert  # E → H after the embeddings
+        # E → H: in the embeddings where E ≠ H (ELECTRA's), or the encoder's first op (ALBERT's)
+        self.projected = (fw.projection == "E≠H" and self.e != self.h) or fw.projection == "always"
         self.qa_loss_function = False  # question answering's loss in `self.loss_function` (not written inline)
         self.lm_upcast = False  # the masked LM's loss casts 16-bit logits to float32 first (`ForMaskedLMLoss`)
         self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache), this forward's
@@ -86,7 +85,7 @@ class Run:
     def _element(self, x: Storage) -> int:
         """The element of the embeddings' output, whose dtype the model's float masks take (16-bit under autocast
         where a Linear projected them, ELECTRA's)."""
-        return x.nbytes // (self.n * (self.h if self.projected and not self.albert else self.e))
+        return x.nbytes // (self.n * (self.h if self.projected and self.fw.projection != "always" else self.e))
 
     def _dense_activation(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
                           select: int = 0, keep: bool = False) -> tuple[Storage, Node]:
@@ -104,7 +103,7 @@ class Run:
         """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
         `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
         t, size = self.tape, x.nbytes
-        if not self.albert:
+        if self.fw.activation != "gelu_new":
             out = t.new(size)
             return out, t.node(self._grads(size), [x_node], [x])
         # (under autocast pow runs in float32, on a copy of the 16-bit x: from there on every op is float32)

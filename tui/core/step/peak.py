@@ -102,13 +102,13 @@ def outputs_bytes(result: Compute) -> int:
     the base model's last hidden state where the pooler's saved slice does not keep it. A loss that saves its input
     (MSE for one label, ELECTRA's replaced-token BCE) holds it."""
     v, c, config = result.values, result.conventions, result.config
-    n, head, family = v["n"], config.head, config.model_type
+    n, head = v["n"], config.head
     if head in ("mlm", "causal-lm"):
         tensors = [n * v["V"]]
     elif head == "pretraining":
-        if family == "electra":  # the replaced-token discriminator's BCE saves its logits
+        if config.family.forward.discriminator:  # the replaced-token discriminator's BCE saves its logits
             return 0
-        tensors = [n * v["V"], v["b"] * (v["N"] if family == "albert" else 2)]
+        tensors = [n * v["V"], v["b"] * (v["N"] if config.family.forward.sentence_order else 2)]
     elif head == "token-classification":
         tensors = [n * v["N"]]
     elif head == "question-answering":
@@ -145,8 +145,7 @@ def stranded(result: Compute) -> int:
 def _lm(result: Compute) -> bool:
     """A head with b·s·V logits: masked or causal LM, and BERT's and ALBERT's pre-training (not ELECTRA's: its
     discriminator's logits are one per token)."""
-    head = result.config.head
-    return head in ("mlm", "causal-lm") or (head == "pretraining" and result.config.model_type != "electra")
+    return result.config.lm_decoder
 
 
 def _forward(result: Compute) -> Phase:
@@ -233,7 +232,7 @@ def returned_bytes(result: Compute) -> int:
     v, c, config = result.values, result.conventions, result.config
     if config.head == "sequence-classification":
         return v["b"] * v["N"] * c.compute
-    if config.head == "pretraining" and config.model_type == "electra":
+    if config.head == "pretraining" and config.family.forward.discriminator:
         return v["n"] * c.compute
     if config.head == "none":
         return (v["n"] + (v["b"] if config.has_pooler else 0)) * v["H"] * c.stream

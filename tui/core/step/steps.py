@@ -262,21 +262,15 @@ class StepLayout:
     first_recompute: Modules = ()
     checkpoint_mask: bool = True  # the 4-D mask becomes a checkpoint input kept once (not ModernBERT's)
     measured_on_gpu: bool = False  # its CUDA conventions and the peak's transients measured on an H200 (BERT)
-    projection: str = ""  # an embedding projection to H: "always" (ALBERT's mapping), "E≠H" (ELECTRA, DeBERTa)
-    mask_after_projection: bool = False  # the mask takes the projected states' dtype (ELECTRA)
-    reserved_positions: int = 0  # position ids count from the padding index + 1 (RoBERTa's, MPNet's)
-    eager_only: bool = False  # transformers has no sdpa for it: the math path whatever is asked
     boolean_mask: bool = False  # a boolean mask always (made when none is given): the scores keep their dtype
-    shared_layers: bool = False  # G groups of K stored layers, run L·K times (ALBERT)
     no_checkpointing: str = ""  # why transformers refuses checkpointing it
     refusals: tuple[Refusal, ...] = ()
     # config.json settings (`BertConfig.step_keys`) the step models, and the heads they matter to (ModernBERT's
     # mean pooling); elsewhere the setting changes nothing and is no reason to refuse
     modelled_keys: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     unused: tuple[Unused, ...] = ()  # parameters it builds and its step leaves without a gradient
-    # Where its modules are, for a fine-tuning method's walk (`flow`): the encoder layers' container, and the
-    # family's name for each module the shared constants name as BERT does (DistilBERT's `attention.q_lin`).
-    layer_prefix: str = "encoder.layer"
+    # For a fine-tuning method's walk (`flow`): the family's name for each module the shared constants name as
+    # BERT does (DistilBERT's `attention.q_lin`); the layers' container is its record's `layer_stack`.
     names: Mapping[str, str] = field(default_factory=dict)
     run: Modules = ()  # a run of a stored layer under a method, where `stored` keeps what it keeps once (ALBERT's)
     walks: tuple[Modules, ...] = ()  # under a method: layer 0, a global layer, a local layer (ModernBERT's)
@@ -367,7 +361,7 @@ MPNET_NAMES = {QKV[0]: "attention.attn.q", QKV[1]: "attention.attn.k", QKV[2]: "
 MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
     "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
 
-ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS, reserved_positions=2)
+ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS)
 # The families whose step is BERT's code's, or built like it (each family's layout by model type: `layouts.STEPS`)
 BERT_LIKE: dict[str, StepLayout] = {
     "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS, measured_on_gpu=True),
@@ -375,21 +369,21 @@ BERT_LIKE: dict[str, StepLayout] = {
     "xlm-roberta": ROBERTA,
     "camembert": ROBERTA,
     "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS,
-                             layer_prefix="transformer.layer", names=DISTILBERT_NAMES),
-    "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, projection="E≠H", mask_after_projection=True,
+                             names=DISTILBERT_NAMES),
+    "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS,
                           names=ELECTRA_NAMES,
                           refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded "
                                             "tokens (a count the config cannot tell): not modelled; run it without "
                                             "a padding mask",
                                             lambda c, w: w.padded and w.train and c.head == "pretraining" or None),)),
-    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED, projection="always",
+    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED,
                          names=ALBERT_NAMES, run=ALBERT_RUN,
-                         shared_layers=True, no_checkpointing="its layers are shared, run L times",
+                         no_checkpointing="its layers are shared, run L times",
                          refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores"
                                            " two at a time (view(-1, 2)): a step runs with 2 only",
                                            lambda c, w: c.num_labels if c.head == "pretraining" and c.num_labels != 2
                                            and w.train else None),)),
-    "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, reserved_positions=2, eager_only=True,
+    "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS,
                         names=MPNET_NAMES,
                         no_checkpointing="MPNet's layers are not checkpointable"),
 }

@@ -162,7 +162,7 @@ DEBERTA_HEADS: dict[str, Modules] = {
 
 DEBERTA = StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DEBERTA_POOLER,
                      names=DEBERTA_NAMES, walks=(DEBERTA_WALK,),
-                     projection="E≠H", eager_only=True, boolean_mask=True,
+                     boolean_mask=True,
                      refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "
                                        "layer only: not modelled for compute yet (parameters are counted)",
                                        lambda c, w: c.conv_kernel_size or None),

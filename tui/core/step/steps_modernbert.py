@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..config import MEAN_POOLING
+from ..families.modernbert import MEAN_POOLING
 from .kinds import (
     Attention,
     CrossEntropy,
@@ -144,7 +144,7 @@ MODERNBERT_HEADS: dict[str, Modules] = {
     "multiple-choice": modernbert_head("b'", "1", (CrossEntropy(("b",), "c"),), "index"),
 }
 
-MODERNBERT = StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS, layer_prefix="layers",
+MODERNBERT = StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
                         names=MODERNBERT_NAMES, walks=(modernbert_walk(True, False), modernbert_walk(False, False),
                                                        modernbert_walk(False, True)),
                         first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,

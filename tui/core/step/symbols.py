@@ -33,15 +33,14 @@ def symbol_values(config: BertConfig, workload: Workload) -> dict[str, int]:
 
 def attention_run(config: BertConfig, workload: Workload) -> Workload:
     """The workload as the attention runs it: the math path for a family transformers has no sdpa for."""
-    layout = STEPS.get(config.model_type)
-    if layout is not None and layout.eager_only and workload.attention != "eager":
+    if config.family.forward.eager_only and workload.attention != "eager":
         return replace(workload, attention="eager")
     return workload
 
 
 def runs_per_layer(config: BertConfig) -> int:
     """K: the encoder layers each of the config's L runs (ALBERT: a group of K stored layers; 1 elsewhere)."""
-    return config.inner_group_num if STEPS[config.model_type].shared_layers else 1
+    return config.inner_group_num if config.family.forward.shared_layers else 1
 
 
 def layer_runs(config: BertConfig) -> int:
@@ -51,7 +50,7 @@ def layer_runs(config: BertConfig) -> int:
 
 def stored_layers(config: BertConfig) -> int:
     """S: the encoder layers stored (ALBERT's G·K; every other family stores each layer it runs)."""
-    if STEPS[config.model_type].shared_layers:
+    if config.family.forward.shared_layers:
         return config.num_hidden_groups * config.inner_group_num
     return layer_runs(config)
 
@@ -90,7 +89,7 @@ def config_facts(config: BertConfig) -> dict[str, bool]:
 
 def projects(config: BertConfig) -> bool:
     """Whether a projection maps the embeddings (E wide) to the encoder's H."""
-    projection = STEPS[config.model_type].projection
+    projection = config.family.forward.projection
     return projection == "always" or (projection == "E≠H" and config.embedding_width != config.hidden_size)
 
 

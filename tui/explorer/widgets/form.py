@@ -18,7 +18,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Switch
 
-from ...core import MODEL_TYPES, SIZE_FIELDS, BertConfig, ConfigError, Marginal
+from ...core import FAMILIES, SIZE_FIELDS, BertConfig, ConfigError, Marginal
+from ...core.config import DEFAULT
 from ...core.config import EXTRA_FIELDS, FLAG_FIELDS
 from ...plain import plain
 
@@ -92,9 +93,9 @@ class ConfigForm(VerticalScroll):
         self._loaded = False  # set once a config is in the fields
         # What the class selects hold as the form knows it: a select posts Changed as it mounts (with the value
         # it was built with), and that one is no edit.
-        self._class_values = {"head": "none", "model_type": "bert"}
+        self._class_values = {"head": "none", "model_type": DEFAULT}
         self._fresh: set[str] = set()  # family fields mounted just now: their first Changed is not an edit
-        self._family = "bert"  # the family whose head classes the head select lists
+        self._family = DEFAULT  # the family whose head classes the head select lists
         self._built = False  # the fields are mounted (until then the preview stands in their place)
         self._costs: dict[str, str] = {}  # the last cost shown beside each field (the preview reads it too)
         self._previewed: tuple[BertConfig, str | None] | None = None  # reported by the preview, until `build` ends
@@ -150,7 +151,7 @@ class ConfigForm(VerticalScroll):
             Label("head", classes="field-label"),
             Select(head_choices(config), allow_blank=False, value=config.head, id="head", compact=True),
             Label("model type", classes="field-label"),
-            Select([(name, name) for name in MODEL_TYPES], allow_blank=False, value=config.model_type, id="model_type",
+            Select([(name, name) for name in FAMILIES], allow_blank=False, value=config.model_type, id="model_type",
                    compact=True),
             FieldRow.number("num_labels", "", self._typed),
         ]
@@ -344,7 +345,7 @@ class ConfigForm(VerticalScroll):
 
     def _model_type(self) -> str:
         value = self.query_one("#model_type", Select).value
-        return value if isinstance(value, str) else "bert"
+        return value if isinstance(value, str) else DEFAULT
 
     def _sync_pooler(self, head: str) -> None:
         """The switch shows what the head class builds; it is the user's to set only for a base model that

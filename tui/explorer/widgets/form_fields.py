@@ -14,14 +14,13 @@ from ...core import (
 )
 from ...core.config import (
     CROSS_FLAGS,
+    DEFAULT,
     EXTRA_FIELDS,
     EXTRA_SYMBOLS,
-    FAMILY_FLAGS,
-    FAMILY_HEADS,
+    FAMILIES,
     FLAG_FIELDS,
-    LABELLED_PRETRAINING,
 )
-from ...core.fields import CROSS_FAMILIES, FIELDS, SWITCHES
+from ...core.fields import FIELDS, SWITCHES
 from ...core.units import short_count
 
 FIELD_LABELS = {name: field.label for name, field in FIELDS.items()}
@@ -38,7 +37,8 @@ FLAG_LABELS = {name: switch.label for name, switch in SWITCHES.items()}
 def form_flags(model_type: str) -> tuple[str, ...]:
     """The family's switches the form shows: a decoder's cross-attention is not one (it comes with an opened
     config, kept as loaded, and shows in the tree)."""
-    return tuple(flag for flag in FAMILY_FLAGS.get(model_type, ()) if flag not in CROSS_FLAGS)
+    family = FAMILIES.get(model_type)
+    return tuple(flag for flag in family.switches if flag not in CROSS_FLAGS) if family else ()
 
 
 def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
@@ -50,12 +50,13 @@ def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
 
 def pooler_of(model_type: str, head: str) -> bool | None:
     """Whether the family's head class fixes the pooler (None: the user chooses; unknown pairs as BERT's)."""
-    heads = FAMILY_HEADS.get(model_type, {})
+    heads = FAMILIES[model_type].heads if model_type in FAMILIES else {}
     return heads[head] if head in heads else HEADS[head].pooler if head in HEADS else None
 
 
 def uses_labels(model_type: str, head: str) -> bool:
-    return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and model_type in LABELLED_PRETRAINING))
+    sentence_order = model_type in FAMILIES and FAMILIES[model_type].forward.sentence_order
+    return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and sentence_order))
 
 
 def field_label(field: str) -> str:
@@ -64,7 +65,7 @@ def field_label(field: str) -> str:
 
 def head_choices(config: BertConfig) -> list[tuple[str, str]]:
     """The head select's options, named as the family's classes."""
-    heads = FAMILY_HEADS[config.model_type]
+    heads = config.family.heads
     return [(f"{name} ({config.replace(head=name, pooler=True, num_labels=2).hf_class})" if name in heads
              else f"{name} (no {config.model_type} class)", name) for name in HEADS]
 
@@ -75,7 +76,7 @@ def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, b
     value = user_pooler if fixed is None else fixed
     state = "on" if value else "off"
     text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
-    if FAMILY_HEADS.get(model_type, {}).get("none", None) is False:
+    if model_type in FAMILIES and FAMILIES[model_type].heads.get("none", None) is False:
         text = f"{state}: no pooler"
     return value, fixed is not None, text
 
@@ -87,11 +88,12 @@ def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfi
     values = dict(values)
     head, model_type = values.get("head"), values.get("model_type")
     values["head"] = head if isinstance(head, str) else "none"
-    values["model_type"] = model_type if isinstance(model_type, str) else "bert"
+    values["model_type"] = model_type if isinstance(model_type, str) else DEFAULT
     if values["head"] != "none":
         values["pooler"] = True  # a head class fixes its pooler; the switch speaks for BertModel only
     values.setdefault("num_labels", base.num_labels)
-    if values["model_type"] not in CROSS_FAMILIES:  # a decoder's cross-attention goes with its family
+    switches = FAMILIES[values["model_type"]].switches if values["model_type"] in FAMILIES else ()
+    if "add_cross_attention" not in switches:  # a decoder's cross-attention goes with its family
         values["add_cross_attention"] = False
     return BertConfig.from_mapping(values, base=base)
 
@@ -100,7 +102,7 @@ def family_switched(current: BertConfig, model_type: str, head: object) -> BertC
     """What the form holds once its family select says `model_type`: `current` as that family's (the core's
     `as_family`), with the `head` the head select asks where the family has that class and takes it."""
     family = current.as_family(model_type)
-    if isinstance(head, str) and head != family.head and head in FAMILY_HEADS[model_type]:
+    if isinstance(head, str) and head != family.head and head in FAMILIES[model_type].heads:
         try:
             return family.replace(head=head, pooler=True)
         except ConfigError:  # (DistilBERT's question answering with other than 2 labels): the family's own head

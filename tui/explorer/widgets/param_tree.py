@@ -28,7 +28,7 @@ from textual.widgets.tree import TreeNode
 
 from ...core import Module, Node, Param, ParamTree
 from ...core.count.diff import delta_against
-from ...core.count.tree import LayerStack, strip_body
+from ...core.count.tree import LayerStack, body_names, strip_body
 
 _LAYER_0 = re.compile(r"(\b(?:layer|layers|albert_layer_groups|albert_layers))\.\d+(?=\.|$)")  # stacked layers
 KIND_MARKS = {"weight": "■", "bias": "•", "embedding": "▦", "norm": "≈"}
@@ -204,7 +204,7 @@ class ParamTreeView(Tree[str]):
                     child.remove()
                 current = current[: len(keys)]
             else:  # a different layout (another head class): rebuild, restoring what was open
-                expanded = self._expanded_keys(tree_node) | {"bert", "roberta"}  # the head classes' body opens itself
+                expanded = self._expanded_keys(tree_node) | body_names()  # the head classes' body opens itself
                 tree_node.remove_children()
                 current = []
                 self._add_rows(tree_node, rows, expanded)
