@@ -106,3 +106,13 @@ def test_counting_never_imports_the_step() -> None:
         assert not {name for name in graph[module] if name.startswith("tui.core.step")}, module
     for module in ("tui.core.config", "tui.core.units"):
         assert not {name for name in graph[module] if name.startswith(("tui.core.count", "tui.core.step"))}
+
+
+def test_the_family_records_import_neither_room_nor_the_config() -> None:
+    """A family's record is read by both rooms and the way in; it reads only the head classes and the core's error
+    (so a record can be made without counting or the step, as tests/test_families.py makes one)."""
+    graph = import_graph()
+    records = [module for module in graph if module.startswith("tui.core.families")]
+    assert len(records) > 8
+    for module in records:
+        assert graph[module] <= {*records, "tui.core.heads", "tui.core.errors"}, module

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
-from .steps import BERT_LIKE, StepLayout
+from .steps import ALBERT, BERT, DISTILBERT, ELECTRA, MPNET, ROBERTA, StepLayout
 from .steps_deberta import DEBERTA
 from .steps_modernbert import MODERNBERT
 
-STEPS: dict[str, StepLayout] = {**BERT_LIKE, "modernbert": MODERNBERT, "deberta-v2": DEBERTA}
+STEPS: dict[str, StepLayout] = {
+    "bert": BERT, "roberta": ROBERTA, "xlm-roberta": ROBERTA, "camembert": ROBERTA, "distilbert": DISTILBERT,
+    "electra": ELECTRA, "albert": ALBERT, "mpnet": MPNET, "modernbert": MODERNBERT, "deberta-v2": DEBERTA,
+}

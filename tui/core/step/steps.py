@@ -361,29 +361,20 @@ MPNET_NAMES = {QKV[0]: "attention.attn.q", QKV[1]: "attention.attn.k", QKV[2]: "
 MPNET_HEADS: dict[str, Modules] = {head: ROBERTA_HEADS[head] for head in (
     "none", "mlm", "sequence-classification", "token-classification", "question-answering", "multiple-choice")}
 
-ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS)
 # The families whose step is BERT's code's, or built like it (each family's layout by model type: `layouts.STEPS`)
-BERT_LIKE: dict[str, StepLayout] = {
-    "bert": StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS, measured_on_gpu=True),
-    "roberta": ROBERTA,
-    "xlm-roberta": ROBERTA,
-    "camembert": ROBERTA,
-    "distilbert": StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS,
-                             names=DISTILBERT_NAMES),
-    "electra": StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS,
-                          names=ELECTRA_NAMES,
-                          refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded "
-                                            "tokens (a count the config cannot tell): not modelled; run it without "
-                                            "a padding mask",
-                                            lambda c, w: w.padded and w.train and c.head == "pretraining" or None),)),
-    "albert": StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED,
-                         names=ALBERT_NAMES, run=ALBERT_RUN,
-                         no_checkpointing="its layers are shared, run L times",
-                         refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores"
-                                           " two at a time (view(-1, 2)): a step runs with 2 only",
-                                           lambda c, w: c.num_labels if c.head == "pretraining" and c.num_labels != 2
-                                           and w.train else None),)),
-    "mpnet": StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS,
-                        names=MPNET_NAMES,
-                        no_checkpointing="MPNet's layers are not checkpointable"),
-}
+ROBERTA = StepLayout(ROBERTA_EMBEDDINGS, BERT_LAYER, ROBERTA_HEADS)
+BERT = StepLayout(BERT_EMBEDDINGS, BERT_LAYER, BERT_HEADS, measured_on_gpu=True)
+DISTILBERT = StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEADS,
+                        names=DISTILBERT_NAMES)
+ELECTRA = StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, names=ELECTRA_NAMES,
+                     refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded tokens "
+                                       "(a count the config cannot tell): not modelled; run it without a padding mask",
+                                       lambda c, w: w.padded and w.train and c.head == "pretraining" or None),))
+ALBERT = StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED, names=ALBERT_NAMES,
+                    run=ALBERT_RUN, no_checkpointing="its layers are shared, run L times",
+                    refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores two "
+                                      "at a time (view(-1, 2)): a step runs with 2 only",
+                                      lambda c, w: c.num_labels if c.head == "pretraining" and c.num_labels != 2
+                                      and w.train else None),))
+MPNET = StepLayout(MPNET_EMBEDDINGS, BERT_LAYER, MPNET_HEADS, names=MPNET_NAMES,
+                   no_checkpointing="MPNet's layers are not checkpointable")
