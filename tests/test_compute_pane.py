@@ -305,8 +305,8 @@ async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
     from tui.sources import load_source, open_adapter
 
     source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
-    assert source.lora is not None
-    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    assert source.method is not None
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.method)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
         await settled(pilot)
@@ -315,7 +315,7 @@ async def test_an_opened_adapter_is_the_step_the_pane_computes() -> None:
         app.query_one("#seq", Input).value = "16"
         await settled(pilot)
         expected = compute(source.config, workload, method=method_of(build_tree(source.config), source.config,
-                                                                       source.lora))
+                                                                       source.method))
         assert "LoRA r=2 on query, value: trains" in result_text(app) and not error_text(app)
         assert short_bytes(expected.total) in result_text(app)
         assert not app.query_one("#lora-row").display and not app.query_one("#freeze-row").display
@@ -335,9 +335,9 @@ async def test_the_totals_say_what_an_open_adapter_trains() -> None:
     from .test_app import text_of
 
     source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
-    assert source.lora is not None
-    adapted = adapt(build_tree(source.config), source.config, source.lora)  # type: ignore[arg-type]
-    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    assert source.method is not None
+    adapted = adapt(build_tree(source.config), source.config, source.method)  # type: ignore[arg-type]
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.method)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         totals = text_of(app, "#totals")
@@ -345,7 +345,7 @@ async def test_the_totals_say_what_an_open_adapter_trains() -> None:
         await pilot.press("tab", "tab", "tab", "ctrl+u", *"1")  # one layer: the adapter still fits
         await settled(pilot)
         one = adapt(build_tree(source.config.replace(num_hidden_layers=1)), source.config.replace(
-            num_hidden_layers=1), source.lora)  # type: ignore[arg-type]
+            num_hidden_layers=1), source.method)  # type: ignore[arg-type]
         assert f"trains {one.trainable:,}" in text_of(app, "#totals")
 
 
@@ -356,7 +356,7 @@ async def test_the_tree_marks_where_an_adapter_puts_its_tensors_and_what_trains(
     from tui.sources import open_adapter
 
     source = open_adapter(Path(__file__).parent / "fixtures" / "adapters" / "roberta-token")
-    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.method)
     async with app.run_test(size=(160, 40)) as pilot:
         await settled(pilot)
         marks = app.main._marks()

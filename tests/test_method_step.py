@@ -199,7 +199,7 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
     (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
     (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
-    ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "use_dora True (adapter_config.json)"),
+    ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "the adapter folder holds DoRA: compute and memory under DoRA"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-ia3")], "the adapter folder holds IA3"),
     ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
 ])
@@ -225,11 +225,11 @@ def _everything(config: BertConfig) -> Method:
     """A method that trains every parameter: its step must be the full step's."""
     from dataclasses import replace
 
-    from tui.core.step.method import of_freeze
+    from tui.core.step.method import method_of
 
     tree = build_tree(config)
-    cold = of_freeze(tree, config, Freeze(body=config.head != "none", embeddings=config.head == "none"))
-    return replace(cold, trained=frozenset(p.name for p in tree.root.params()))
+    cold = method_of(tree, config, Freeze(body=config.head != "none", embeddings=config.head == "none"))
+    return replace(cold, trained=frozenset(p.name for p in tree.root.params()), unreached=(0, 0))
 
 
 @pytest.mark.parametrize("family", STEPS)

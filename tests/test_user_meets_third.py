@@ -521,7 +521,7 @@ async def test_item_15_an_adapters_note_on_a_tensor_shows_in_the_detail_strip_at
     from .test_app import text_of
 
     source, _ = open_model(str(ADAPTERS / "roberta-token"))
-    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.lora)
+    app = make_app(load_catalog(), source.config, title=source.name, adapter=source.method)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         await pilot.press("f3")

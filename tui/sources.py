@@ -18,7 +18,7 @@ from .presets import PresetError, UnknownPresetError, find_preset, load_preset
 
 if TYPE_CHECKING:  # checkpoints are read on demand: `bert-tui count --preset ...` starts without them
     from .core.count.compare import Comparison
-    from .core.count.lora import Ia3, Lora
+    from .core.count.trained import FineTuning
     from .io.hub import Progress
     from .io.peft_config import Adapter
     from .io.safetensors import Checkpoint
@@ -29,12 +29,12 @@ LOAD_ERRORS = (PresetError, UnknownPresetError, SourceError)
 @dataclass(frozen=True)
 class Source:
     """A config read from somewhere, with a name for it and notes on how it was read; a PEFT adapter folder
-    adds its LoRA and its weights file."""
+    adds its method and its weights file."""
 
     name: str
     config: BertConfig
     notes: tuple[str, ...] = ()
-    lora: Lora | Ia3 | None = None
+    method: FineTuning | None = None  # a PEFT adapter folder's method
     adapter_weights: Path | None = None
 
 
@@ -167,10 +167,7 @@ def open_adapter(path: Path, *, revision: str | None = None, offline: bool = Fal
         except ConfigError as error:
             raise SourceError(path, "task_type", f"{adapter.task_type}: {error.rule}") from None
     notes = (*opened.notes, f"the adapter's base model: {found}")
-    from .core.count.lora import Ia3
-
-    method = "IA3" if isinstance(adapter.lora, Ia3) else "LoRA"
-    return Source(f"{title or path} ({method} on {_short(opened.name)})", config, notes, adapter.lora,
+    return Source(f"{title or path} ({adapter.method.name} on {_short(opened.name)})", config, notes, adapter.method,
                   adapter.weights)
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..core import FAMILIES, HEADS, SIZE_FIELDS, BertConfig, ConfigError
-from ..core.config import DEFAULT
-from ..core.config import EXTRA_FIELDS, parse_int
+from ..core.config import DEFAULT, EXTRA_FIELDS, parse_int
 from ..core.count.frozen import Freeze
 from ..core.count.lora import ALL_LINEAR, BIASES, Ia3, Lora
+from ..core.count.trained import FineTuning
 from ..core.fields import FIELDS
 from ..plain import printable, say
 from ..presets import DEFAULT_PRESET, Catalog, load_catalog
@@ -161,8 +161,7 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lora-r", metavar="R", help="the adapters' rank r (default 8)")
     group.add_argument("--lora-targets", metavar="NAMES",
                        help="target_modules: module names or name endings, comma-separated (query,value), or "
-                       "all-linear; default: peft's for the model type (bert, roberta, xlm-roberta, electra: "
-                       "query,value; deberta-v2: query_proj,value_proj; others have none)")
+                       f"all-linear; default: peft's for the model type ({peft_defaults('lora_targets')})")
     group.add_argument("--lora-targets-regex", metavar="RE", help="target_modules as a regular expression the "
                        "whole module name must match (peft's string form)")
     group.add_argument("--lora-bias", choices=BIASES, help="bias: none (default), all (every bias trains) or "
@@ -185,7 +184,7 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
                       "freezes them (a pooler inside the body with them; DeBERTa's sits beside it and trains)")
     ia3 = parser.add_argument_group("fine-tuning with IA3 (peft's IA3Config; any of these adapts the model)")
     ia3.add_argument("--ia3", action="store_true", default=None, help="IA3 with peft's defaults for the model type "
-                     "(bert, roberta: key, value, output.dense; deberta-v2: key_proj, value_proj, output.dense)")
+                     f"({peft_defaults('ia3_targets')})")
     ia3.add_argument("--ia3-targets", metavar="NAMES", help="target_modules, comma-separated, or all-linear")
     ia3.add_argument("--ia3-feedforward", metavar="NAMES", help="feedforward_modules: targets scaled on their input "
                      "(a subset of the targets)")
@@ -197,6 +196,35 @@ LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora
 
 
 IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save")
+
+
+def peft_defaults(key: str) -> str:
+    """peft's default targets by family, from the records: "bert, roberta: query,value; deberta-v2: …; others
+    have none" (`key`: the record's lora_targets or ia3_targets)."""
+    by_targets: dict[tuple[str, ...], list[str]] = {}
+    for name, family in FAMILIES.items():
+        targets = getattr(family, key)
+        if targets is not None:
+            by_targets.setdefault(targets, []).append(name)
+    said = [f"{', '.join(names)}: {','.join(targets)}" for targets, names in by_targets.items()]
+    return "; ".join(said) + ("; others have none" if sum(map(len, by_targets.values())) < len(FAMILIES) else "")
+
+
+def method_flags(args: argparse.Namespace) -> FineTuning | None:
+    """The fine-tuning method the command line's flags name (LoRA or DoRA, IA3, or parts frozen: one), or None."""
+    lora, ia3 = lora_of(args), ia3_of(args)
+    if lora is not None and ia3 is not None:
+        raise UsageError("--ia3* and --lora-* name two methods: give one")
+    cold = freeze_of(args)  # (refuses an adapter's flags beside its own)
+    return lora or ia3 or cold
+
+
+def method_with(flagged: FineTuning | None, selection: Selection) -> FineTuning | None:
+    """The method a command works under: the flags', else an adapter folder's own (both: refused)."""
+    if flagged is not None and selection.method is not None:
+        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-*, "
+                         "--ia3* and --freeze-* flags")
+    return flagged or selection.method
 
 
 def _listed(flag: str, text: str | None) -> tuple[str, ...]:
@@ -281,7 +309,7 @@ LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_module
                 "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--lora-layers", "use_dora": "--dora",
                 "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha"}
 IA3_FLAG_OF = {"target_modules": "--ia3-targets", "feedforward_modules": "--ia3-feedforward",
-               "modules_to_save": "--ia3-save"}
+               "modules_to_save": "--ia3-save", "ia3": "--ia3"}
 
 
 def lora_flag(field: str, targets: tuple[str, ...] | str | None) -> str:
@@ -299,12 +327,13 @@ def method_refusal(error: ConfigError, how: object, adapter: object = None) -> s
     value = printable(str(error.value))
     if adapter is not None and how is adapter:
         return f"{error.field} {value} (adapter_config.json): {error.rule}"
-    if isinstance(how, Freeze):
+    kind = getattr(how, "kind", None)
+    if kind == "freeze":
         return f"{as_typed(error.field, error.value)}: {error.rule}"
-    if isinstance(how, Ia3):
+    if kind == "ia3":
         named = IA3_FLAG_OF.get(error.field, "--ia3-" + error.field.replace("_", "-"))
     else:
-        named = lora_flag(error.field, how.target_modules if isinstance(how, Lora) else None)
+        named = lora_flag(error.field, getattr(how, "target_modules", None))
     return f"{named if error.value is True else f'{named} {value}'}: {error.rule}"
 
 
@@ -316,7 +345,7 @@ class Selection:
     title: str
     notes: tuple[str, ...] = ()
     checkpoint: CheckpointReport | None = None
-    lora: Lora | Ia3 | None = None  # a PEFT adapter folder's
+    method: FineTuning | None = None  # a PEFT adapter folder's
     adapter_weights: Path | None = None
 
 
@@ -395,7 +424,7 @@ def apply_overrides(args: argparse.Namespace, source: Source) -> Selection:
     if "num_labels" in overrides and not config.uses_num_labels:
         notes += (f"--num-labels {overrides['num_labels']} is unused: {config.hf_class} has no classifier "
                   "(--head chooses one)",)
-    return Selection(config, source.name + edited, notes, lora=source.lora, adapter_weights=source.adapter_weights)
+    return Selection(config, source.name + edited, notes, method=source.method, adapter_weights=source.adapter_weights)
 
 
 def catalog_with_warnings() -> Catalog:

@@ -18,10 +18,9 @@ from .common import (
     add_overrides,
     add_source,
     as_typed,
-    freeze_of,
-    ia3_of,
-    lora_of,
+    method_flags,
     method_refusal,
+    method_with,
     progress,
     resolve,
 )
@@ -131,7 +130,6 @@ def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     from ..core.config import parse_int
     from ..core.count.families import build_tree
-    from ..core.count.lora import Ia3
     from ..core.step.compute import compute, fits_replayed
     from ..core.step.method import method_of
     from ..core.step.workload import Workload
@@ -143,18 +141,15 @@ def run(argv: Sequence[str]) -> int:
         compute_text,
     )
 
-    lora, cold = lora_of(args), freeze_of(args)
-    if ia3_of(args) is not None:
-        raise UsageError("--ia3: compute and memory under IA3 are not modelled yet; its parameters are counted "
-                         "(bert-tui count --ia3)")
+    flagged = method_flags(args)
+    refused = None if flagged is None else flagged.step_refusal()
+    if flagged is not None and refused is not None:  # (before a source is read: the method alone decides it)
+        raise UsageError(f"{method_refusal(refused, flagged)} (bert-tui count)")
     selection = resolve(args)
-    if (lora is not None or cold is not None) and selection.lora is not None:
-        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-* and "
-                         "--freeze-* flags")
-    how = lora or cold or selection.lora
-    if isinstance(how, Ia3):
-        raise UsageError("the adapter folder holds IA3: its compute and memory are not modelled yet; its "
-                         "parameters are counted (bert-tui count)")
+    how = method_with(flagged, selection)
+    refused = None if how is None else how.step_refusal()
+    if how is not None and refused is not None:
+        raise UsageError(f"the adapter folder holds {how.name}: {refused.rule} (bert-tui count)")
     gpu_memory = None
     if args.gpu_memory is not None:
         try:
@@ -170,7 +165,7 @@ def run(argv: Sequence[str]) -> int:
         try:
             method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
         except ConfigError as error:  # (named as the user wrote the method: its flag, or the adapter's key)
-            raise UsageError(method_refusal(error, how, selection.lora)) from None
+            raise UsageError(method_refusal(error, how, selection.method)) from None
         with slow_notice(SLOW_FITS if fits_replayed(selection.config, workload, method) else SLOW_STEP):
             result = compute(selection.config, workload, gpu_memory, method=method)
             full = None if method is None else compute(selection.config, workload, gpu_memory)  # beside it

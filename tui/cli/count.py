@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..core import ConfigError, build_tree
-from ..core.count.frozen import Freeze
-from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora, compare_adapter
+from ..core.count.lora import AdapterComparison, compare_adapter
+from ..core.count.trained import Adapted, FineTuning
 from ..plain import printable, prose, say
 from .common import (
     Parser,
@@ -19,10 +19,9 @@ from .common import (
     add_model,
     add_overrides,
     add_source,
-    freeze_of,
-    ia3_of,
-    lora_of,
+    method_flags,
     method_refusal,
+    method_with,
     resolve,
 )
 
@@ -52,20 +51,13 @@ def build_parser() -> Parser:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    lora, ia3 = lora_of(args), ia3_of(args)
-    if lora is not None and ia3 is not None:
-        raise UsageError("--ia3* and --lora-* name two methods: give one")
-    method: Lora | Ia3 | None = lora or ia3
-    cold = freeze_of(args)
+    flagged = method_flags(args)
     selection = resolve(args)
-    if (method is not None or cold is not None) and selection.lora is not None:
-        raise UsageError("the adapter folder names its own method (adapter_config.json): drop the --lora-*, "
-                         "--ia3* and --freeze-* flags")
-    return print_count(selection, args.format, method or selection.lora, cold)
+    return print_count(selection, args.format, method_with(flagged, selection))
 
 
-def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, cold: Freeze | None = None) -> int:
-    """What `bert-tui count` prints for `selection` in format `fmt` (with `lora`: the peft model's)."""
+def print_count(selection: Selection, fmt: str, how: FineTuning | None = None) -> int:
+    """What `bert-tui count` prints for `selection` in format `fmt` (under `how`: what trains, as it says)."""
     from ..formats.params import (
         adapter_file_data,
         adapter_text,
@@ -82,14 +74,13 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
 
     tree = build_tree(selection.config)
     trained = None
-    how = lora or cold
     if how is not None:
         from ..core.count.trained import trained as trained_under
 
         try:
             trained = trained_under(tree, selection.config, how)
         except ConfigError as error:
-            raise UsageError(method_refusal(error, how, selection.lora)) from None
+            raise UsageError(method_refusal(error, how, selection.method)) from None
     adapted = None if trained is None else trained.adapted
     for note in selection.notes:
         print(say(f"bert-tui: note: {printable(note)}"), file=sys.stderr)
@@ -113,7 +104,7 @@ def print_count(selection: Selection, fmt: str, lora: Lora | Ia3 | None = None, 
         if ckpt is not None:
             sys.stdout.write(prose(checkpoint_text(ckpt.checkpoint, ckpt.comparison)) + "\n")
         Console().print(to_table(tree, selection.title, trained))
-        if adapted is not None and isinstance(how, (Lora, Ia3)):
+        if adapted is not None and how is not None:
             sys.stdout.write(prose(lora_text(adapted, how)))
         if stored is not None:
             sys.stdout.write(prose(adapter_text(*stored)))

@@ -115,7 +115,7 @@ def explore(selection: Selection, mouse: bool, notice: str | None = None) -> int
     stored = ([(t.name, t.shape) for t in selection.checkpoint.checkpoint.tensors]
               if selection.checkpoint is not None else None)
     app = make_app(catalog, selection.config, title=selection.title, preset=preset, stored=stored,
-                   adapter=selection.lora, notice=notice)
+                   adapter=selection.method, notice=notice)
     app.run(mouse=mouse)
     # The interpreter's last garbage collection would walk every widget between quitting and the shell prompt;
     # nothing is left to finalise here (files are written and closed by then).

@@ -14,7 +14,6 @@ from typing import Any
 
 from .errors import ConfigError
 from .families import DEFAULT, FAMILIES, Family
-
 from .fields import FIELDS, MAX_LAYERS, MAX_SIZE, SWITCHES
 from .heads import HEADS, LM_HEADS, HeadSpec
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
     from textual.widget import AwaitMount
 
-    from ..core.count.lora import Ia3, Lora
+    from ..core.count.trained import FineTuning
 
 # What has been created so far (Textual's and bert-tui's modules, classes, functions) lives as long as the
 # process: frozen, the garbage collector no longer walks it at every collection while the explorer starts
@@ -60,7 +60,7 @@ class BertTuiApp(App[None]):
     ]
 
     def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None,
-                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> None:
+                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: FineTuning | None = None) -> None:
         super().__init__()
         self._main = MainScreen(catalog, config, title, preset, stored, adapter)
         self._waiting_keys: list[events.Key] | None = []  # keys typed before the explorer is ready (None: ready)
@@ -184,7 +184,7 @@ class BertTuiApp(App[None]):
 
 
 def make_app(catalog: Catalog, config: BertConfig | None = None, *, title: str | None = None, preset: str | None = None,
-             stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None,
+             stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: FineTuning | None = None,
              notice: str | None = None) -> BertTuiApp:
     """The explorer for `config` (default: the catalog's default preset); shared by the CLI and the tests.
     `adapter`: a PEFT adapter's method (an adapter folder opened), which the Compute pane offers; `notice`: an

@@ -42,9 +42,7 @@ from .widgets.tabs_preview import TabsPreview
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
-    from ..core.count.frozen import Freeze
-    from ..core.count.lora import Adapted, Ia3, Lora
-    from ..core.count.trained import Trained
+    from ..core.count.trained import Adapted, FineTuning, Trained
     from ..core.step.method import Method
     from ..core.step.result import Compute
     from ..core.step.workload import Workload
@@ -81,11 +79,11 @@ class MainScreen(Screen[None]):
     stale = var(False)
 
     def __init__(self, catalog: Catalog, config: BertConfig, title: str, preset: str | None,
-                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: Lora | Ia3 | None = None) -> None:
+                 stored: list[tuple[str, tuple[int, ...]]] | None = None, adapter: FineTuning | None = None) -> None:
         super().__init__()
         self.adapter = adapter  # an opened PEFT adapter's method: the Compute pane offers it
         # (model, adapter, what peft makes of them): asked by the tree's marks and the totals alike
-        self._adapted_for: tuple[ParamTree, Lora | Ia3, Adapted | ConfigError] | None = None
+        self._adapted_for: tuple[ParamTree, FineTuning, Adapted | ConfigError] | None = None
         self._trained_for: tuple[ParamTree, object, Trained | None] | None = None  # (`_trained`'s last answer)
         self.catalog = catalog
         self._start = (config, preset)
@@ -103,7 +101,7 @@ class MainScreen(Screen[None]):
         self._compute_valid = 0  # the last of them the core was asked about: a worker's answer counts for it only
         self._compute_error: ConfigError | None = None  # the last edit's refusal, if it was refused
         self._gpu_memory: int | None = None  # the Compute pane's GPU size, if one is typed
-        self._how: Lora | Ia3 | Freeze | None = None  # the Compute pane's fine-tuning method (None: full)
+        self._how: FineTuning | None = None  # the Compute pane's fine-tuning method (None: full)
         self._invalid: ConfigError | None = None  # what the form holds that the core refuses (while stale)
         self._compute_pane: ComputePane | None = None  # mounted on the first F5
 
@@ -209,13 +207,9 @@ class MainScreen(Screen[None]):
         known = self._adapted_for
         if known is not None and known[0] is self.model and known[1] is self.adapter:
             return known[2]  # the tree's marks and the totals both ask, once an edit
-        from ..core.count.lora import Lora, adapt, adapt_ia3
-
         try:
-            if isinstance(self.adapter, Lora):
-                adapted: Adapted | ConfigError = adapt(self.model, self.model.config, self.adapter)
-            else:
-                adapted = adapt_ia3(self.model, self.model.config, self.adapter)
+            made = self.adapter.trained(self.model, self.model.config).adapted
+            adapted: Adapted | ConfigError = made if made is not None else ConfigError("adapter", None, "no adapter")
         except ConfigError as refused:
             adapted = refused
         self._adapted_for = (self.model, self.adapter, adapted)
@@ -225,8 +219,7 @@ class MainScreen(Screen[None]):
         """What trains under the method the explorer speaks of — the Compute pane's choice once it is open, else
         an opened adapter's — for the Totals pane and the export alike (None: full fine-tuning, or a method that
         no longer fits the model, whose refusal shows where it is chosen)."""
-        from ..core.count.lora import Adapted
-        from ..core.count.trained import of_adapted, trained
+        from ..core.count.trained import Adapted, of_adapted, trained
 
         how = self._how if self._compute_pane is not None else self.adapter
         if how is None or self.model is None:
@@ -286,8 +279,6 @@ class MainScreen(Screen[None]):
         pane = self._compute_pane
         if pane is None or self.model is None or self.workload is None:
             return
-        from ..core.count.frozen import Freeze
-        from ..core.count.lora import Lora
         from ..core.step.compute import compute, fits_replayed
         from ..core.step.method import method_of
 
@@ -297,10 +288,7 @@ class MainScreen(Screen[None]):
         error = self._workload_error
         if error is None:
             try:
-                how = self._how
-                if how is not None and not isinstance(how, (Lora, Freeze)):
-                    raise ConfigError("fine-tuning", "IA3", "the adapter's compute and memory under IA3 are not "
-                                      "modelled yet (its parameters are counted)")
+                how = self._how  # (a method whose step is not modelled is refused by its own rule)
                 method = None if how is None else method_of(self.model, self.model.config, how)
                 # (under a method, the full step beside it is replayed where the method's own is not)
                 if fits_replayed(self.model.config, self.workload, None):
@@ -495,9 +483,9 @@ class MainScreen(Screen[None]):
         source, checkpoint = opened
         self.stored = [(t.name, t.shape) for t in checkpoint.tensors] if checkpoint is not None else None
         self._source_title = source.name
-        self.adapter = source.lora
+        self.adapter = source.method
         if self._compute_pane is not None:
-            self._compute_pane.offer_adapter(source.lora)
+            self._compute_pane.offer_adapter(source.method)
         self._load_form(source.config, None)
         for note in source.notes:
             self.notify(note, timeout=6)

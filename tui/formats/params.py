@@ -28,9 +28,9 @@ from ..core import (
     training_bytes,
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
-from ..core.count.lora import Adapted, AdapterComparison, Ia3, Lora
+from ..core.count.lora import AdapterComparison
 from ..core.count.totals import layer_sharing
-from ..core.count.trained import Trained, of_adapted
+from ..core.count.trained import Adapted, FineTuning, Trained, of_adapted
 from ..core.count.tree import LayerStack, Module, strip_body
 from ..core.units import short_bytes, short_count
 from ..plain import printable
@@ -66,8 +66,8 @@ def to_json(tree: ParamTree, trained: Trained | None = None) -> str:
         if key == "training_bytes" and trained is not None:
             data[key] = {"adam_mixed_precision": trained.training_bytes, "convention": trained.convention}
     how = None if trained is None else trained.how
-    if adapted is not None and isinstance(how, (Lora, Ia3)):
-        data["lora" if isinstance(how, Lora) else "ia3"] = lora_data(adapted, how)
+    if adapted is not None and how is not None:
+        data[how.kind] = lora_data(adapted, how)
     lines = []
     for key, value in data.items():
         if key in ("lora", "ia3"):
@@ -370,34 +370,27 @@ def rows_text(rows: list[dict[str, object]], fmt: str, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lora_data(adapted: Adapted, lora: Lora | Ia3) -> dict[str, Any]:
+def lora_data(adapted: Adapted, how: FineTuning) -> dict[str, Any]:
     """The adapter as peft builds it: its settings, the modules adapted and saved, and every tensor of the peft
     model (name, shape, trainable)."""
-    if isinstance(lora, Ia3):
-        return {"task_type": adapted.task_type,
-                "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
-                "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
-                "trainable": adapted.trainable, "frozen": adapted.frozen,
-                "training_bytes": of_adapted(adapted, lora).training_bytes,
-                "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
-    return {"r": lora.r, "lora_alpha": lora.lora_alpha, "bias": lora.bias, "use_dora": lora.use_dora,
-            "task_type": adapted.task_type,
+    settings = how.settings()
+    ranks = {"ranks": {name: rank for name, rank in adapted.ranks.items() if rank != settings["r"]}} if (
+        "r" in settings) else {}
+    return {**settings, "task_type": adapted.task_type,
             "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}),
-            "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved),
-            "ranks": {name: rank for name, rank in adapted.ranks.items() if rank != lora.r},
+            "adapted": list(adapted.targets), "modules_to_save": list(adapted.saved), **ranks,
             "trainable": adapted.trainable, "frozen": adapted.frozen,
-            "training_bytes": of_adapted(adapted, lora).training_bytes,
+            "training_bytes": of_adapted(adapted, how).training_bytes,
             "peft_parameters": [[p.name, list(p.shape), p.trainable] for p in adapted.params]}
 
 
-def lora_text(adapted: Adapted, lora: Lora | Ia3) -> str:
+def lora_text(adapted: Adapted, lora: FineTuning) -> str:
     """What a person reads: peft's two figures, and what was adapted (folded by layer) and saved."""
     share = 100 * adapted.trainable / adapted.total if adapted.total else 0.0
-    if isinstance(lora, Ia3):
-        said = f"IA3 as peft builds it (task type {adapted.task_type or 'none'}):"
-    else:
-        said = (f"LoRA as peft builds it (r = {lora.r}, bias = {lora.bias}{', DoRA' if lora.use_dora else ''}, "
-                f"task type {adapted.task_type or 'none'}):")
+    settings = lora.settings()
+    said = (f"LoRA as peft builds it (r = {settings['r']}, bias = {settings['bias']}"
+            f"{', DoRA' if settings['use_dora'] else ''}, task type {adapted.task_type or 'none'}):") if (
+        "r" in settings) else f"{lora.name} as peft builds it (task type {adapted.task_type or 'none'}):"
     lines = [said,
              f"  trainable params: {adapted.trainable:,} || all params: {adapted.total:,} || trainable%: "
              f"{share:.4f}"]
@@ -416,9 +409,9 @@ def lora_text(adapted: Adapted, lora: Lora | Ia3) -> str:
         copies = sum(p.numel for p in adapted.params if p.role == "copy")
         lines.append(f"  saved whole, a trained copy beside the frozen original (+{copies:,}): "
                      f"{', '.join(adapted.saved)}")
-    if isinstance(lora, Lora) and lora.bias != "none":
+    if settings.get("bias", "none") != "none":
         biases = sum(p.numel for p in adapted.params if p.trainable and p.role == "base")
-        lines.append(f"  biases trained ({lora.bias}): {biases:,}")
+        lines.append(f"  biases trained ({settings['bias']}): {biases:,}")
     method = of_adapted(adapted, lora)
     lines.append(f"  training memory ({method.convention}, no activations): {short_bytes(method.training_bytes)}")
     return "\n".join(lines) + "\n"

@@ -40,7 +40,7 @@ class Adapter:
     """An adapter folder: its LoRA, the model it adapts and the head its task type names."""
 
     path: Path
-    lora: Lora | Ia3
+    method: Lora | Ia3  # the adapter's method (`FineTuning`)
     base: str | None  # base_model_name_or_path
     task_type: str | None
     weights: Path | None  # adapter_model.safetensors, where present

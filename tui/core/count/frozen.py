@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..config import BertConfig, ConfigError
+from .trained import Adapted, Trained
 from .tree import Param, ParamTree, strip_body
 
 _LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
@@ -18,6 +19,24 @@ class Freeze:
     embeddings: bool = False
     layers: int = 0  # the first `layers` encoder layers
     body: bool = False  # everything but the head
+
+    kind = "freeze"
+    name = "parts frozen"
+
+    def label(self, adapted: Adapted | None = None) -> str:
+        parts = [part for part, on in (("embeddings", self.embeddings), (f"the first {self.layers} layers",
+                                                                        self.layers), ("the body", self.body)) if on]
+        return f"{' and '.join(parts) or 'nothing'} frozen"
+
+    def trained(self, tree: ParamTree, config: BertConfig) -> Trained:
+        cold = freeze(tree, config, self)
+        return Trained(self.label(), cold.trainable, cold.frozen, cold.names, how=self)
+
+    def step_refusal(self) -> ConfigError | None:
+        return None
+
+    def settings(self) -> dict[str, object]:
+        return {"embeddings": self.embeddings, "layers": self.layers, "body": self.body}
 
 
 @dataclass(frozen=True)

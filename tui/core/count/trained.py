@@ -1,6 +1,10 @@
-"""What trains under a fine-tuning method, as counting sees it: one record for full fine-tuning, LoRA (and DoRA),
-IA3 and parts frozen, so that every face says the same of it — the count's table, its JSON, CSV and Markdown, the
-explorer's Totals pane and its export.
+"""What trains under a fine-tuning method, as counting sees it, and the protocol every method keeps.
+
+A method (`FineTuning`: LoRA and DoRA, IA3 in `lora`, parts frozen in `frozen`) is one value that knows its
+name and label, what it makes of a model (`trained`: one `Trained` record for full fine-tuning, an adapter or
+parts frozen, so that every face says the same of it: the count's table, its JSON, CSV and Markdown, the
+explorer's Totals pane and its export, the step), and why the step does not model it yet (`step_refusal`). The
+faces hold a method, never a union of kinds.
 
 The training convention is the count's (mixed-precision Adam, `totals.ADAM_BYTES_PER_PARAM` bytes a trained
 parameter, activations not included) and a frozen parameter's 16-bit weight (`FROZEN_BYTES`); `bert-tui compute`
@@ -9,17 +13,83 @@ is the step's own, measured account.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from math import prod
+from typing import Protocol
 
-from ..config import BertConfig
-from .frozen import Freeze, freeze
-from .lora import Adapted, Ia3, Lora, adapt, adapt_ia3
+from ..config import BertConfig, ConfigError
 from .totals import ADAM_BYTES_PER_PARAM
 from .tree import ParamTree
 
 FROZEN_BYTES = 2  # a frozen parameter under mixed precision: its 16-bit weight only (no gradient, no moments)
 
-How = Lora | Ia3 | Freeze  # a fine-tuning method as the flags or an adapter_config.json name it
+
+@dataclass(frozen=True, slots=True)
+class PeftParam:
+    """One tensor of the peft model: its name, shape, whether it trains, and what it is."""
+
+    name: str
+    shape: tuple[int, ...]
+    trainable: bool
+    role: str  # "base", "lora_A", "lora_B", "magnitude", "original", "copy"
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """The peft model's parameters, and `get_nb_trainable_parameters()`: (trainable, all)."""
+
+    params: tuple[PeftParam, ...]
+    targets: tuple[str, ...]  # the modules adapted
+    saved: tuple[str, ...]  # the modules wrapped to be saved (trained copies)
+    task_type: str | None
+    ranks: dict[str, int] = field(default_factory=dict)
+    bias: str = "none"  # LoRA's `bias`: under "all" peft's file holds every bias of the model (`saved_tensors`)
+
+    @property
+    def trainable(self) -> int:
+        return sum(p.numel for p in self.params if p.trainable)
+
+    @property
+    def total(self) -> int:
+        return sum(p.numel for p in self.params)
+
+    @property
+    def frozen(self) -> int:
+        return self.total - self.trainable
+
+
+class FineTuning(Protocol):
+    """A fine-tuning method, as flags or an adapter_config.json name it."""
+
+    @property
+    def kind(self) -> str:
+        """Its key in the JSON and the family of its flags: lora, ia3, freeze."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """What it is called: LoRA, DoRA, IA3, parts frozen."""
+        ...
+
+    def label(self, adapted: Adapted | None = None) -> str:
+        """It in a few words: "LoRA r=8 on query, value", "embeddings frozen" (`adapted`: the modules matched)."""
+        ...
+
+    def trained(self, tree: ParamTree, config: BertConfig) -> Trained:
+        """What trains under it on `tree`'s class (a `ConfigError` names what it cannot be on this model)."""
+        ...
+
+    def step_refusal(self) -> ConfigError | None:
+        """Why compute and memory under it are not modelled yet, naming the setting (None: they are)."""
+        ...
+
+    def settings(self) -> dict[str, object]:
+        """Its own settings, as its config names them (what the JSON shows of it)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -31,7 +101,7 @@ class Trained:
     frozen: int
     frozen_names: tuple[str, ...] = ()  # parts frozen: the parameters frozen, in model order
     adapted: Adapted | None = None  # an adapter: the peft model's tensors
-    how: How | None = None  # the method as it was named (None: full fine-tuning)
+    how: FineTuning | None = None  # the method as it was named (None: full fine-tuning)
 
     @property
     def total(self) -> int:
@@ -56,32 +126,18 @@ def full(tree: ParamTree) -> Trained:
     return Trained("full fine-tuning", tree.total, 0)
 
 
-def of_adapted(adapted: Adapted, how: Lora | Ia3) -> Trained:
-    """An adapter as peft builds it (`lora.adapt`, `lora.adapt_ia3`)."""
-    return Trained(f"{label(how, adapted)} (peft)", adapted.trainable, adapted.frozen, adapted=adapted, how=how)
+def of_adapted(adapted: Adapted, how: FineTuning) -> Trained:
+    """What trains under an adapter, as peft built it (`lora.adapt`, `lora.adapt_ia3`)."""
+    return Trained(f"{how.label(adapted)} (peft)", adapted.trainable, adapted.frozen, adapted=adapted, how=how)
 
 
-def trained(tree: ParamTree, config: BertConfig, how: How | None) -> Trained:
-    """What trains under `how` on `tree`'s class (None: full fine-tuning); a `ConfigError` names what the
-    method cannot be on this model."""
-    if how is None:
-        return full(tree)
-    if isinstance(how, Freeze):
-        cold = freeze(tree, config, how)
-        return Trained(label(how), cold.trainable, cold.frozen, cold.names, how=how)
-    adapted = adapt(tree, config, how) if isinstance(how, Lora) else adapt_ia3(tree, config, how)
-    return of_adapted(adapted, how)
+def trained(tree: ParamTree, config: BertConfig, how: FineTuning | None) -> Trained:
+    """What trains under `how` on `tree`'s class (None: full fine-tuning)."""
+    return full(tree) if how is None else how.trained(tree, config)
 
 
-def label(how: How, adapted: Adapted | None = None) -> str:
-    """A method in a few words: "LoRA r=8 on query, value", "DoRA r=8 on …", "IA3 on key, value, output.dense",
-    "embeddings and the first 3 layers frozen" (`adapted`: the modules an adapter's targets matched)."""
-    if isinstance(how, Freeze):
-        parts = [part for part, on in (("embeddings", how.embeddings), (f"the first {how.layers} layers", how.layers),
-                                       ("the body", how.body)) if on]
-        return f"{' and '.join(parts) or 'nothing'} frozen"
-    targets = "" if adapted is None else " on " + ", ".join(sorted({name.rsplit(".", 1)[-1]
-                                                                   for name in adapted.targets}))
-    if isinstance(how, Ia3):
-        return f"IA3{targets}"
-    return f"{'DoRA' if how.use_dora else 'LoRA'} r={how.r}{targets}"
+def targets_text(adapted: Adapted | None) -> str:
+    """" on key, value": the last names of the modules an adapter's targets matched ("" without one)."""
+    if adapted is None:
+        return ""
+    return " on " + ", ".join(sorted({name.rsplit(".", 1)[-1] for name in adapted.targets}))

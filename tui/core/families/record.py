@@ -15,6 +15,7 @@ from typing import Any
 
 from ..heads import HEADS
 
+
 @dataclass(frozen=True, slots=True)
 class Forward:
     """What the family's forward does, as the step needs it (each a fact of its modeling code, not its name).

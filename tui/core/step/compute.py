@@ -25,9 +25,9 @@ from functools import lru_cache
 from math import prod
 
 from ..config import BertConfig, ConfigError
-from ..families.modernbert import MEAN_POOLING
 from ..count.families import build_tree
 from ..count.tree import ParamTree
+from ..families.modernbert import MEAN_POOLING
 from ..poly import Poly, of_terms, render
 from . import allocations, flow, kinds
 from .allocator import round_size

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..config import LM_HEADS, BertConfig, ConfigError
-from ..count.frozen import Freeze, freeze
-from ..count.lora import PREFIX, Lora, adapt
-from ..count.trained import label as method_label
+from ..count.lora import PREFIX
+from ..count.trained import Adapted, FineTuning, Trained
 from ..count.tree import ParamTree, group_of
 from .flow import Trains
 from .symbols import unused_modules
@@ -103,12 +102,8 @@ def _modules(tree: ParamTree) -> frozenset[str]:
     return frozenset(p.name.rsplit(".", 1)[0] for p in tree.root.params())
 
 
-def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
-    """LoRA as peft builds it on `tree`'s class."""
-    if lora.use_dora:
-        raise ConfigError("use_dora", True, "compute and memory under DoRA are not modelled yet (its weight norms "
-                          "add tensors of their own); the parameters are counted")
-    adapted = adapt(tree, config, lora)
+def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -> Method:
+    """An adapter as peft builds it on `tree`'s class (LoRA's)."""
     embedding = [name for name in adapted.targets if name.endswith("embeddings")]
     if embedding:
         raise ConfigError("target_modules", embedding[0], "LoRA on an embedding is counted but its step is not "
@@ -131,18 +126,17 @@ def of_lora(tree: ParamTree, config: BertConfig, lora: Lora) -> Method:
     for name, target in _tied(tree).items():
         if target in trained:
             trained.add(name)
-    label = method_label(lora, adapted) + (f", dropout {lora.lora_dropout:g}" if lora.lora_dropout else "")
-    return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), lora.lora_dropout > 0,
+    label += f", dropout {dropout:g}" if dropout else ""
+    return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), dropout > 0,
                   adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
                   adapters, adapter_tensors, tuple(sizes))
 
 
-def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
+def _of_frozen(tree: ParamTree, frozen: Trained) -> Method:
     """Parts frozen, the rest trained whole."""
-    if not (spec.embeddings or spec.layers or spec.body):
+    if not frozen.frozen_names:
         raise ConfigError("freeze", "nothing", "freezes no part: without a method the step is full fine-tuning")
-    frozen = freeze(tree, config, spec)
-    cold = set(frozen.names)
+    cold = set(frozen.frozen_names)
     if frozen.trainable == 0:
         raise ConfigError("freeze", "everything", "nothing would train")
     params = tree.unique_params()
@@ -150,15 +144,22 @@ def of_freeze(tree: ParamTree, config: BertConfig, spec: Freeze) -> Method:
     for name, target in _tied(tree).items():
         if target in trained:
             trained.add(name)
-    return Method(method_label(spec), _modules(tree), frozenset(trained), (), False, tree.total,
+    return Method(frozen.label, _modules(tree), frozenset(trained), (), False, tree.total,
                   len(params), frozen.trainable, sum(p.name not in cold for p in params), 0, 0,
                   tuple((p.name, p.numel) for p in params if p.name not in cold))
 
 
-def method_of(tree: ParamTree, config: BertConfig, how: Lora | Freeze) -> Method:
-    """The step's view of LoRA or of frozen parts on `tree`'s class."""
-    method = of_lora(tree, config, how) if isinstance(how, Lora) else of_freeze(tree, config, how)
-    return _unreached(method, config)
+def method_of(tree: ParamTree, config: BertConfig, how: FineTuning) -> Method:
+    """The step's view of a fine-tuning method on `tree`'s class: what it trains (`FineTuning.trained`), module by
+    module; a method whose step is not modelled yet is refused by its own rule (`FineTuning.step_refusal`)."""
+    refused = how.step_refusal()
+    if refused is not None:
+        raise refused
+    trained = how.trained(tree, config)
+    if trained.adapted is None:
+        return _unreached(_of_frozen(tree, trained), config)
+    dropout = getattr(how, "lora_dropout", 0.0)  # (LoRA's: a dropout mask beside each adapter in the step)
+    return _unreached(_of_adapter(tree, trained.label.removesuffix(" (peft)"), trained.adapted, dropout), config)
 
 
 def _unreached(method: Method, config: BertConfig) -> Method:

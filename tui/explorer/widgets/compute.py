@@ -18,7 +18,8 @@ from textual.widgets import Input, Label, Select, Static, Switch
 from ...core import ConfigError
 from ...core.config import parse_int
 from ...core.count.frozen import Freeze
-from ...core.count.lora import ALL_LINEAR, Ia3, Lora
+from ...core.count.lora import ALL_LINEAR, Lora
+from ...core.count.trained import FineTuning
 from ...core.step.compute import not_replayed
 from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
@@ -59,7 +60,7 @@ class ComputePane(VerticalScroll):
 
     class Changed(Message):
         def __init__(self, workload: Workload, gpu_memory: int | None = None,
-                     how: Lora | Ia3 | Freeze | None = None) -> None:
+                     how: FineTuning | None = None) -> None:
             self.workload = workload
             self.gpu_memory = gpu_memory  # one more size for the fits table (bytes), if typed
             self.how = how  # the fine-tuning method (None: full fine-tuning)
@@ -70,7 +71,7 @@ class ComputePane(VerticalScroll):
             self.error = error
             super().__init__()
 
-    def __init__(self, workload: Workload, adapter: Lora | Ia3 | None = None, *, id: str | None = None) -> None:
+    def __init__(self, workload: Workload, adapter: FineTuning | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._start = workload
         self._adapter = adapter
@@ -114,7 +115,8 @@ class ComputePane(VerticalScroll):
             yield Label("LoRA r", classes="compute-label")
             yield FieldInput("8", restrict=r"[0-9]*", max_length=4, id="lora_r", compact=True)
             yield Label("targets", classes="compute-label")
-            yield FieldInput("query,value", max_length=200, id="lora_targets", compact=True)
+            # empty: peft's default for the model's family (its record's; a family without one is refused by name)
+            yield FieldInput("", placeholder="peft's default", max_length=200, id="lora_targets", compact=True)
         with Horizontal(classes="compute-row", id="freeze-row"):  # requires_grad_(False) on these parts
             yield Label("freeze embeddings", classes="compute-label")
             yield Switch(value=True, id="freeze_embeddings")
@@ -140,7 +142,7 @@ class ComputePane(VerticalScroll):
     def _methods(self) -> tuple[tuple[str, str], ...]:
         return (*METHODS, ADAPTER) if self._adapter is not None else METHODS
 
-    def offer_adapter(self, adapter: Lora | Ia3 | None) -> None:
+    def offer_adapter(self, adapter: FineTuning | None) -> None:
         """A source was opened: its adapter's method is offered (and chosen), or no longer offered."""
         self._adapter = adapter
         select = self.query_one("#method", Select)
@@ -149,7 +151,7 @@ class ComputePane(VerticalScroll):
         select.value = "adapter" if adapter is not None else (chosen if chosen != "adapter" else "full")
         self._show_method_rows()
 
-    def method(self) -> Lora | Ia3 | Freeze | None:
+    def method(self) -> FineTuning | None:
         """The fine-tuning method the fields say (None: full fine-tuning); the core checks it against the model."""
         chosen = self.query_one("#method", Select).value
         if chosen == "adapter":
@@ -160,9 +162,8 @@ class ComputePane(VerticalScroll):
                 raise ConfigError("lora_r", text, "is empty: type the adapters' rank (8)")
             targets = tuple(part.strip() for part in self.query_one("#lora_targets", Input).value.split(",")
                             if part.strip())
-            if not targets:
-                raise ConfigError("targets", "", "is empty: name the modules to adapt (query,value) or all-linear")
-            return Lora(r=parse_int("lora_r", text), target_modules=ALL_LINEAR if targets == (ALL_LINEAR,) else targets)
+            return Lora(r=parse_int("lora_r", text),
+                        target_modules=ALL_LINEAR if targets == (ALL_LINEAR,) else targets or None)
         if chosen == "freeze":
             text = self.query_one("#freeze_layers", Input).value.strip() or "0"
             return Freeze(self.query_one("#freeze_embeddings", Switch).value, parse_int("freeze_layers", text),

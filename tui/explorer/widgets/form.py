@@ -19,8 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Switch
 
 from ...core import FAMILIES, SIZE_FIELDS, BertConfig, ConfigError, Marginal
-from ...core.config import DEFAULT
-from ...core.config import EXTRA_FIELDS, FLAG_FIELDS
+from ...core.config import DEFAULT, EXTRA_FIELDS, FLAG_FIELDS
 from ...plain import plain
 
 if TYPE_CHECKING:

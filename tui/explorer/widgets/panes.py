@@ -24,9 +24,8 @@ from ...core import (
 )
 from ...core.config import ConfigError
 from ...core.count.compare import Comparison
-from ...core.count.lora import Adapted
 from ...core.count.totals import layer_sharing
-from ...core.count.trained import Trained
+from ...core.count.trained import Adapted, Trained
 from ...core.units import short_bytes, short_count
 from ...plain import plain
 

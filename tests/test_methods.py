@@ -1,0 +1,84 @@
+"""A fine-tuning method is one protocol (`tui.core.count.trained.FineTuning`): LoRA and DoRA, IA3 and parts frozen
+each say their name, label, settings and what they make of a model, and why the step does not model them; the
+faces hold a method and read it, and peft's defaults come from the families' records."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clirun import run
+
+from tui.cli.common import peft_defaults
+from tui.core import BertConfig, ConfigError, build_tree
+from tui.core.config import FAMILIES
+from tui.core.count.frozen import Freeze
+from tui.core.count.lora import Ia3, Lora
+from tui.core.count.trained import FineTuning, Trained, trained
+from tui.core.step.method import method_of
+
+METHODS: list[FineTuning] = [Lora(r=4), Lora(r=4, use_dora=True), Ia3(), Freeze(embeddings=True, layers=2)]
+
+
+@pytest.mark.parametrize("how", METHODS, ids=lambda how: how.name)
+def test_each_method_keeps_the_protocol(how: FineTuning) -> None:
+    config = BertConfig(num_hidden_layers=3, head="sequence-classification")
+    tree = build_tree(config)
+    made = trained(tree, config, how)
+    assert isinstance(made, Trained) and made.how is how
+    assert made.total == made.trainable + made.frozen and 0 < made.trainable < made.total
+    assert made.label.startswith(how.label(made.adapted))
+    assert how.kind in ("lora", "ia3", "freeze") and how.name
+    assert isinstance(how.settings(), dict)
+    assert (made.adapted is None) == (how.kind == "freeze")
+
+
+@pytest.mark.parametrize("how", [how for how in METHODS if how.step_refusal() is not None], ids=lambda how: how.name)
+def test_a_method_the_step_does_not_model_is_refused_by_its_own_rule_everywhere(how: FineTuning) -> None:
+    """The core's step refuses it with the method's own rule, and the command line says that rule."""
+    refusal = how.step_refusal()
+    assert refusal is not None
+    config = BertConfig(num_hidden_layers=2)
+    with pytest.raises(ConfigError) as refused:
+        method_of(build_tree(config), config, how)
+    assert (refused.value.field, refused.value.value, refused.value.rule) == (refusal.field, refusal.value,
+                                                                              refusal.rule)
+    flags = ["--ia3"] if how.kind == "ia3" else ["--lora-r", "4", "--dora"]
+    code, _, err = run("compute", "--preset", "bert-base-uncased", *flags)
+    assert code == 2 and refusal.rule in err
+
+
+def test_methods_that_the_step_models_are_not_refused() -> None:
+    assert [how.name for how in METHODS if how.step_refusal() is None] == ["LoRA", "parts frozen"]
+
+
+def test_peft_defaults_are_the_records_and_the_help_says_them() -> None:
+    said = peft_defaults("lora_targets")
+    for name, family in FAMILIES.items():
+        if family.lora_targets is not None:
+            assert f"{name}" in said and ",".join(family.lora_targets) in said
+    assert said.endswith("others have none")
+    _, help_text, _ = run("count", "--help")
+    assert "query_proj,value_proj" in " ".join(help_text.split())
+
+
+def test_the_records_peft_defaults_are_peft_s_own() -> None:
+    """Against peft itself (the `verify` extra): each family's default LoRA and IA3 targets as peft maps them."""
+    constants = pytest.importorskip("peft.utils.constants")
+    lora = constants.TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+    ia3 = constants.TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING
+    feedforward = constants.TRANSFORMERS_MODELS_TO_IA3_FEEDFORWARD_MODULES_MAPPING
+    for name, family in FAMILIES.items():
+        assert family.lora_targets == (tuple(lora[name]) if name in lora else None), name
+        assert family.ia3_targets == (tuple(ia3[name]) if name in ia3 else None), name
+        assert family.ia3_feedforward == tuple(feedforward.get(name, ())), name
+
+
+def test_the_compute_pane_s_lora_takes_the_familys_default_targets() -> None:
+    """An empty targets field is peft's default for the model's family: DeBERTa's query_proj and value_proj (the
+    pane once sent query,value to every family, which DeBERTa refuses)."""
+    config = BertConfig(model_type="deberta-v2", num_hidden_layers=2, type_vocab_size=0)
+    made = trained(build_tree(config), config, Lora(r=8, target_modules=None))
+    assert made.adapted is not None
+    assert {name.rsplit(".", 1)[-1] for name in made.adapted.targets} == {"query_proj", "value_proj"}
+    with pytest.raises(ConfigError):
+        trained(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
