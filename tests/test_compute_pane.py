@@ -167,7 +167,7 @@ async def test_the_pane_sets_mode_attention_padding_and_a_gpu_size() -> None:
         await pilot.press(*"12GiB")
         await settled(pilot)
         expected = compute(BertConfig(), Workload(batch=32, seq=128, mode="inference", attention="eager",
-                                                  padding_mask=True, device="cuda"), 12 * 1024**3)
+                                                  padding_mask=True, device="cuda", choices=4), 12 * 1024**3)
         assert app.main.workload == expected.workload
         shown = result_text(app)
         assert short_bytes(expected.peak) in shown and f"12 GiB ≤ {expected.fits[-1].max_batch:,}*" in shown
@@ -459,5 +459,5 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
             batch.value = typed
             await pilot.pause(0)
         await settled(pilot)
-        last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=64, precision="fp32", device="cuda"))
+        last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=64, precision="fp32", device="cuda", choices=4))
         assert app.main.workload == last.workload and result_text(app) == str(render_result(last))

@@ -82,3 +82,23 @@ def test_the_compute_pane_s_lora_takes_the_familys_default_targets() -> None:
     assert {name.rsplit(".", 1)[-1] for name in made.adapted.targets} == {"query_proj", "value_proj"}
     with pytest.raises(ConfigError):
         trained(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
+
+
+def test_the_workload_is_one_schema() -> None:
+    """Every setting of `Workload` is said once (`WORKLOAD`): the CLI's flags and the JSON's keys are its names, and
+    the CLI, the pane and the JSON start from the same defaults (the pane once took 2 choices where the CLI took 4)."""
+    from dataclasses import fields
+
+    from tui.core.step.workload import WORKLOAD, Workload
+
+    assert [field.name for field in fields(Workload)] == list(WORKLOAD)
+    _, help_text, _ = run("compute", "--help")
+    for setting in WORKLOAD.values():
+        assert setting.flag in help_text
+    code, out, _ = run("compute", "--preset", "bert-base-uncased", "--format", "json")
+    assert code == 0
+    import json
+
+    said = json.loads(out)["workload"]
+    assert {name: said[name] for name in WORKLOAD} == {name: setting.default for name, setting in WORKLOAD.items()}
+    assert Workload.from_settings({}) == Workload(**{name: s.default for name, s in WORKLOAD.items()})  # type: ignore[arg-type]

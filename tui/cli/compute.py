@@ -45,14 +45,7 @@ def slow_notice(message: str) -> Iterator[None]:
 
 def build_parser() -> Parser:
     from ..core.step.layouts import STEPS
-    from ..core.step.workload import (
-        ATTENTIONS,
-        DEVICES,
-        LOOPS,
-        MODES,
-        OPTIMIZERS,
-        PRECISIONS,
-    )
+    from ..core.step.workload import WORKLOAD
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -88,32 +81,14 @@ def build_parser() -> Parser:
     add_overrides(parser)
     add_lora(parser)
     group = parser.add_argument_group("workload")
-    group.add_argument("--batch", metavar="B", help="b: sequences per step (examples, for multiple choice); default 32")
-    group.add_argument("--seq", metavar="S", help="s: tokens per sequence (at most max_position_embeddings); default 128")
-    group.add_argument("--mode", choices=MODES, default="train", help="a training step (default) or an inference forward")
-    group.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                       help="fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under "
-                       "autocast (mixed precision; AdamW then keeps float32 master weights and moments)")
-    group.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
-                       help="adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)")
-    group.add_argument("--loop", choices=LOOPS, default="course",
-                       help="what the training loop keeps alive, for the peak and what fits: course (default: the "
-                       "loop of the transformers course and accelerate's examples, out = model(**batch); "
-                       "out.loss.backward(); opt.step() with nothing deleted, keeps the outputs, an LM head's b·s·V "
-                       "logits, through the backward, the step and the next step's forward), hand-written (the same "
-                       "with `del out` at the end of each step) or trainer (transformers' Trainer keeps only the "
-                       "loss); with --mode inference, course keeps each forward's outputs (a causal LM's key/value "
-                       "cache too) until the next forward returns, the other two let them go before it")
-    group.add_argument("--checkpointing", action="store_true",
-                       help="activation checkpointing of every encoder layer (recomputed in the backward)")
-    group.add_argument("--attention", choices=ATTENTIONS, default="sdpa",
-                       help="attention implementation: sdpa (default, as transformers builds these classes; fused "
-                       "kernels on CUDA) or eager (the math path: softmax over b·A·s² scores)")
-    group.add_argument("--padding-mask", action="store_true", help="the batch carries a padding attention mask")
-    group.add_argument("--device", choices=DEVICES, default="cuda",
-                       help="whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm "
-                       "statistics, sdpa's fused kernels; measured on an H200) or cpu (what the CPU oracle measures); default cuda")
-    group.add_argument("--choices", metavar="C", help="multiple-choice only: answers per example (default 4)")
+    for setting in WORKLOAD.values():  # (each said once, as the Compute pane and the JSON say it)
+        said = f"{setting.help}; default {setting.default}" if not setting.switch else setting.help
+        if setting.switch:
+            group.add_argument(setting.flag, action="store_true", default=None, help=said)
+        elif setting.allowed:
+            group.add_argument(setting.flag, choices=setting.allowed, default=None, help=said)
+        else:
+            group.add_argument(setting.flag, metavar=setting.metavar, help=said)
     group.add_argument("--gpu-memory", metavar="SIZE", help="one more memory size for the fits table (a card, or a cap under "
                        "set_per_process_memory_fraction): 24GiB, 80GB, 24 (GiB)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="table, json, csv or markdown (default: table)")
@@ -123,16 +98,12 @@ def build_parser() -> Parser:
     return parser
 
 
-DEFAULT_WORKLOAD = {"batch": 32, "seq": 128, "choices": 4}  # as the explorer's Compute pane opens
-
-
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    from ..core.config import parse_int
     from ..core.count.families import build_tree
     from ..core.step.compute import compute, fits_replayed
     from ..core.step.method import method_of
-    from ..core.step.workload import Workload
+    from ..core.step.workload import WORKLOAD, Workload
     from ..core.units import parse_size, size_reading
     from ..formats.compute import (
         compute_csv,
@@ -157,11 +128,8 @@ def run(argv: Sequence[str]) -> int:
         except ValueError as error:
             raise UsageError(f"--gpu-memory {args.gpu_memory!r}: must be {error}") from None
     try:
-        sizes = {name: parse_int(name, str(DEFAULT_WORKLOAD[name]) if getattr(args, name) is None else getattr(args, name))
-                 for name in ("batch", "seq", "choices")}
-        workload = Workload(**sizes, mode=args.mode, precision=args.precision, optimizer=args.optimizer or "adamw",
-                            checkpointing=args.checkpointing, attention=args.attention, loop=args.loop,
-                            padding_mask=args.padding_mask, device=args.device)
+        workload = Workload.from_settings({name: getattr(args, name) for name in WORKLOAD
+                                           if getattr(args, name) is not None})
         try:
             method = None if how is None else method_of(build_tree(selection.config), selection.config, how)
         except ConfigError as error:  # (named as the user wrote the method: its flag, or the adapter's key)
@@ -174,7 +142,7 @@ def run(argv: Sequence[str]) -> int:
             raise UsageError(f"{error.field} {error.value}: {error.rule}") from None
         raise UsageError(f"{as_typed(error.field, error.value)}: {error.rule}") from None
     notes = list(selection.notes)
-    defaulted = [f"--{name} {DEFAULT_WORKLOAD[name]}" for name in ("batch", "seq") if getattr(args, name) is None]
+    defaulted = [f"--{name} {WORKLOAD[name].default}" for name in ("batch", "seq") if getattr(args, name) is None]
     if defaulted:
         notes.append(f"{' and '.join(defaulted)} (the explorer's defaults): --batch and --seq choose others")
     if args.choices is not None and selection.config.head != "multiple-choice":  # (said, not ignored in silence)

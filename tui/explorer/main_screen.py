@@ -374,7 +374,7 @@ class MainScreen(Screen[None]):
         from ..core.step.workload import Workload
         from .widgets.compute import ComputePane
 
-        self.workload = self.workload or Workload(batch=32, seq=128)
+        self.workload = self.workload or Workload.from_settings({})  # (the settings' defaults)
         self.call_after_refresh(self._show_compute)
         self._compute_pane = ComputePane(self.workload, self.adapter, id="compute")
         return self.query_one("#compute-box").mount(self._compute_pane)

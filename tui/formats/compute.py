@@ -438,14 +438,18 @@ def fits_lines(result: Compute) -> list[str]:
     if loop_says(w):
         lines.append(f"  {loop_says(w)}")
     for fit in result.fits:
-        size = size_label(fit)
-        if fit.max_batch >= MAX_BATCH:
-            answer = "fits at any batch"
-        else:
-            answer = f"batch ≤ {fit.max_batch:,}" if fit.max_batch else "does not fit at batch 1"
-        lines.append(f"  {size:>10}  {answer}" + ("  (--gpu-memory)" if fit.asked else ""))
+        lines.append(f"  {size_label(fit):>10}  {fit_answer(fit)}" + ("  (--gpu-memory)" if fit.asked else ""))
     return lines + [wrapped for line in batch_says(result)
                     for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="  ")]
+
+
+def fit_answer(fit: Fit, short: bool = False) -> str:
+    """A fits row's answer, the one way every face says it (`short`: where a table is narrow, the pane's)."""
+    if fit.max_batch >= MAX_BATCH:
+        return "any" if short else "fits at any batch"
+    if not fit.max_batch:
+        return "none" if short else "does not fit at batch 1"
+    return f"≤ {fit.max_batch:,}" if short else f"batch ≤ {fit.max_batch:,}"
 
 
 def size_label(fit: Fit) -> str:

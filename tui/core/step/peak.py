@@ -41,6 +41,7 @@ FRAGMENTATION = 0.03  # of what is left: segments rounded to 2 MiB and split blo
 HEADROOM = f"usable = (card − {CUDA_CONTEXT // MiB} MiB CUDA context) × {1 - FRAGMENTATION:.2f}"
 HEADROOM_WHY = "allocator segments and fragmentation: an H200 ran out at ≥ 97.8 % of its cap"
 HEADROOM_RULE = f"{HEADROOM} ({HEADROOM_WHY})"
+HEADROOM_SHORT = f"(card − {CUDA_CONTEXT // MiB} MiB) × {1 - FRAGMENTATION:.2f}"  # where a line is narrow
 
 
 def batch_label(result: Compute) -> str:

@@ -1,7 +1,8 @@
 """What is run, and the element sizes it decides: the step's leaf (no other step module is imported here).
 
-A `Workload` is the batch, the sequence length and every choice that changes FLOPs or bytes; `Conventions` are the
-bytes per element that the precision and the device decide (the CPU oracle's and CUDA's, where they differ).
+A `Workload` is the batch, the sequence length and every choice that changes FLOPs or bytes, each setting said
+once in `WORKLOAD` (the CLI's flags, the Compute pane's fields and the JSON's keys come from it); `Conventions` are
+the bytes per element that the precision and the device decide (the CPU oracle's and CUDA's, where they differ).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..config import ConfigError
+from ..config import ConfigError, parse_int
 
 MODES = ("train", "inference")
 PRECISIONS = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
@@ -26,6 +27,60 @@ GPU_SIZES_GIB = (16, 24, 40, 48, 80, 141)
 GIB = 1024**3
 FLOP_CONVENTION = "torch.utils.flop_counter: 2 FLOPs per multiply-accumulate, matrix products only"
 MAX_BATCH = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting of the workload, said once: the CLI's flag and help, the Compute pane's field, the JSON's key."""
+
+    name: str  # the `Workload` field, the JSON key, the flag (`--padding-mask`) and the pane's field id
+    label: str  # the pane's
+    default: int | str | bool  # what a user starts from (the CLI and the pane; `Workload()` keeps the CPU oracle's)
+    allowed: tuple[str, ...] = ()  # a choice's values (none: a whole number, or a switch if the default is a bool)
+    help: str = ""  # the CLI's
+    metavar: str = ""  # a whole number's, in the CLI's help
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def switch(self) -> bool:
+        return isinstance(self.default, bool)
+
+    @property
+    def size(self) -> bool:
+        return not self.allowed and not self.switch
+
+
+WORKLOAD: dict[str, Setting] = {setting.name: setting for setting in (
+    Setting("batch", "batch b", 32, help="b: sequences per step (examples, for multiple choice)", metavar="B"),
+    Setting("seq", "sequence s", 128, help="s: tokens per sequence (at most max_position_embeddings)", metavar="S"),
+    Setting("mode", "mode", "train", MODES, "a training step or an inference forward"),
+    Setting("precision", "precision", "fp32", PRECISIONS,
+            "fp32/bf16/fp16: the model in that dtype; amp-bf16/amp-fp16: float32 weights under autocast (mixed "
+            "precision; AdamW then keeps float32 master weights and moments)"),
+    Setting("optimizer", "optimizer", "adamw", OPTIMIZERS,
+            "adamw (two moments per parameter), sgd (no state) or sgd-momentum (one buffer)"),
+    Setting("checkpointing", "checkpointing", False,
+            help="activation checkpointing of every encoder layer (recomputed in the backward)"),
+    Setting("attention", "attention", "sdpa", ATTENTIONS,
+            "attention implementation: sdpa (as transformers builds these classes; fused kernels on CUDA) or eager "
+            "(the math path: softmax over b·A·s² scores)"),
+    Setting("padding_mask", "padding mask", False, help="the batch carries a padding attention mask"),
+    Setting("device", "device", "cuda", DEVICES,
+            "whose conventions where they differ: cuda (1-byte dropout masks, float32 LayerNorm statistics, sdpa's "
+            "fused kernels; measured on an H200) or cpu (what the CPU oracle measures)"),
+    Setting("choices", "choices", 4, help="multiple-choice only: answers per example", metavar="C"),
+    Setting("loop", "loop", "course", LOOPS,
+            "what the training loop keeps alive, for the peak and what fits: course (the loop of the transformers "
+            "course and accelerate's examples, out = model(**batch); out.loss.backward(); opt.step() with nothing "
+            "deleted, keeps the outputs, an LM head's b·s·V logits, through the backward, the step and the next "
+            "step's forward), hand-written (the same with `del out` at the end of each step) or trainer "
+            "(transformers' Trainer keeps only the loss); with --mode inference, course keeps each forward's "
+            "outputs (a causal LM's key/value cache too) until the next forward returns, the other two let them go "
+            "before it"),
+)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +129,18 @@ class Workload:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_settings(cls, given: dict[str, Any]) -> Workload:
+        """A workload from settings as a user gives them (`WORKLOAD`'s names; a whole number may be its text), each
+        missing one at its `WORKLOAD` default; a `ConfigError` names a refused one."""
+        values: dict[str, Any] = {}
+        for name, setting in WORKLOAD.items():
+            value = given.get(name, setting.default)
+            if setting.size and isinstance(value, str):
+                value = parse_int(name, value)
+            values[name] = value
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,21 +21,15 @@ from ...core.count.frozen import Freeze
 from ...core.count.lora import ALL_LINEAR, Lora
 from ...core.count.trained import FineTuning
 from ...core.step.compute import not_replayed
+from ...core.step.peak import HEADROOM_SHORT
 from ...core.step.result import Compute
 from ...core.step.symbols import attention_run
-from ...core.step.workload import (
-    ATTENTIONS,
-    LOOPS,
-    MAX_BATCH,
-    MODES,
-    OPTIMIZERS,
-    PRECISIONS,
-    Workload,
-)
+from ...core.step.workload import WORKLOAD, Setting, Workload
 from ...core.units import parse_size, short_bytes, short_flops, size_reading
 from ...formats.compute import (
     answer_lines,
     batch_says,
+    fit_answer,
     fits_basis,
     full_line,
     labelled,
@@ -52,6 +46,8 @@ KINDS = ("weights", "gradients", "optimizer", "activations")
 BAR = 20
 METHODS = (("full", "full"), ("LoRA", "lora"), ("parts frozen", "freeze"))
 ADAPTER = ("the adapter's", "adapter")  # offered when a PEFT adapter is open: its own LoRA, whole
+# The workload's settings the pane shows, row by row (then the loop beside the method); the others at their default
+ROWS = (("batch", "seq", "checkpointing"), ("precision", "optimizer"), ("mode", "attention"), ("padding_mask",))
 
 
 class ComputePane(VerticalScroll):
@@ -78,36 +74,15 @@ class ComputePane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         w = self._start
+        for row in ROWS:
+            with Horizontal(classes="compute-row"):
+                for name in row:
+                    yield from self._setting(WORKLOAD[name], getattr(w, name))
+                if row is ROWS[-1]:  # one more card for the fits table (not a setting of the step itself)
+                    yield Label("GPU memory", classes="compute-label")
+                    yield FieldInput("", placeholder="24GiB", max_length=12, id="gpu_memory", compact=True)
         with Horizontal(classes="compute-row"):
-            yield Label("batch b", classes="compute-label")
-            yield FieldInput(str(w.batch), restrict=r"[0-9]*", max_length=10, id="batch", compact=True)
-            yield Label("sequence s", classes="compute-label")
-            yield FieldInput(str(w.seq), restrict=r"[0-9]*", max_length=10, id="seq", compact=True)
-            yield Label("checkpointing", classes="compute-label")
-            yield Switch(value=w.checkpointing, id="checkpointing")
-            yield Static("on" if w.checkpointing else "off", id="checkpointing-state")
-        with Horizontal(classes="compute-row"):
-            yield Label("precision", classes="compute-label")
-            yield Select([(p, p) for p in PRECISIONS], allow_blank=False, value=w.precision, id="precision",
-                         compact=True)
-            yield Label("optimizer", classes="compute-label")
-            yield Select([(o, o) for o in OPTIMIZERS], allow_blank=False, value=w.optimizer, id="optimizer",
-                         compact=True)
-        with Horizontal(classes="compute-row"):
-            yield Label("mode", classes="compute-label")
-            yield Select([(m, m) for m in MODES], allow_blank=False, value=w.mode, id="mode", compact=True)
-            yield Label("attention", classes="compute-label")
-            yield Select([(a, a) for a in ATTENTIONS], allow_blank=False, value=w.attention, id="attention",
-                         compact=True)
-        with Horizontal(classes="compute-row"):
-            yield Label("padding mask", classes="compute-label")
-            yield Switch(value=w.padding_mask, id="padding_mask")
-            yield Static("on" if w.padding_mask else "off", id="padding_mask-state", classes="switch-state")
-            yield Label("GPU memory", classes="compute-label")
-            yield FieldInput("", placeholder="24GiB", max_length=12, id="gpu_memory", compact=True)
-        with Horizontal(classes="compute-row"):
-            yield Label("loop", classes="compute-label")  # what the loop keeps through the backward: what fits
-            yield Select([(loop, loop) for loop in LOOPS], allow_blank=False, value=w.loop, id="loop", compact=True)
+            yield from self._setting(WORKLOAD["loop"], w.loop)  # what the loop keeps through the backward
             yield Label("fine-tuning", classes="compute-label")
             yield Select(self._methods(), allow_blank=False, value="adapter" if self._adapter else "full", id="method",
                          compact=True)
@@ -129,6 +104,19 @@ class ComputePane(VerticalScroll):
             yield Static("off", id="freeze_body-state", classes="switch-state")
         yield Static("", id="compute-error")
         yield Static("", id="compute-result")
+
+    @staticmethod
+    def _setting(setting: Setting, value: object) -> ComposeResult:
+        """A workload setting's field, as its one statement says it (`WORKLOAD`)."""
+        yield Label(setting.label, classes="compute-label")
+        if setting.switch:
+            yield Switch(value=bool(value), id=setting.name)
+            yield Static("on" if value else "off", id=f"{setting.name}-state", classes="switch-state")
+        elif setting.allowed:
+            yield Select([(choice, choice) for choice in setting.allowed], allow_blank=False, value=str(value),
+                         id=setting.name, compact=True)
+        else:
+            yield FieldInput(str(value), restrict=r"[0-9]*", max_length=10, id=setting.name, compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#compute-error").display = False
@@ -171,22 +159,21 @@ class ComputePane(VerticalScroll):
         return None
 
     def read(self) -> Workload:
-        """The fields as a workload (CUDA conventions); the core validates."""
-        sizes = {}
-        for name in ("batch", "seq"):
-            text = self.query_one(f"#{name}", Input).value.strip()
-            if not text:
-                raise ConfigError(name, text, "is empty: type a whole number")
-            sizes[name] = parse_int(name, text)
-        def chosen(name: str) -> str:
-            return str(self.query_one(f"#{name}", Select).value)
-
-        def switch(name: str) -> bool:
-            return self.query_one(f"#{name}", Switch).value
-
-        return Workload(batch=sizes["batch"], seq=sizes["seq"], mode=chosen("mode"), precision=chosen("precision"),
-                        optimizer=chosen("optimizer"), attention=chosen("attention"), loop=chosen("loop"),
-                        checkpointing=switch("checkpointing"), padding_mask=switch("padding_mask"), device="cuda")
+        """The fields as a workload (CUDA conventions; what the pane does not show at its default); the core
+        validates."""
+        given: dict[str, object] = {"device": "cuda"}
+        for name in (*(name for row in ROWS for name in row), "loop"):
+            setting = WORKLOAD[name]
+            if setting.switch:
+                given[name] = self.query_one(f"#{name}", Switch).value
+            elif setting.allowed:
+                given[name] = str(self.query_one(f"#{name}", Select).value)
+            else:
+                text = self.query_one(f"#{name}", Input).value.strip()
+                if not text:
+                    raise ConfigError(name, text, "is empty: type a whole number")
+                given[name] = text
+        return Workload.from_settings(given)
 
     def gpu_memory(self) -> int | None:
         """The GPU size typed (bytes), or None when the field is empty."""
@@ -295,15 +282,13 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
         text.append(f"  {reserved_note(result)}, allocator replayed\n" if result.replayed
                     else "  with a split logits segment\n")
     text.append(f"{fits_basis(result)} at s = {result.workload.seq:,}:\n", style="dim")
-    cells = [f"{size_label(fit)} "
-             + (("any" if fit.max_batch >= MAX_BATCH else f"≤ {fit.max_batch:,}") if fit.max_batch else "none")
-             + ("*" if fit.asked else "") for fit in result.fits]
+    cells = [f"{size_label(fit)} {fit_answer(fit, short=True)}{'*' if fit.asked else ''}" for fit in result.fits]
     for start in range(0, len(cells), 3):
         text.append("  " + "   ".join(f"{cell:<17}" for cell in cells[start:start + 3]).rstrip() + "\n")
     asked = "; * the size you typed" if any(fit.asked for fit in result.fits) else ""
     w = result.workload
     loop = f"{w.loop} loop; " if w.train or w.loop == "course" else ""  # (inference: the course's keeps the last)
-    text.append(f"CUDA; {loop}fits: (card − 512 MiB) × 0.97{asked}\n", style="dim")  # (replayed: said above)
+    text.append(f"CUDA; {loop}fits: {HEADROOM_SHORT}{asked}\n", style="dim")  # (replayed: said above)
     if reading:
         text.append(f"GPU memory {reading}\n", style="dim")
     if why := not_replayed(result):
