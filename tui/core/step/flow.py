@@ -32,7 +32,6 @@ from ..config import ConfigError
 from .kinds import (
     Attention,
     Branch,
-    CrossEntropy,
     Drop,
     Flop,
     Flows,
@@ -43,10 +42,8 @@ from .kinds import (
     Norm,
     Product,
     Projection,
-    Regression,
     Saved,
-    ShiftedLabels,
-    SpanLoss,
+    SavesOnly,
     Step,
 )
 from .steps import CONTEXT, HELD
@@ -107,7 +104,7 @@ class Walk:
     saves: list[Saved] = field(default_factory=list)
     _qkv: tuple[bool, bool, bool] = (False, False, False)
     scores_bias: bool = False  # a trained bias joins every layer's scores
-    flows: dict[str, bool] = field(default_factory=dict)  # DeBERTa's operands that need a gradient (`_flow`)
+    operands: dict[str, bool] = field(default_factory=dict)  # DeBERTa's operands that need a gradient (`_flow`)
     _prefix: str = ""
     _component: str = ""
     _scope: str = ""  # the component, or the run of a stored layer: what `_once` counts within
@@ -129,7 +126,7 @@ class Walk:
             here = Step(self.step.workload, self.step.c, self.step.facts, component)
             for module in modules:
                 if here.holds(module.when):
-                    self._module(module, here)
+                    module.walk(self, here)
             # a layer that kept a tensor it shares with others (a rotary table) is walked again, not copied
             shares = any(token[0] == "" and not token[1].startswith(prefix) for token in self.kept - kept)
             if key is not None and not shares:
@@ -189,51 +186,48 @@ class Walk:
             self.flops.append(Flop(step.component, what, factors, coef, grads=grads, **kw))
 
     # -- the modules -----------------------------------------------------------------------------------------
-    def _module(self, module: Module, step: Step) -> None:
-        if isinstance(module, Keep):
-            self._keep(module, step)
-        elif isinstance(module, Branch):
-            self.flowing = self.ends.get(module.source, self.ends.get("embeddings", False))
-        elif isinstance(module, Lookup):  # (DeBERTa's relative embeddings' LayerNorm: its bias may train alone)
-            trains = self.trains(module.module).output if module.feeds == "rel" else self.trains(module.module).weight
-            if trains and module.what:
-                self._save(step, module.what, module.factors, module.size)
-            if module.feeds == "scores":  # a position bias every layer adds to its scores (MPNet's)
-                self.scores_bias = trains
-            elif module.feeds == "rel":  # the relative embeddings every layer reads (DeBERTa's)
-                self.flows["rel"] = self.flows.get("rel", False) or trains
-            else:
-                self.flowing |= trains
-        elif isinstance(module, Norm):
-            norm = self.trains(module.module) if module.module else Trains()
-            if self.flowing or norm.output:
-                self.saves.extend(module.saves(step))
-            self.flowing |= norm.output
-        elif isinstance(module, Linear):
-            self._linear(module, step)
-        elif isinstance(module, Attention):
-            self._attention(module, step)
-        elif isinstance(module, Product):
-            grads = sum(self._flow(name, step) for name in module.grads_of) if module.grads_of else (
-                2 if self.flowing else 0)
-            for flop in module.flops(step.component):
-                self._flop(step, flop.what, flop.factors, flop.coef, grads, backward=flop.backward)
-        elif isinstance(module, Flows):
-            fq, fk, fv = self._qkv
-            self.flows.update(q=fq, k=fk, v=fv, pk=False, pq=False)
-            if step.facts["relative"] and self.flows.get("rel"):
-                self.saves.extend(Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual").saves(step))
-        elif isinstance(module, Projection):
-            self._projection(module, step)
-        elif isinstance(module, (Drop, CrossEntropy, Regression, SpanLoss, ShiftedLabels)):
-            if self.flowing:
-                self.saves.extend(module.saves(step))
-        else:  # pragma: no cover - a new kind must say how it behaves here
-            raise TypeError(f"{type(module).__name__} has no rule for a partly trained step")
+    # -- the rules, one a kind (each kind's `walk` names its own: `kinds.Walker`) --------------------------------
+    def branch(self, module: Branch, step: Step) -> None:
+        self.flowing = self.ends.get(module.source, self.ends.get("embeddings", False))
+
+    def lookup(self, module: Lookup, step: Step) -> None:
+        """(DeBERTa's relative embeddings' LayerNorm: its bias may train alone.)"""
+        trains = self.trains(module.module).output if module.feeds == "rel" else self.trains(module.module).weight
+        if trains and module.what:
+            self._save(step, module.what, module.factors, module.size)
+        if module.feeds == "scores":  # a position bias every layer adds to its scores (MPNet's)
+            self.scores_bias = trains
+        elif module.feeds == "rel":  # the relative embeddings every layer reads (DeBERTa's)
+            self.operands["rel"] = self.operands.get("rel", False) or trains
+        else:
+            self.flowing |= trains
+
+    def norm(self, module: Norm, step: Step) -> None:
+        norm = self.trains(module.module) if module.module else Trains()
+        if self.flowing or norm.output:
+            self.saves.extend(module.saves(step))
+        self.flowing |= norm.output
+
+    def product(self, module: Product, step: Step) -> None:
+        grads = sum(self._flow(name, step) for name in module.grads_of) if module.grads_of else (
+            2 if self.flowing else 0)
+        for flop in module.flops(step.component):
+            self._flop(step, flop.what, flop.factors, flop.coef, grads, backward=flop.backward)
+
+    def flows(self, module: Flows, step: Step) -> None:
+        fq, fk, fv = self._qkv
+        self.operands.update(q=fq, k=fk, v=fv, pk=False, pq=False)
+        if step.facts["relative"] and self.operands.get("rel"):
+            self.saves.extend(Drop("relative embeddings' dropout mask", ("2", "D", "H"), "residual").saves(step))
+
+    def saved_if_flowing(self, module: SavesOnly, step: Step) -> None:
+        """Dropout and the losses: saved where the stream needs a gradient."""
+        if self.flowing:
+            self.saves.extend(module.saves(step))
 
     def _flow(self, name: str, step: Step) -> bool:
         """Whether one of DeBERTa's operands needs a gradient: q, k, v, rel, pk, pq, or derived from them."""
-        f, facts = self.flows, step.facts
+        f, facts = self.operands, step.facts
         c2p = facts["relative"] and facts["c2p"] and f.get("pk", False)
         p2c = facts["relative"] and facts["p2c"] and f.get("pq", False)
         q, k = f.get("q", False), f.get("k", False)
@@ -241,7 +235,7 @@ class Walk:
                    "position": c2p or p2c, "scores": q or k or c2p or p2c}
         return derived[name] if name in derived else f.get(name, False)
 
-    def _keep(self, keep: Keep, step: Step) -> None:
+    def keep(self, keep: Keep, step: Step) -> None:
         if keep.if_flows:
             if any(self._flow(name, step) for name in keep.if_flows):
                 self.saves.extend(keep.saves(step))
@@ -260,7 +254,7 @@ class Walk:
         elif self.flowing and (not keep.storage or self._once(keep.storage, shared=True)):
             self.saves.extend(keep.saves(step))
 
-    def _linear(self, linear: Linear, step: Step) -> None:
+    def linear(self, linear: Linear, step: Step) -> None:
         if not linear.names:
             raise ConfigError("fine-tuning", linear.what, "is not named in the step's modules: compute under a "
                               "fine-tuning method is not modelled for this class")
@@ -341,11 +335,11 @@ class Walk:
         self._flop(step, f"{label}: lora_A", (*rows, din), rank, flowing + 1, backward=backward)
         self._flop(step, f"{label}: lora_B", (*rows, dout), rank * wide, 2, backward=backward)
 
-    def _projection(self, projection: Projection, step: Step) -> None:
+    def projection(self, projection: Projection, step: Step) -> None:
         """A Linear over the 2·D relative embeddings (DeBERTa's position keys or queries): its input kept for its
         weight, its weight's 16-bit copy for the embeddings' gradient, an adapter on it as peft runs it there too."""
         name = projection.names[0]
-        trains, rel, amp = self.trains(name), self.flows.get("rel", False), step.workload.amp
+        trains, rel, amp = self.trains(name), self.operands.get("rel", False), step.workload.amp
         full, rows = self._full(name), ("2", "D", "H")
         if trains.weight:
             if amp:
@@ -357,7 +351,7 @@ class Walk:
         self._flop(step, projection.what, (*rows, "H"), 1, rel + trains.weight, backward=projection.used)
         if trains.rank:
             self._relative_adapter(projection, full, trains.rank, step)
-        self.flows[projection.flow] = rel or trains.output
+        self.operands[projection.flow] = rel or trains.output
 
     def _relative_adapter(self, projection: Projection, full: str, rank: int, step: Step) -> None:
         """LoRA on a projection the relative embeddings run through (a shared key or query projection)."""
@@ -367,9 +361,9 @@ class Walk:
                            "residual")
 
         self._lora(step, f"LoRA on {full.rsplit('.', 2)[-1]} (relative embeddings)", full, rank, ("2", "D"), "H", "H",
-                   1, step.size("residual"), self.flows.get("rel", False), own_input, projection.used)
+                   1, step.size("residual"), self.operands.get("rel", False), own_input, projection.used)
 
-    def _attention(self, attention: Attention, step: Step) -> None:
+    def attention(self, attention: Attention, step: Step) -> None:
         if attention.values_only:  # DeBERTa: the position scores join the content scores
             self.scores_bias = self._flow("position", step)
         if attention.fused_qkv:  # one projection: q, k and v require a gradient together, or none does

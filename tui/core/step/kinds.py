@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Union
+from typing import Protocol, Union
 
 from ..facts import holds
 from .workload import Conventions, Workload
@@ -83,13 +83,36 @@ class Step:
         return Saved(self.component, what, factors, self.size(size), coef, batch_one)
 
 
+class Walker(Protocol):
+    """The walk of a step under a fine-tuning method (`tui.core.step.flow.Walk`): which tensors need a gradient.
+    Each kind names the rule it walks by (`walk`): its FLOPs, its saved tensors and its walk are its own."""
+
+    def keep(self, module: Keep, step: Step) -> None: ...
+    def branch(self, module: Branch, step: Step) -> None: ...
+    def lookup(self, module: Lookup, step: Step) -> None: ...
+    def norm(self, module: Norm, step: Step) -> None: ...
+    def linear(self, module: Linear, step: Step) -> None: ...
+    def attention(self, module: Attention, step: Step) -> None: ...
+    def product(self, module: Product, step: Step) -> None: ...
+    def flows(self, module: Flows, step: Step) -> None: ...
+    def projection(self, module: Projection, step: Step) -> None: ...
+    def saved_if_flowing(self, module: SavesOnly, step: Step) -> None: ...
+
+
 class SavesOnly:
-    """A module without matrix products: it only saves tensors (a lookup, a norm, a mask, a loss)."""
+    """A module without matrix products: it only saves tensors (a lookup, a norm, a mask, a loss). Under a method
+    it saves them where the stream needs a gradient, unless its kind walks otherwise."""
 
     __slots__ = ()
 
     def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
+
+    def saves(self, step: Step) -> Iterator[Saved]:  # pragma: no cover - each kind says what it saves
+        raise NotImplementedError
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.saved_if_flowing(self, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +137,9 @@ class Keep(SavesOnly):
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, self.size, self.coef)
 
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.keep(self, step)
+
 
 @dataclass(frozen=True, slots=True)
 class Branch(SavesOnly):
@@ -125,6 +151,9 @@ class Branch(SavesOnly):
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.branch(self, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +172,9 @@ class Lookup(SavesOnly):
         if self.what:
             yield step.saved(self.what, self.factors, self.size)
 
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.lookup(self, step)
+
 
 @dataclass(frozen=True, slots=True)
 class Norm(SavesOnly):
@@ -158,6 +190,9 @@ class Norm(SavesOnly):
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
         yield step.saved(f"{self.name} mean and rstd", (self.rows,), "stats", 2)
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.norm(self, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +248,9 @@ class Linear:
         if step.workload.amp and self.weight is not None:
             yield step.saved(self.weight, (self.dout, self.din), "compute")
 
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.linear(self, step)
+
 
 @dataclass(frozen=True, slots=True)
 class Product:
@@ -229,6 +267,9 @@ class Product:
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.product(self, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +336,9 @@ class Attention:
             yield step.saved("values: a view of the Q/K/V projection's whole output", ("n", "H"), "compute", 3)
         else:
             yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.attention(self, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +412,9 @@ class Flows(SavesOnly):
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
 
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.flows(self, step)
+
 
 @dataclass(frozen=True, slots=True)
 class Projection(SavesOnly):
@@ -384,6 +431,9 @@ class Projection(SavesOnly):
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
+
+    def walk(self, walker: Walker, step: Step) -> None:
+        walker.projection(self, step)
 
 
 Module = Union[Keep, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss,
