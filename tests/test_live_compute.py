@@ -44,3 +44,39 @@ def test_core_matches_a_fresh_measurement(seed: int) -> None:
                                                                      measured.optimizer)
     assert result.recompute_peak == measured.recompute_peak
     assert result.activations == sum(measured.activations_by_component.values())
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "amp-bf16"])
+def test_every_familys_buffers_are_what_its_model_registers(precision: str) -> None:
+    """`buffers` is what the model holds besides its parameters, `model.buffers()` after `.to(dtype)` (they were
+    16·P for every family: DistilBERT, MPNet and DeBERTa register position ids only, ModernBERT rotary tables)."""
+    import torch
+
+    from tui.core.config import FAMILIES
+    from tui.reference.measure import construct, dtype_of
+
+    for name in FAMILIES:
+        config = BertConfig(model_type=name, num_hidden_layers=4, hidden_size=64, num_attention_heads=4,
+                            intermediate_size=128, vocab_size=128, max_position_embeddings=96,
+                            type_vocab_size=0 if FAMILIES[name].zero_types else 2)
+        workload = Workload(batch=2, seq=8, precision=precision, device="cuda")
+        with torch.device("meta"):
+            model = construct(config, workload)
+        model.to(dtype_of(workload))
+        held = sum(buffer.numel() * buffer.element_size() for buffer in model.buffers())
+        assert compute(config, workload, fits=False).buffers == held, name
+
+
+@pytest.mark.parametrize("name", ["bert", "albert", "electra"])
+def test_the_batch_on_the_device_is_what_the_step_is_given(name: str) -> None:
+    """The peak's batch (`peak.inputs_bytes`) is the tensors the step is given: the pre-training heads' sentence
+    labels are BERT's and ALBERT's, not ELECTRA's (its discriminator has one label a token)."""
+    from tui.core.step.peak import inputs_bytes
+    from tui.reference.measure import inputs
+
+    config = BertConfig(model_type=name, head="pretraining", num_hidden_layers=1, hidden_size=32,
+                        num_attention_heads=2, intermediate_size=64, vocab_size=64)
+    workload = Workload(batch=3, seq=8, device="cuda", padding_mask=name != "electra")  # (ELECTRA's: refused)
+    given = inputs(config, workload, "cpu")
+    assert inputs_bytes(compute(config, workload, fits=False)) == sum(t.numel() * t.element_size()
+                                                                     for t in given.values())

@@ -148,7 +148,8 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     conventions, flops, saved, recompute, upcast = _terms(config, replace(workload, batch=min(workload.batch, 2)),
                                                           stream16, mask16, method)
     return _with_phases(Compute(config, workload, symbol_values(config, workload), flops, saved, recompute,
-                                parameters, tensors, 16 * config.max_position_embeddings, conventions,
+                                parameters, tensors, _layout(config).buffers(config, conventions.weight),
+                                conventions,
                                 layer_parameters, loss_upcast=upcast, method=method, linear_copies=copies))
 
 

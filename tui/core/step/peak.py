@@ -61,7 +61,9 @@ def inputs_bytes(result: Compute) -> int:
     if not result.workload.train:
         labels = 0
     elif head in ("mlm", "pretraining", "causal-lm", "token-classification"):
-        labels = tokens + (v["b"] * 8 if head == "pretraining" else 0)
+        # (the pre-training heads' sentence labels, b of them; ELECTRA's discriminator has one label a token only)
+        sentences = head == "pretraining" and not result.config.family.forward.discriminator
+        labels = tokens + (v["b"] * 8 if sentences else 0)
     elif head == "question-answering":
         labels = 2 * v["b"] * 8
     elif head == "none":

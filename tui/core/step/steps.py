@@ -243,6 +243,12 @@ class Unused:
     module: str = ""  # the module they are (under the body), for a method: what trains there gets no gradient
 
 
+def id_buffers(config: BertConfig, weight: int) -> int:
+    """The buffers BERT's embeddings register: `position_ids`, and `token_type_ids` where the family has token
+    types (P int64 each)."""
+    return 8 * config.max_position_embeddings * (2 if config.family.forward.token_types else 1)
+
+
 @dataclass(frozen=True, slots=True)
 class StepLayout:
     """A family's step: its embeddings, one encoder layer, the pooler, and each head class's modules, and the
@@ -272,6 +278,8 @@ class StepLayout:
     # For a fine-tuning method's walk (`flow`): the family's name for each module the shared constants name as
     # BERT does (DistilBERT's `attention.q_lin`); the layers' container is its record's `layer_stack`.
     names: Mapping[str, str] = field(default_factory=dict)
+    # the model's buffers (bytes; `weight`: the model's floating dtype, which `.to(dtype)` casts them to)
+    buffers: Callable[[BertConfig, int], int] = id_buffers
     run: Modules = ()  # a run of a stored layer under a method, where `stored` keeps what it keeps once (ALBERT's)
     walks: tuple[Modules, ...] = ()  # under a method: layer 0, a global layer, a local layer (ModernBERT's)
 

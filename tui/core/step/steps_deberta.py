@@ -162,6 +162,7 @@ DEBERTA_HEADS: dict[str, Modules] = {
 
 DEBERTA = StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DEBERTA_POOLER,
                      names=DEBERTA_NAMES, walks=(DEBERTA_WALK,),
+                     buffers=lambda config, weight: 8 * config.max_position_embeddings,  # position_ids only
                      boolean_mask=True,
                      refusals=(Refusal("conv_kernel_size", "DeBERTa's convolution runs beside the first "
                                        "layer only: not modelled for compute yet (parameters are counted)",

@@ -145,6 +145,10 @@ MODERNBERT_HEADS: dict[str, Modules] = {
 }
 
 MODERNBERT = StepLayout(MODERNBERT_EMBEDDINGS, MODERNBERT_LAYER, MODERNBERT_HEADS,
+                        # the rotary embeddings' inv_freq and original_inv_freq (d/2 each), one a layer type (global,
+                        # and local where there are 2 layers or more: layer i is global when i % 3 == 0)
+                        buffers=lambda config, weight: 2 * (1 + (config.num_hidden_layers > 1))
+                        * (config.hidden_size // config.num_attention_heads // 2) * weight,
                         names=MODERNBERT_NAMES, walks=(modernbert_walk(True, False), modernbert_walk(False, False),
                                                        modernbert_walk(False, True)),
                         first=MODERNBERT_FIRST, rotary=MODERNBERT_ROTARY, local=MODERNBERT_LOCAL,
