@@ -1,8 +1,8 @@
-"""Print README's table of one workload per family, from `bert-tui compute`'s own JSON output.
+"""Print the manual's table of one workload per family (docs/compute.md), from `compute`'s own JSON.
 
     python tests/family_table.py
 
-tests/test_readme.py checks that README's table is what this prints today (it drifted in 8 of 11 rows once).
+tests/docs.py writes it into the page, and tests/test_docs.py fails when it is stale (it drifted in 8 of 11 rows once).
 """
 
 from __future__ import annotations

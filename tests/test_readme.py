@@ -1,49 +1,16 @@
-"""What README.md quotes the command line saying is what it says."""
+"""What the manual (README.md and docs/) says in prose of the tool's figures is what the tool says. (Its blocks of
+command output and its tables are generated: tests/test_docs.py.)"""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 from tui.core.units import short_bytes
 
 from .clirun import run
-
-README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-
-
-def quoted_errors() -> list[tuple[str, str]]:
-    """The (command, line it prints) pairs of the README's block of bad input (`...` ends a line cut short)."""
-    block = README.split("Bad input exits with code 2", 1)[1].split("```", 2)[1]
-    lines = block.strip().splitlines()
-    return [(command.removeprefix("$ "), said) for command, said in zip(lines[::2], lines[1::2], strict=True)]
-
-
-def test_the_readme_quotes_three_refusals() -> None:
-    assert len(quoted_errors()) == 3
-
-
-@pytest.mark.parametrize(("command", "said"), quoted_errors())
-def test_each_refusal_the_readme_quotes_is_what_the_command_says(command: str, said: str, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    *setup, command = command.split("; ")
-    for step in setup:
-        name = re.fullmatch(r"mkfifo (\S+)", step)
-        assert name, step
-        os.mkfifo(name.group(1))
-    argv = shlex.split(command)
-    assert argv[0] == "bert-tui"
-    code, out, err = run(*argv[1:])
-    assert (code, out) == (2, "")
-    if said.endswith("..."):
-        assert err.startswith(said.removesuffix("..."))
-    else:
-        assert err == said + "\n"
+from .manual import TEXT as README
 
 
 def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_says() -> None:
@@ -126,11 +93,6 @@ def finetune_rows() -> list[str]:
     return rows
 
 
-def test_the_fine_tuning_table_is_what_compute_says() -> None:
-    table = "\n".join(finetune_rows())
-    assert f"|---|---:|---:|---:|---:|\n{table}\n" in README
-
-
 def test_the_fine_tuning_prose_holds() -> None:
     """'the largest batch grows by less than half' and the count of measured steps."""
     import json
@@ -166,15 +128,6 @@ def test_the_course_loop_example_is_what_compute_says() -> None:
     said = " ".join(README.split())
     assert f"on a 16 GiB card takes batch {fits['course']} with the course's loop, {fits['hand-written']} with " \
            f"`del out` and {fits['trainer']} with the Trainer's" in said
-
-
-def test_the_family_table_is_what_compute_prints_today() -> None:
-    """#52 item 1: README's "Every encoder family" table had drifted in 8 of 11 rows (albert-base-v2 amp-bf16
-    8 × 512 on 24 GiB: 2.46 GiB and batch 78 in the README, 3.30 GiB and 54 printed). It is the output of
-    `python tests/family_table.py`, row for row."""
-    from tests.family_table import table
-
-    assert table() in README
 
 
 def test_prose_quotes_sizes_as_the_tool_prints_them_and_a_batch_with_its_command() -> None:

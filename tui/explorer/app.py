@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # What has been created so far (Textual's and bert-tui's modules, classes, functions) lives as long as the
 # process: frozen, the garbage collector no longer walks it at every collection while the explorer starts
-# (README, "Performance").
+# (docs/performance.md).
 gc.freeze()
 
 

@@ -1,7 +1,7 @@
 """The key bar at the bottom: the keys that work where the focus is, rewritten in place when it moves.
 
 Textual's `Footer` recomposes at every focus change (it unmounts and mounts one widget per key), which is felt
-over SSH at every Tab (README, "Performance"). This bar keeps two `Static`s and rewrites a line of text instead,
+over SSH at every Tab (docs/performance.md). This bar keeps two `Static`s and rewrites a line of text instead,
 reading the same public `Screen.active_bindings` the Footer reads.
 """
 
