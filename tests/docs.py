@@ -161,7 +161,26 @@ def fine_tuning_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-NAMED: dict[str, Callable[[], str]] = {"family-table": family_table, "fine-tuning-table": fine_tuning_table}
+def gpu_caps_table() -> str:
+    """The largest batches measured on an H200 under a memory cap (tests/fixtures/gpu/h200-steps.json: ran / out of
+    memory), beside what `compute` says for the same command (as it was measured: `as_measured`'s loop)."""
+    from tests.gpu.measure_steps_cuda import as_measured
+
+    data = json.loads((ROOT / "tests/fixtures/gpu/h200-steps.json").read_text(encoding="utf-8"))
+    rows = ["| the step (`bert-tui compute …`) | measured: ran / out of memory | `compute` says |", "|---|---|---|"]
+    for case in data["fits"]:
+        argv = as_measured([str(part) for part in case["argv"]])
+        fit = next(fit for fit in json_of(" ".join(["compute", *argv]))["fits"] if fit["asked"])
+        dropped = {"--device", "--batch"}  # (the device is CUDA's, the batch the one searched for)
+        shown = " ".join(part for index, part in enumerate(argv)
+                         if part not in dropped and (index == 0 or argv[index - 1] not in dropped))
+        rows.append(f"| `{shown}` | {case['largest_batch_that_ran']} / {case['first_batch_out_of_memory']} | "
+                    f"{fit['max_batch']} |")
+    return "\n".join(rows) + "\n"
+
+
+NAMED: dict[str, Callable[[], str]] = {"family-table": family_table, "fine-tuning-table": fine_tuning_table,
+                                       "gpu-caps-table": gpu_caps_table}
 
 
 def regenerate(text: str) -> str:
