@@ -179,7 +179,24 @@ def gpu_caps_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-NAMED: dict[str, Callable[[], str]] = {"family-table": family_table, "fine-tuning-table": fine_tuning_table,
+def presets_table() -> str:
+    """Every built-in preset: its family and sizes, bert-tui's count of its base model, and what transformers built
+    for the fixtures (tests/fixtures/transformers_params.json, `sum(p.numel() for p in model.parameters())`)."""
+    built = {case["id"].removesuffix("/none"): case["total"] for case in json.loads(
+        (ROOT / "tests/fixtures/transformers_params.json").read_text(encoding="utf-8"))["cases"]
+        if case["id"].endswith("/none")}
+    rows = ["| preset | family | V | H | L | A | I | bert-tui | transformers |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for preset in sorted(json_of("presets"), key=lambda preset: (preset["model_type"] != "bert", preset["name"].lower())):
+        if not preset["builtin"]:
+            continue
+        c = preset["config"]
+        rows.append(f"| {preset['name']} | {preset['model_type']} | {c['vocab_size']} | {c['hidden_size']} | "
+                    f"{c['num_hidden_layers']} | {c['num_attention_heads']} | {c['intermediate_size']} | "
+                    f"{preset['total']:,} | {built[preset['name']]:,} |")
+    return "\n".join(rows) + "\n"
+
+
+NAMED: dict[str, Callable[[], str]] = {"presets-table": presets_table, "family-table": family_table, "fine-tuning-table": fine_tuning_table,
                                        "gpu-caps-table": gpu_caps_table}
 
 
