@@ -102,3 +102,17 @@ def test_the_workload_is_one_schema() -> None:
     said = json.loads(out)["workload"]
     assert {name: said[name] for name in WORKLOAD} == {name: setting.default for name, setting in WORKLOAD.items()}
     assert Workload.from_settings({}) == Workload(**{name: s.default for name, s in WORKLOAD.items()})  # type: ignore[arg-type]
+
+
+def test_a_step_key_that_does_not_touch_the_head_leaves_its_order_derived() -> None:
+    """#54: a ModernBERT config from the Hub with `classifier_pooling: mean` was refused the replay even for masked
+    LM, where pooling plays no part; its pooling heads stay refused (their order is derived for `cls` only)."""
+    from tui.core.families.modernbert import MEAN_POOLING
+    from tui.core.step.allocations import covers
+    from tui.core.step.workload import Workload
+
+    config = BertConfig(model_type="modernbert", head="mlm", num_hidden_layers=3, step_keys=(MEAN_POOLING,))
+    workload = Workload(batch=2, seq=16, device="cuda")
+    assert covers(config, workload) is None
+    refused = covers(config.replace(head="sequence-classification"), workload)
+    assert refused is not None and refused.startswith("classifier_pooling: mean")

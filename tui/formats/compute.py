@@ -347,7 +347,8 @@ def memory_lines(result: Compute) -> list[str]:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  {reserved_note(result)}")
         if result.reserved < result.peak:
-            lines.append(f"    (the replay holds {result.reserved:,}: the peak rule's allocated peak is above it)")
+            lines += textwrap.wrap(f"(the replay holds {result.reserved:,}: the peak rule's allocated peak is above "
+                                   "it)", WIDTH, initial_indent="    ", subsequent_indent="    ")
     elif result.stranded:
         reserved = result.reserved_peak
         lines.append(f"  {'reserved at worst':<20}{reserved:>20,}  {short_bytes(reserved):>10}  with a split segment")

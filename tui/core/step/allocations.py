@@ -60,8 +60,12 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     refused = run.refuses(config, workload)
     if refused:
         return refused
-    if config.step_keys:
-        keys = ", ".join(f"{key}: {value}" for key, value in config.step_keys)
+    # a config.json's step setting changes the order only for the heads it matters to (ModernBERT's mean pooling:
+    # the pooling heads'; a masked LM's step is the default's whatever the pooling)
+    matters = {key: heads for (key, _), heads in STEPS[config.model_type].modelled_keys.items()}
+    changing = [(key, value) for key, value in config.step_keys if config.head in matters.get(key, (config.head,))]
+    if changing:
+        keys = ", ".join(f"{key}: {value}" for key, value in changing)
         return f"{keys}: the allocation order is derived for the family's defaults only"
     if config.head == "question-answering" and config.num_labels != 2:
         return f"question answering with num_labels = {config.num_labels}: transformers splits start and end (2)"
