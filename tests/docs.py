@@ -196,7 +196,24 @@ def presets_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-NAMED: dict[str, Callable[[], str]] = {"presets-table": presets_table, "family-table": family_table, "fine-tuning-table": fine_tuning_table,
+def caps_table() -> str:
+    """What fits against the replay of recorded runs (tests/fixtures/allocation.json): for each recorded cap, the
+    largest batch that replays without running out, the first that runs out, and `compute`'s claim, its share."""
+    from tests.gpu.measure_steps_cuda import as_measured
+
+    data = json.loads((ROOT / "tests/fixtures/allocation.json").read_text(encoding="utf-8"))
+    rows = ["| recorded cap | replay: runs / out of memory | `compute` claims | share |", "|---|---|---:|---:|"]
+    for part in ("lm_caps", "inference_caps", "checkpointing_caps"):
+        for case in data[part]:
+            argv = as_measured([str(arg) for arg in case["argv"]])
+            claim = next(fit for fit in json_of(" ".join(["compute", *argv]))["fits"] if fit["asked"])["max_batch"]
+            runs = case["largest_batch_that_runs"]
+            rows.append(f"| {case['case']} | {runs} / {case['first_batch_out_of_memory']} | {claim} | "
+                        f"{100 * claim / runs:.1f} % |")
+    return "\n".join(rows) + "\n"
+
+
+NAMED: dict[str, Callable[[], str]] = {"presets-table": presets_table, "caps-table": caps_table, "family-table": family_table, "fine-tuning-table": fine_tuning_table,
                                        "gpu-caps-table": gpu_caps_table}
 
 
