@@ -137,10 +137,10 @@ def figure(args: str, path: str) -> str:
 
 
 def family_table() -> str:
-    from tests.family_table import HEADER, PRESETS, row
+    from tests.family_table import table
 
     with pinned():
-        return "\n".join([*HEADER, *(row(preset) for preset in PRESETS)]) + "\n"
+        return table()
 
 
 def fine_tuning_table() -> str:

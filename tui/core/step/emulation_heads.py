@@ -162,13 +162,20 @@ class Heads(Run):
             t.drop(sigmoid)
             grad = t.new(n * FLOAT)
             t.drop(minus)
-            if element != FLOAT:
-                cast = t.new(n * element)
-                t.drop(grad)
-                grad = cast
+            grad = self._cast_down(t, grad, n, element)
             self._finish(t, given, node)
             return [grad]
         return rule
+
+    @staticmethod
+    def _cast_down(t: Tape, grad: Storage, elements: int, element: int) -> Storage:
+        """A float32 gradient of `elements` cast back to the logits' dtype (`element` bytes) where they are 16-bit:
+        the copy made, then the float32 one released."""
+        if element == FLOAT:
+            return grad
+        cast = t.new(elements * element)
+        t.drop(grad)
+        return cast
 
     def _roberta_classifier(self, x: Storage, x_node: Node) -> Head:
         """RobertaClassificationHead (ElectraClassificationHead: gelu for tanh): the first token's state (a
@@ -274,11 +281,7 @@ class Heads(Run):
         """A loss of logits against float32 labels (MSE): its gradient in float32, cast back to 16-bit logits'
         dtype."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grad = t.new(rows * FLOAT)
-            if element != FLOAT:
-                cast = t.new(rows * element)
-                t.drop(grad)
-                grad = cast
+            grad = self._cast_down(t, t.new(rows * FLOAT), rows, element)
             self._finish(t, given, node)
             return [grad]
         return rule

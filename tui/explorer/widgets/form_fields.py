@@ -50,12 +50,14 @@ def flag_text(flag: str, value: bool, costs: dict[str, str]) -> str:
 
 def pooler_of(model_type: str, head: str) -> bool | None:
     """Whether the family's head class fixes the pooler (None: the user chooses; unknown pairs as BERT's)."""
-    heads = FAMILIES[model_type].heads if model_type in FAMILIES else {}
+    family = FAMILIES.get(model_type)
+    heads = family.heads if family else {}
     return heads[head] if head in heads else HEADS[head].pooler if head in HEADS else None
 
 
 def uses_labels(model_type: str, head: str) -> bool:
-    sentence_order = model_type in FAMILIES and FAMILIES[model_type].forward.sentence_order
+    family = FAMILIES.get(model_type)
+    sentence_order = family is not None and family.forward.sentence_order
     return head in HEADS and (HEADS[head].uses_num_labels or (head == "pretraining" and sentence_order))
 
 
@@ -76,7 +78,8 @@ def pooler_state(model_type: str, head: str, user_pooler: bool) -> tuple[bool, b
     value = user_pooler if fixed is None else fixed
     state = "on" if value else "off"
     text = f"{state}: fixed by head" if fixed is not None else f"{state}: adds H² + H"
-    if model_type in FAMILIES and FAMILIES[model_type].heads.get("none", None) is False:
+    family = FAMILIES.get(model_type)
+    if family is not None and family.heads.get("none", None) is False:
         text = f"{state}: no pooler"
     return value, fixed is not None, text
 
@@ -92,7 +95,8 @@ def config_from_fields(values: dict[str, object], base: BertConfig) -> BertConfi
     if values["head"] != "none":
         values["pooler"] = True  # a head class fixes its pooler; the switch speaks for BertModel only
     values.setdefault("num_labels", base.num_labels)
-    switches = FAMILIES[values["model_type"]].switches if values["model_type"] in FAMILIES else ()
+    family = FAMILIES.get(str(values["model_type"]))
+    switches = family.switches if family else ()
     if "add_cross_attention" not in switches:  # a decoder's cross-attention goes with its family
         values["add_cross_attention"] = False
     return BertConfig.from_mapping(values, base=base)
