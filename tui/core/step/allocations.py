@@ -37,6 +37,7 @@ from .allocator import (
 from .emulation import BertRun
 from .emulation_ops import ALBERT_LAYER, BERT_LAYER, DISTILBERT_LAYER, MPNET_LAYER
 from .layouts import STEPS
+from .method import Method
 from .result import RUNS, RUNS_OUT, UNPROVEN
 from .tape import Event
 from .workload import Workload
@@ -94,9 +95,10 @@ def _emulated(config: BertConfig, workload: Workload, steps: int) -> tuple[list[
     return run.run(steps), run.step_ends
 
 
-def emulator(config: BertConfig, workload: Workload, batch: int | None = None) -> BertRun:
+def emulator(config: BertConfig, workload: Workload, batch: int | None = None, method: Method | None = None
+             ) -> BertRun:
     """The family's step, op by op (`covers` not asked: a developer's tool derives what is not covered yet)."""
-    return EMULATORS[config.family.forward.layer](config, workload, batch)
+    return EMULATORS[config.family.forward.layer](config, workload, batch, method)
 
 SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b, reads off as its two coefficients
 

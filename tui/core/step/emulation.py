@@ -232,6 +232,7 @@ class BertRun(Heads, Attention):
         """The events of `steps` training steps, or inference forwards (`step_ends`: how many events each step's
         end has seen)."""
         self._setup()
+        self._adapt()
         if not self.train:
             return self._forwards(steps)
         t = self.tape
@@ -252,7 +253,7 @@ class BertRun(Heads, Attention):
             if trainer or self.bare and not course:  # del loss (the bare model's: computed outside it)
                 t.drop(loss)
             self._optimizer()
-            for param in self.params:  # zero_grad(set_to_none=True)
+            for param in self.trained:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
             if course:  # nothing deleted: the outputs and the loss live on into the next step
@@ -577,10 +578,10 @@ class BertRun(Heads, Attention):
         t = self.tape
         if self.w.optimizer != "adamw":
             if self.w.optimizer == "sgd-momentum" and not self.states:
-                self.states = [t.new(param.data.nbytes) for param in self.params]
+                self.states = [t.new(param.data.nbytes) for param in self.trained]
             return
         if not self.states:
-            for param in self.params:
+            for param in self.trained:
                 self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
-        roots = [t.new(param.data.nbytes) for param in self.params]  # _foreach_sqrt(exp_avg_sqs)
+        roots = [t.new(param.data.nbytes) for param in self.trained]  # _foreach_sqrt(exp_avg_sqs)
         t.drop(*reversed(roots))

@@ -136,8 +136,8 @@ class Attention(Run):
         bias too, where a mask is given)."""
         t, b, heads, s = self.tape, self.b, self.heads, self.s
         out = t.new(self.n * self.h * self.f)
-        if not self.train:  # (no log-sum-exp without a backward)
-            return out, t.node(self._efficient_backward(), [])
+        if not (t.grad and any(node.live for node in (q_node, k_node, v_node))):  # (no log-sum-exp without a
+            return out, t.node(self._efficient_backward(), [])  # backward: inference, or nothing below trains)
         lse = t.new(b * heads * -(-s // 32) * 32 * FLOAT)
         saved = [k, q, v, lse, out] if bias is None else [bias, k, q, v, lse, out]
         node = t.node(self._efficient_backward(), [q_node, k_node, v_node], saved)
@@ -182,7 +182,7 @@ class Attention(Run):
         k_pass = t.node(self._pass(), [k_node])
         t.product(t.thread)
         scores = t.new(pair * lp)
-        bmm1 = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_pass, k_pass], [k_operand, q_operand])
+        bmm1 = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_pass, k_pass], [(k_operand, 0), (q_operand, 1)])
         t.drop(q_operand, k_operand)
         scaled = t.new(pair * lp)
         mul = t.node(self._grads(pair * lp), [bmm1])
@@ -239,8 +239,10 @@ class Attention(Run):
         t.product(t.thread)
         context = t.new(n * h * lp)
         bmm2 = t.node(self._bmm_backward(pair * lp, n * h * lp), [drop, v_pass],
-                      [v_operand, dropped])  # (bmm saves its second operand first)
-        saving = self.train and t.packing is None  # (else nothing saved: inference, a checkpointed forward)
+                      [(v_operand, 0), (dropped, 1)])  # (bmm saves its second operand first)
+        # (whether it kept the probabilities: not in inference, a checkpointed forward, or where v wants no
+        # gradient)
+        saving = any(kept is dropped for kept in bmm2.saved)
         if not saving and weights is not dropped:  # (autocast's copy goes as the product returns)
             t.drop(dropped)
         t.drop(v_operand)

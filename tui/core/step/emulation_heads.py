@@ -52,15 +52,16 @@ class Heads(Run):
         if self.fw.head_activation == "gelu":
             t.drop(act)
         logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
-        t.drop(dropped, act)  # (tanh's output: saved by its own backward)
         if not self.train:
-            t.drop(x)
+            t.drop(dropped, act, x)
             return None, (logits,), head
         if self.choices:  # the logits viewed as (b, C)
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
         else:
             loss, loss_node = self._classification_loss(head, rows, classes, logits)
-        t.drop(x)  # the encoder's output: the body's output holds it until the head's forward returns
+        # the body's output (the encoder's output, the pooled state: tanh's, which its backward saves where the
+        # pooler trains) held until the head's forward returns, then its dropped copy
+        t.drop(x, act, dropped)
         return loss, (logits,), loss_node
 
     def _pooler(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..config import BertConfig
+from .method import Method
 from .symbols import attention_run
-from .tape import FLOAT, Node, Pair, Param, Rule, Storage, Tape
+from .tape import FLOAT, Event, Node, Pair, Param, Rule, Storage, Tape
 from .workload import Workload
 
 # The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
@@ -38,8 +39,9 @@ class Run:
     bias: tuple[Storage, Node] | None  # MPNet's relative position bias, made once a forward
     last_outputs: tuple[Storage, ...]  # the course's loop: the last step's outputs, until `out` is rebound
 
-    def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None) -> None:
-        self.c, self.w = config, workload
+    def __init__(self, config: BertConfig, workload: Workload, batch: int | None = None,
+                 method: Method | None = None) -> None:
+        self.c, self.w, self.method = config, workload, method
         self.f = 2 if workload.precision in ("bf16", "fp16") else FLOAT  # the model's element: weights, activations
         # autocast (amp-bf16, amp-fp16): a float32 model whose products run in 16 bits, `lp` bytes an element (the
         # model's element elsewhere); each parameter's 16-bit copy is cached until the forward leaves autocast
@@ -81,6 +83,75 @@ class Run:
         self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache), this forward's
         # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
         self.model_locals: tuple[Storage | None, ...] = ()
+
+    # A fine-tuning method ------------------------------------------------------------------------------------
+    def _adapt(self) -> None:
+        """The model as the method makes it, before it moves to the device: its frozen parameters out of the
+        graph, LoRA's adapters (float32 whatever the model's precision: peft's `autocast_adapter_dtype`) and
+        `modules_to_save`'s trained copies, each moved just after the module it adapts or copies (`Module.to`'s
+        walk); the optimizer's parameters those that train, in `named_parameters()`'s order."""
+        method, t = self.method, self.tape
+        if method is None:
+            return
+        base = [entry for entry in method.layout if entry[1] in ("base", "original")]
+        if [numel * self.f for *_, numel in base] != [param.data.nbytes for param in self.params]:
+            raise ValueError("the method's parameters are not the run's (their order or sizes differ)")
+        named = dict(zip((name for name, *_ in base), self.params, strict=True))
+        for (_, _, trains, _), param in zip(base, self.params, strict=True):
+            if not trains:
+                param.freeze()
+        start, after, copies = len(t.events), {}, {}
+        params: list[Param] = []
+        for name, role, _, numel in method.layout:
+            if role in ("base", "original"):
+                params.append(named[name])
+                continue
+            module, _, rest = name.partition(f".{role}.") if role != "copy" else \
+                name.partition(".modules_to_save.default.")
+            if role == "copy":  # (a copy in the model's dtype; the original, frozen, is not run)
+                original = named[f"{module}.original_module.{rest}"]
+                param = Param(t, original.data.nbytes)
+                copies[id(original)] = param
+            elif role in ("lora_A", "lora_B"):
+                param = Param(t, numel * FLOAT)
+                weight = named[f"{module}.base_layer.weight"]
+                weight.adapters = (param, param) if role == "lora_A" else (weight.adapters[0], param)  # type: ignore[index]
+            else:
+                raise ValueError(f"{role}: its step is not derived yet")
+            params.append(param)
+            anchor = [p for p in params if p.data.id < start][-1]  # the module's last tensor moved before it
+            after.setdefault(anchor.data.id, []).append(t.events[-1])
+        made = {event[1] for events in after.values() for event in events}
+        moved: list[Event] = []
+        for event in t.events:
+            if event[1] not in made or event[0] != "a":
+                moved.append(event)
+            if event[0] == "a":
+                moved += after.get(event[1], [])
+        t.events[:] = moved
+        self.params = params
+        if copies:
+            self._swap(copies)
+
+    def _swap(self, copies: dict[int, Param]) -> None:
+        """The forward reads each `modules_to_save` copy where the run held its original."""
+        def swapped(value: object) -> object:
+            if isinstance(value, Param):
+                return copies.get(id(value), value)
+            if isinstance(value, tuple) and value and all(isinstance(v, Param | None) for v in value):
+                return tuple(swapped(v) for v in value)
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                return [{key: swapped(v) for key, v in layer.items()} for layer in value]
+            return value
+
+        for key, value in list(vars(self).items()):
+            if key != "params":
+                setattr(self, key, swapped(value))
+
+    @property
+    def trained(self) -> list[Param]:
+        """The optimizer's parameters: those that train."""
+        return [param for param in self.params if param.trains]
 
     def _element(self, x: Storage) -> int:
         """The element of the embeddings' output, whose dtype the model's float masks take (16-bit under autocast
@@ -189,9 +260,9 @@ class Run:
         bias; an embedding's table), then the input gradient and what the op saved go; `select`: the op's
         input was a select view, whose gradient is zeros of the whole (these bytes) with the first's in it."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            grads = [t.new(nbytes) for nbytes in sizes]
+            grads = [t.new(nbytes) if node.wants(i) else None for i, nbytes in enumerate(sizes)]
             self._finish(t, given, node)
-            if select:
+            if select and grads[0] is not None:
                 whole = t.new(select)
                 t.drop(grads[0])
                 grads[0] = whole
@@ -209,8 +280,8 @@ class Run:
         casts down as it hands it on."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             # (the engine checks the outputs in order: each cast or summed down, then the input gradient goes)
-            grads = [t.new(narrow[i]) if narrow[i] else t.new(broadcast) if i and broadcast else t.hold(given)
-                     for i in range(2)]
+            grads = [None if not node.wants(i) else t.new(narrow[i]) if narrow[i] else
+                     t.new(broadcast) if i and broadcast else t.hold(given) for i in range(2)]
             self._finish(t, given, node)
             return grads
         return rule
@@ -219,8 +290,9 @@ class Run:
         """A product of two tensors: the second's gradient first, then the first's (`narrow`: the first was a
         16-bit tensor in a float32 product, its gradient then cast down to these bytes)."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            second, first = t.new(size), t.new(size)
-            if narrow and narrow != size:  # (the engine casts it as it checks the outputs, before the releases)
+            second = t.new(size) if node.wants(1) else None
+            first = t.new(size) if node.wants(0) else None
+            if first is not None and narrow and narrow != size:  # (the engine casts it as it checks the outputs, before the releases)
                 cast = t.new(narrow)
                 t.drop(first)
                 first = cast
@@ -240,7 +312,8 @@ class Run:
     def _bmm_backward(self, first: int, second: int) -> Rule:
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             t.product("backward")
-            grads = [t.new(second), t.new(first)]  # bmm's backward: the second input's gradient first
+            grads = [t.new(second) if node.wants(1) else None,  # bmm's backward: the second input's gradient first
+                     t.new(first) if node.wants(0) else None]
             self._finish(t, given, node)
             return grads[::-1]
         return rule
@@ -265,16 +338,21 @@ class Run:
             x = t.new(rows * inputs * self.lp)
             x_node = t.node(self._grads(rows * inputs * FLOAT), [x_node])
         node = t.node(self._linear_backward(rows, inputs, outputs, copy, 0, bias is not None),
-                      [bias_node, weight_node, x_node], [x, weight_copy])
+                      [bias_node, weight_node, x_node], [(x, 1), (weight_copy, 2)])
         t.product(t.thread, addmm=bias is not None)
         out = t.new(rows * outputs * self.lp)
         if wide:
             t.drop(x)
+        # (a frozen parameter's copy is not cached: made for this product, it goes as it returns)
+        t.drop(*(copy for param, copy in ((weight, weight_copy), (bias, bias_copy))
+                 if param is not None and copy is not None and not param.trains))
         return out, node
 
     def _cast(self, param: Param) -> tuple[Storage, Node]:
         """Autocast's 16-bit copy of a float32 parameter, made at its first use in a forward and cached (its node
         shared: the gradients of every use are summed before it casts them back)."""
+        if not param.trains:  # (autocast caches the copies of leaves that need a gradient only)
+            return self.tape.new(param.data.nbytes // FLOAT * self.lp), param.node
         if id(param) not in self.casts:
             copy = self.tape.new(param.data.nbytes // FLOAT * self.lp)
             self.casts[id(param)] = copy, self.tape.node(self._grads(param.data.nbytes), [param.node])
@@ -287,7 +365,7 @@ class Run:
         transpose (created last) before the input's view."""
         weight, bias = params
         return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None),
-                              [bias.node if bias else None, weight.node, x_node], [x])
+                              [bias.node if bias else None, weight.node, x_node], [(x, 1)])
 
     def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0,
                          bias: bool = True) -> Rule:
@@ -300,16 +378,20 @@ class Run:
                 copied = t.new(rows * outputs * self.lp)
                 t.drop(given)
                 given = copied
-            t.product("backward")
+            last = len(node.edges) - 1  # (its edges: the bias's, the weight's, the input's)
+            wants_input, wants_weight = node.wants(last), node.wants(last - 1)
+            if wants_input or wants_weight:
+                t.product("backward")
             if bias:
-                grad, weight = t.new(rows * inputs * self.lp), t.new(outputs * inputs * self.lp)
+                grad = t.new(rows * inputs * self.lp) if wants_input else None
+                weight = t.new(outputs * inputs * self.lp) if wants_weight else None
                 self._applied(t, node)  # (the bias's gradient: summed down as the engine checks the outputs)
-                grads = [t.new(outputs * self.lp), weight]
+                grads = [t.new(outputs * self.lp) if node.wants(0) else None, weight]
             else:
-                grads = [t.new(outputs * inputs * self.lp)]
-                grad = t.new(rows * inputs * self.lp)
+                grads = [t.new(outputs * inputs * self.lp) if wants_weight else None]
+                grad = t.new(rows * inputs * self.lp) if wants_input else None
             self._finish(t, given, node)
-            if select:
+            if select and grad is not None:
                 whole = t.new(select * self.f)
                 t.drop(grad)
                 grad = whole

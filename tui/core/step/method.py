@@ -42,6 +42,10 @@ class Method:
     adapter_tensors: int
     sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False)  # each trained parameter's elements
     unreached: tuple[int, int] = (0, 0)  # (elements, tensors) that train but the step never reaches: no gradient
+    # every tensor of the model as `named_parameters()` gives them (peft's names, without its prefix): name, role
+    # (`PeftParam.role`: "base", "lora_A", "lora_B", "original", "copy", ...), whether it trains, its elements;
+    # what the allocation order reads (`emulation_ops.Run._adapt`)
+    layout: tuple[tuple[str, str, bool, int], ...] = field(default=(), compare=False)
 
     @property
     def reached(self) -> tuple[int, int]:
@@ -127,9 +131,10 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
         if target in trained:
             trained.add(name)
     label += f", dropout {dropout:g}" if dropout else ""
+    layout = tuple((p.name.removeprefix(PREFIX), p.role, p.trainable, p.numel) for p in adapted.params)
     return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), dropout > 0,
                   adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
-                  adapters, adapter_tensors, tuple(sizes))
+                  adapters, adapter_tensors, tuple(sizes), layout=layout)
 
 
 def _of_frozen(tree: ParamTree, frozen: Trained) -> Method:
@@ -146,7 +151,8 @@ def _of_frozen(tree: ParamTree, frozen: Trained) -> Method:
             trained.add(name)
     return Method(frozen.label, _modules(tree), frozenset(trained), (), False, tree.total,
                   len(params), frozen.trainable, sum(p.name not in cold for p in params), 0, 0,
-                  tuple((p.name, p.numel) for p in params if p.name not in cold))
+                  tuple((p.name, p.numel) for p in params if p.name not in cold),
+                  layout=tuple((p.name, "base", p.name not in cold, p.numel) for p in params))
 
 
 def method_of(tree: ParamTree, config: BertConfig, how: FineTuning) -> Method:

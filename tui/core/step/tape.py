@@ -61,6 +61,13 @@ class Node:
     inputs: int = 1  # gradients it takes (more than one: its rule is given the list)
     buffers: list[Storage | None] = field(default_factory=list)
     frame: Frame | None = None  # the checkpoint that packed what it saved (`Tape.packing`): recomputed at its run
+    live: bool = True  # whether it is in the graph: a frozen parameter's, or an op none of whose inputs needs a
+    # gradient, is not (no node: nothing saved, no backward)
+    needs: tuple[bool, ...] = ()  # which of its edges want a gradient (`should_compute_output`; empty: all)
+
+    def wants(self, index: int) -> bool:
+        """Whether its output `index` goes to a node in the graph (an input that needs a gradient)."""
+        return not self.needs or self.needs[index]
 
 
 @dataclass(eq=False)
@@ -92,6 +99,12 @@ class Recomputation:
 
 
 Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
+Saved = "Storage | tuple[Storage, int]"  # what a node saves; (storage, i): only where its edge i wants a gradient
+
+
+def alive(edge: Edge) -> bool:
+    """Whether the edge leads to a node in the graph (its input needs a gradient)."""
+    return (edge[0] if isinstance(edge, tuple) else edge).live
 Head = tuple["Storage | None", tuple["Storage", ...], Node]  # the loss (None: inference), the outputs a loop
 # keeps, the loss's node
 
@@ -143,16 +156,23 @@ class Tape:
             self.workspaces.add(f"cublasLt {thread}")
             self._allocate(CUBLASLT_WORKSPACE)
 
-    def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Storage] = (), inputs: int = 1) -> Node:
-        """A node created now (the next sequence number), holding what it saved (under `no_grad` none is made:
-        what autograd would have saved goes with its last name)."""
+    def node(self, rule: Rule, edges: Sequence[Edge | None], saved: Sequence[Saved] = (), inputs: int = 1) -> Node:
+        """A node created now (the next sequence number), holding what it saved (under `no_grad`, or where no
+        input needs a gradient, none is made: what autograd would have saved goes with its last name). A saved
+        entry `(storage, i)` is saved only where `edges[i]` needs a gradient (PyTorch's codegen saves a tensor
+        only one input's formula reads only when that input's gradient is wanted: `should_compute_output`)."""
         self.seq += 1
-        if not self.grad:
-            return Node(self.seq, [], [], rule, inputs=inputs)
+        wanted = [edge is not None and alive(edge) for edge in edges]
+        if not self.grad or not any(wanted):
+            return Node(self.seq, [], [], rule, inputs=inputs, live=False)
+        saved = [entry[0] if isinstance(entry, tuple) else entry for entry in saved
+                 if not isinstance(entry, tuple) or wanted[entry[1]]]
         to = [edge for edge in edges if edge is not None]
         frame = self.packing
         if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
             node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None)
+            if not all(alive(edge) for edge in to):
+                node.needs = tuple(alive(edge) for edge in to)
             if saved:
                 frame.nodes.append(node)
                 frame.pending += 1
@@ -160,6 +180,8 @@ class Tape:
         for storage in saved:
             self.hold(storage)
         node = Node(self.seq, to, list(saved), rule, inputs=inputs)
+        if not all(alive(edge) for edge in to):
+            node.needs = tuple(alive(edge) for edge in to)
         again = self.recomputing
         if again is not None and saved:  # (the recomputation's pack hook: each kept for the node that saved it,
             original = again.frame.nodes[len(again.nodes)]  # unless that node is gone: a graph nothing read)
@@ -190,6 +212,8 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
         node = stack.pop()
         for edge in node.edges:
             dest = edge[0] if isinstance(edge, tuple) else edge
+            if not dest.live:
+                continue
             waits[id(dest)] = waits.get(id(dest), 0) + 1
             if id(dest) not in seen:
                 seen.add(id(dest))
@@ -208,8 +232,12 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
             continue
         # (a node of several inputs is given their list: its rule is written for that, `_cat_backward`)
         outputs = node.rule(tape, node.buffers if node.inputs > 1 else given, node)  # type: ignore[arg-type]
+        unwanted = []  # (a kernel that makes every gradient: those no input wants go as the node's run ends)
         for edge, output in zip(node.edges, outputs, strict=True):
             dest, slot = edge if isinstance(edge, tuple) else (edge, 0)
+            if not dest.live:
+                unwanted.append(output)
+                continue
             if output is not None:
                 if dest.inputs > 1:
                     dest.buffers = dest.buffers or [None] * dest.inputs
@@ -228,6 +256,7 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
             if waits[id(dest)] == 0:
                 pushed += 1
                 heapq.heappush(ready, (-dest.seq, pushed, dest))
+        tape.drop(*unwanted)
     tape.drop(grad)
 
 def view_strides(sizes: tuple[int, ...], strides: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -314,11 +343,20 @@ def efficient_backward_workspace(b: int, heads: int, rows: int, dim: int, block:
 
 
 class Param:
-    """A parameter: its storage and its AccumulateGrad node."""
+    """A parameter: its storage and its AccumulateGrad node (a frozen one's is out of the graph); LoRA's
+    adapters on its Linear, if any (`adapters`: A's and B's)."""
 
     def __init__(self, tape: Tape, nbytes: int) -> None:
         self.data = tape.new(nbytes)
         self.node = Node(float("inf"), [], [], None)
+        self.adapters: tuple[Param, Param] | None = None
+
+    @property
+    def trains(self) -> bool:
+        return self.node.live
+
+    def freeze(self) -> None:
+        self.node.live = False
 
 
 Pair = tuple[Param, "Param | None"]  # a Linear's or a LayerNorm's weight and bias (None: built without one)
