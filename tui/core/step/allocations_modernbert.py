@@ -274,7 +274,7 @@ class ModernBertRun(BertRun):
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
         out_node = t.node(self._add_backward(narrow=cast_down), [sum_node, down_node])
-        if self.train and t.packing is None:
+        if out_node.live and t.packing is None:
             t.drop(down, summed, attended)
         else:  # (nothing saved: eager attention's weights returned with its output, the layer's until it returns)
             t.drop(self.weights, attended, summed, down)

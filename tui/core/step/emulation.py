@@ -583,5 +583,12 @@ class BertRun(Heads, Attention):
         if not self.states:
             for param in self.trained:
                 self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
-        roots = [t.new(param.data.nbytes) for param in self.trained]  # _foreach_sqrt(exp_avg_sqs)
-        t.drop(*reversed(roots))
+        # _foreach_sqrt(exp_avg_sqs), a dtype's parameters at a time: the groups in the order C++'s unordered_map
+        # gives them back, the dtype met last first (a 16-bit model's own before LoRA's float32 adapters); each
+        # group's roots go as the next group's rebind them, the last as the step returns
+        groups: dict[int, list[Param]] = {}
+        for param in self.trained:
+            groups.setdefault(param.element or self.f, []).append(param)
+        roots = [[t.new(param.data.nbytes) for param in group] for group in reversed(groups.values())]
+        for made in roots:
+            t.drop(*reversed(made))

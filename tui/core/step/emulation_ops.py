@@ -113,7 +113,7 @@ class Run:
                 param = Param(t, original.data.nbytes)
                 copies[id(original)] = param
             elif role in ("lora_A", "lora_B"):
-                param = Param(t, numel * FLOAT)
+                param = Param(t, numel * FLOAT, FLOAT)
                 weight = named[f"{module}.base_layer.weight"]
                 weight.adapters = (param, param) if role == "lora_A" else (weight.adapters[0], param)  # type: ignore[index]
             else:
@@ -320,14 +320,72 @@ class Run:
 
     def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
                copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
+        """A Linear (`_product`), and LoRA's adapters beside it where the method put them (`_lora`)."""
+        adapters = params[0].adapters
+        if adapters is None:
+            return self._product(params, x, x_node, rows, outputs, inputs, copy, select)
+        if select:
+            raise ValueError("LoRA on the pooler: its allocation order is not derived yet")
+        out, node = self._product(params, x, x_node, rows, outputs, inputs)
+        out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node)
+        if copy:  # (the sum's view to the heads' layout: its gradient copied back, a node of its own)
+            node = self.tape.node(self._grads(out.nbytes), [node])
+        return out, node
+
+    def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+              result: Storage, result_node: Node) -> tuple[Storage, Node]:
+        """peft's `lora.Linear.forward` after its base layer made `result`: `x` cast to the adapters' float32
+        (`_cast_input_dtype`: a copy of a 16-bit input, the forward's local until it returns), dropout (p > 0),
+        `lora_B(lora_A(·))` (two products without bias: in float32, or under autocast in 16 bits), `* scaling`,
+        `result + ·` (in the wider element: a 16-bit model's sum is float32), `.to(result's dtype)` (a copy
+        where the sum widened); each temporary of the expression goes as the next op returns."""
+        t = self.tape
+        a, b = adapters
+        rank = a.data.nbytes // (inputs * FLOAT)
+        wide = None
+        if x.nbytes != rows * inputs * FLOAT:  # (a 16-bit input cast up: its gradient cast back)
+            wide = t.new(rows * inputs * FLOAT)
+            x_node = t.node(self._grads(x.nbytes), [x_node])
+            x = wide
+        if self.method is not None and self.method.dropout and self.train:
+            dropped, dropped_node = self._dropout(x, x_node, FLOAT)
+        else:
+            dropped, dropped_node = t.hold(x), x_node
+        low, low_node = self._product((a, None), dropped, dropped_node, rows, rank, inputs, element=FLOAT)
+        t.drop(dropped)
+        up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, element=FLOAT)
+        t.drop(low)
+        element = self.lp if self.amp else FLOAT
+        scaled = t.new(rows * outputs * element)
+        scaled_node = t.node(self._grads(rows * outputs * element), [up_node])  # (a product with a number)
+        t.drop(up)
+        own = result.nbytes // (rows * outputs)
+        widest = max(own, element)
+        summed = t.new(rows * outputs * widest)
+        narrow = (rows * outputs * own if own != widest else 0, rows * outputs * element if element != widest else 0)
+        node = t.node(self._add_backward(narrow=narrow), [result_node, scaled_node])
+        t.drop(scaled, result)
+        if widest != own:  # result.to(torch_result_dtype)
+            cast = t.new(rows * outputs * own)
+            node = t.node(self._grads(rows * outputs * widest), [node])
+            t.drop(summed)
+            summed = cast
+        t.drop(wide)
+        return summed, node
+
+    def _product(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
+                 copy: bool = False, select: int = 0, element: int = 0) -> tuple[Storage, Node]:
         """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
         chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
-        then the input's where it is float32 (a select view: the rows it picks, its own node before the copy)."""
+        then the input's where it is float32 (a select view: the rows it picks, its own node before the copy).
+        `element`: its tensors' bytes an element outside autocast, where they are not the model's (LoRA's float32
+        adapters in a 16-bit model)."""
         t, inputs = self.tape, inputs or self.h
         if not self.amp:  # (its node saves its inputs before the product runs: a recomputation can stop there)
-            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select)
+            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select,
+                                element=element)
             t.product(t.thread, addmm=params[1] is not None)
-            return t.new(rows * outputs * self.f), node
+            return t.new(rows * outputs * (element or self.f)), node
         weight, bias = params
         if select:  # (the view is taken before the Linear runs)
             x_node = t.node(self._grads(select * FLOAT), [x_node])
@@ -359,23 +417,25 @@ class Run:
         return self.casts[id(param)]
 
     def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
-                copy: bool = False, select: int = 0) -> Node:
+                copy: bool = False, select: int = 0, element: int = 0) -> Node:
         """A Linear's node chain on `x` (saved for the weight's gradient), handing its gradients on as the engine
         does: addmm's own edge to the bias first, then the nodes created just before it run, the weight's
         transpose (created last) before the input's view."""
         weight, bias = params
-        return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None),
+        return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None, element),
                               [bias.node if bias else None, weight.node, x_node], [(x, 1)])
 
     def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0,
-                         bias: bool = True) -> Rule:
+                         bias: bool = True, element: int = 0) -> Rule:
         """A Linear's chain: (a copy of a gradient that is not contiguous, for q, k, v) addmm's backward, the
         input's gradient first, then the weight's and the bias's (without a bias, mm's: the weight's, then the
         input's); a select's gradient (zeros of the whole). Handed on as `_linear` orders the edges (a shared
         parameter's second gradient goes at once)."""
+        lp = element or self.lp
+
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             if copy:
-                copied = t.new(rows * outputs * self.lp)
+                copied = t.new(rows * outputs * lp)
                 t.drop(given)
                 given = copied
             last = len(node.edges) - 1  # (its edges: the bias's, the weight's, the input's)
@@ -383,13 +443,13 @@ class Run:
             if wants_input or wants_weight:
                 t.product("backward")
             if bias:
-                grad = t.new(rows * inputs * self.lp) if wants_input else None
-                weight = t.new(outputs * inputs * self.lp) if wants_weight else None
+                grad = t.new(rows * inputs * lp) if wants_input else None
+                weight = t.new(outputs * inputs * lp) if wants_weight else None
                 self._applied(t, node)  # (the bias's gradient: summed down as the engine checks the outputs)
-                grads = [t.new(outputs * self.lp) if node.wants(0) else None, weight]
+                grads = [t.new(outputs * lp) if node.wants(0) else None, weight]
             else:
-                grads = [t.new(outputs * inputs * self.lp) if wants_weight else None]
-                grad = t.new(rows * inputs * self.lp) if wants_input else None
+                grads = [t.new(outputs * inputs * lp) if wants_weight else None]
+                grad = t.new(rows * inputs * lp) if wants_input else None
             self._finish(t, given, node)
             if select and grad is not None:
                 whole = t.new(select * self.f)

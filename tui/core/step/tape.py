@@ -346,10 +346,11 @@ class Param:
     """A parameter: its storage and its AccumulateGrad node (a frozen one's is out of the graph); LoRA's
     adapters on its Linear, if any (`adapters`: A's and B's)."""
 
-    def __init__(self, tape: Tape, nbytes: int) -> None:
+    def __init__(self, tape: Tape, nbytes: int, element: int = 0) -> None:
         self.data = tape.new(nbytes)
         self.node = Node(float("inf"), [], [], None)
         self.adapters: tuple[Param, Param] | None = None
+        self.element = element  # its bytes an element where they are not the model's (LoRA's float32 adapters)
 
     @property
     def trains(self) -> bool:
