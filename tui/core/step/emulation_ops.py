@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..config import BertConfig
 from .method import Method
 from .symbols import attention_run
-from .tape import FLOAT, Event, Node, Pair, Param, Rule, Storage, Tape
+from .tape import FLOAT, HEADS_VIEW, Event, Node, Pair, Param, Rule, Storage, Tape
 from .workload import Workload
 
 # The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
@@ -220,14 +220,15 @@ class Run:
         t.drop(mean, rstd, wide)
         return out, node
 
-    def _dropout(self, x: Storage, x_node: Node, element: int = 0) -> tuple[Storage, Node]:
+    def _dropout(self, x: Storage, x_node: Node, element: int = 0, view: int = 0) -> tuple[Storage, Node]:
         """Dropout of `x`, whose elements are `element` bytes (default the model's), keeping a byte mask (in eval
-        mode none: `x` itself)."""
+        mode none: `x` itself); `view`: the bytes of the view of `x` it reads."""
         t = self.tape
         if not self.train:
             return t.hold(x), x_node
-        out, mask = t.new(x.nbytes), t.new(x.nbytes // (element or self.f))
-        node = t.node(self._grads(x.nbytes), [x_node], [mask])
+        size = view or x.nbytes
+        out, mask = t.new(size), t.new(size // (element or self.f))
+        node = t.node(self._grads(size), [x_node], [mask])
         t.drop(mask)
         return out, node
 
@@ -324,16 +325,21 @@ class Run:
         adapters = params[0].adapters
         if adapters is None:
             return self._product(params, x, x_node, rows, outputs, inputs, copy, select)
-        if select:
-            raise ValueError("LoRA on the pooler: its allocation order is not derived yet")
-        out, node = self._product(params, x, x_node, rows, outputs, inputs)
-        out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node)
-        if copy:  # (the sum's view to the heads' layout: its gradient copied back, a node of its own)
+        if select:  # (the first token's view, read by the base layer and the adapters: a node of its own)
+            x_node = self.tape.node(self._grads(select * self.f), [x_node])
+        # (q's, k's, v's gradient copied where it is not contiguous: at the sum's view to the heads, a node of its
+        # own; or where it is viewed flat, in the base layer's and lora_B's own views, the scaling keeping the
+        # gradient's layout)
+        flat = bool(copy) and copy != HEADS_VIEW
+        out, node = self._product(params, x, x_node, rows, outputs, inputs, flat, select, selected=True)
+        out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node, flat,
+                               rows * (inputs or self.h) * self.f if select else 0)
+        if copy == HEADS_VIEW:
             node = self.tape.node(self._grads(out.nbytes), [node])
         return out, node
 
     def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
-              result: Storage, result_node: Node) -> tuple[Storage, Node]:
+              result: Storage, result_node: Node, copy: bool = False, view: int = 0) -> tuple[Storage, Node]:
         """peft's `lora.Linear.forward` after its base layer made `result`: `x` cast to the adapters' float32
         (`_cast_input_dtype`: a copy of a 16-bit input, the forward's local until it returns), dropout (p > 0),
         `lora_B(lora_A(·))` (two products without bias: in float32, or under autocast in 16 bits), `* scaling`,
@@ -343,17 +349,17 @@ class Run:
         a, b = adapters
         rank = a.data.nbytes // (inputs * FLOAT)
         wide = None
-        if x.nbytes != rows * inputs * FLOAT:  # (a 16-bit input cast up: its gradient cast back)
-            wide = t.new(rows * inputs * FLOAT)
-            x_node = t.node(self._grads(x.nbytes), [x_node])
+        if (view or x.nbytes) != rows * inputs * FLOAT:  # (a 16-bit input cast up: its gradient cast back;
+            wide = t.new(rows * inputs * FLOAT)  # `view`: the bytes of the view of `x` it reads, the first tokens')
+            x_node = t.node(self._grads(view or x.nbytes), [x_node])
             x = wide
         if self.method is not None and self.method.dropout and self.train:
-            dropped, dropped_node = self._dropout(x, x_node, FLOAT)
+            dropped, dropped_node = self._dropout(x, x_node, FLOAT, 0 if wide else view)
         else:
             dropped, dropped_node = t.hold(x), x_node
         low, low_node = self._product((a, None), dropped, dropped_node, rows, rank, inputs, element=FLOAT)
         t.drop(dropped)
-        up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, element=FLOAT)
+        up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
         t.drop(low)
         element = self.lp if self.amp else FLOAT
         scaled = t.new(rows * outputs * element)
@@ -374,20 +380,21 @@ class Run:
         return summed, node
 
     def _product(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
-                 copy: bool = False, select: int = 0, element: int = 0) -> tuple[Storage, Node]:
+                 copy: bool = False, select: int = 0, element: int = 0, selected: bool = False
+                 ) -> tuple[Storage, Node]:
         """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
         chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
         then the input's where it is float32 (a select view: the rows it picks, its own node before the copy).
         `element`: its tensors' bytes an element outside autocast, where they are not the model's (LoRA's float32
-        adapters in a 16-bit model)."""
+        adapters in a 16-bit model); `selected`: the select's node is made already (`x_node`)."""
         t, inputs = self.tape, inputs or self.h
         if not self.amp:  # (its node saves its inputs before the product runs: a recomputation can stop there)
-            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy, select=select,
-                                element=element)
+            node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy,
+                                select=0 if selected else select, element=element)
             t.product(t.thread, addmm=params[1] is not None)
             return t.new(rows * outputs * (element or self.f)), node
         weight, bias = params
-        if select:  # (the view is taken before the Linear runs)
+        if select and not selected:  # (the view is taken before the Linear runs)
             x_node = t.node(self._grads(select * FLOAT), [x_node])
         bias_copy, bias_node = self._cast(bias) if bias else (None, None)
         weight_copy, weight_node = self._cast(weight)

@@ -325,12 +325,17 @@ class AttentionCopies:
         self.k_backward = self._back(k_back, b, s, h)
 
     @staticmethod
-    def _back(grad: Layout, b: int, s: int, h: int) -> bool:
-        """Whether a gradient of this layout, viewed back to (b, s, H) and then (b·s, H), needs a copy."""
+    def _back(grad: Layout, b: int, s: int, h: int) -> int:
+        """Whether a gradient of this layout, viewed back to (b, s, H) and then (b·s, H), needs a copy, and where:
+        `HEADS_VIEW` (back to the tokens' (b, s, H): the projection's output viewed to the heads), `FLAT_VIEW`
+        (then to (b·s, H): a Linear's own view of its output), 0 (none)."""
         tokens = view_strides(*grad, (b, s, h))
         if tokens is None:
-            return True
-        return view_strides((b, s, h), tokens, (b * s, h)) is None
+            return HEADS_VIEW
+        return FLAT_VIEW if view_strides((b, s, h), tokens, (b * s, h)) is None else 0
+
+
+HEADS_VIEW, FLAT_VIEW = 1, 2  # where a q, k or v gradient is copied (`AttentionCopies._back`)
 
 
 def efficient_backward_workspace(b: int, heads: int, rows: int, dim: int, block: int = 64) -> int:
