@@ -176,10 +176,10 @@ class DebertaRun(BertRun):
         cast = t.new(n * self.f) if ones is None or self.f != FLOAT else t.hold(ones)  # mask.to(embeddings.dtype)
         masked = t.new(n * h * self.f)  # × the mask (saved: the other operand)
         mask_node = t.node(self._grads(n * h * self.f), [norm_node], [cast])
-        t.drop(normed, cast)
+        t.drop(normed)
         out, out_node = self._dropout(masked, mask_node)
         t.drop(masked)
-        t.drop(words, positions, token_types)  # the function's locals, as it returns
+        t.drop(words, positions, token_types, cast)  # the function's locals, as it returns
         return out, out_node
 
     def _relative_positions(self) -> Storage:
@@ -268,7 +268,7 @@ class DebertaRun(BertRun):
         divide = t.node(self._grads(n * h * lp), [k_node])
         t.product(t.thread)
         scores = t.new(scores_size)
-        scores_node = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_node, divide], [divided, q])
+        scores_node = t.node(self._bmm_backward(n * h * lp, n * h * lp), [q_node, divide], [(divided, 0), (q, 1)])
         t.drop(divided)
         rel_att = rel_in = rel_mask = None
         if self.disentangled:
@@ -306,7 +306,7 @@ class DebertaRun(BertRun):
             t.drop(probs)  # (`attention_probs` rebound to the dropout's output)
         t.product(t.thread)
         context = t.new(n * h * lp)
-        bmm = t.node(self._bmm_backward(scores_size, n * h * lp), [drop, v_node], [v, cast or dropped])
+        bmm = t.node(self._bmm_backward(scores_size, n * h * lp), [drop, v_node], [(v, 0), (cast or dropped, 1)])
         t.drop(cast)
         merged = t.new(n * h * lp) if copies.merge_forward else t.hold(context)
         merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm])
@@ -374,7 +374,7 @@ class DebertaRun(BertRun):
         t.product(t.thread)
         product = t.new(b * self.heads * self.s * rows * self.lp)
         return product, t.node(self._bmm_backward(self.n * h * self.lp, b * rows * h * self.lp),
-                               [states_node, positions_node], [positions, states])
+                               [states_node, positions_node], [(positions, 0), (states, 1)])
 
     def _positions(self, params: Pair, rel: Storage, rel_node: Node, used: bool) -> tuple[Storage, Node | None]:
         """A projection of the relative embeddings (2·span rows, one sequence), made contiguous per head (a copy
@@ -438,18 +438,22 @@ class DebertaRun(BertRun):
         t, rows, h = self.tape, self.b, self.h
         classes = 1 if self.choices else self.c.num_labels
         act, act_node = self._dense_activation(self.pooler, x, x_node, rows, h, h, select=self.n * h, keep=True)
-        logits, head = self._classify(act, act_node, rows, classes)
+        dropped, drop_node = self._dropout(act, act_node, self.lp)
+        t.drop(act)
+        logits, head = self._dense(self.classifier, dropped, drop_node, rows, classes)
+        # (the encoder's output and `pooled_output`, the dropout's: the head's until it returns, where the
+        # classifier's backward does not keep them)
         if not self.train:
-            t.drop(x)
+            t.drop(x, dropped)
             return None, (logits,), head
         if self.choices:
             loss, loss_node = self._cross_entropy(head, self.examples, self.w.choices)
-            t.drop(x)  # (the encoder's output: the head's until it returns)
+            t.drop(x, dropped)
             return loss, (logits,), loss_node
         cast, head = self._upcast(head, rows)  # logits.view(-1).to(labels.dtype): the copy the outputs keep
         if cast is not None:
             t.drop(logits)
             logits = cast
         loss, loss_node = self._classification_loss(head, rows, classes, logits, FLOAT)
-        t.drop(x)
+        t.drop(x, dropped)
         return loss, (logits,), loss_node

@@ -268,7 +268,7 @@ class ModernBertRun(BertRun):
         gelu = t.new(n * i * self.lp)
         gelu_node = t.node(self._grads(n * i * self.lp), [(chunk, 0)], [up])
         gated = t.new(n * i * self.lp)
-        gated_node = t.node(self._mul_backward(n * i * self.lp), [gelu_node, (chunk, 1)], [up, gelu])
+        gated_node = t.node(self._mul_backward(n * i * self.lp), [gelu_node, (chunk, 1)], [(up, 0), (gelu, 1)])
         t.drop(gelu)
         down, down_node = self._dense(layer["down"], gated, gated_node, n, h, inputs=i)
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)

@@ -201,7 +201,7 @@ class Run:
         one_node = t.node(self._pass(), [tanh_node])  # (+ 1.0)
         t.drop(tanh)  # (a temporary of the expression: saved in training)
         out = t.new(wide)
-        node = t.node(self._mul_backward(wide, size), [half_node, one_node], [one, half])  # (released: other, self)
+        node = t.node(self._mul_backward(wide, size), [half_node, one_node], [(one, 0), (half, 1)])  # (released: other, self)
         t.drop(half, one)
         return out, node
 
