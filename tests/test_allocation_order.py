@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures.allocation.compare import normalized
+from tests.test_fixtures_regenerate import script
 from tui.core.config import FAMILIES, BertConfig
+from tui.core.count.families import build_tree
 from tui.core.step.allocations import (
     _ops_at,
     carried,
@@ -33,6 +35,7 @@ from tui.core.step.allocator import (
     replay,
     round_size,
 )
+from tui.core.step.method import Method, method_of
 from tui.core.step.tape import is_contiguous, view_strides
 from tui.core.step.workload import Workload
 
@@ -40,10 +43,19 @@ DERIVED = tuple(FAMILIES)  # every family's allocation order is derived
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))
 CASES = {case["case"]: case for case in DATA["cases"]}
+GENERATE_METHODS = Path(__file__).parent / "fixtures" / "generate_methods.py"
+
+
+def method_of_case(case: dict[str, Any]) -> Method | None:
+    """The case's fine-tuning method (recorded with peft's model, or parts frozen), as the core takes it."""
+    if "method" not in case:
+        return None
+    config = BertConfig(**case["config"])
+    return method_of(build_tree(config), config, script(GENERATE_METHODS).how_of(case["method"]))
 
 
 def derived(case: dict[str, Any]) -> list[tuple[str, int, int]]:
-    return events(BertConfig(**case["config"]), Workload(**case["workload"]), case["steps"])
+    return events(BertConfig(**case["config"]), Workload(**case["workload"]), case["steps"], method_of_case(case))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -257,3 +269,32 @@ def test_a_search_whose_asker_cancelled_stops_before_its_next_replay() -> None:
     assert len(asked) == 2  # the first replay ran, the second was refused
     result = compute(config, workload)
     assert result.replayed and all(fit.max_batch for fit in result.fits)
+
+
+@pytest.mark.parametrize("name", ["lora-all-bert-mlm-b-bf16", "freeze-body-electra-sc-b-bf16",
+                                  "lora-deberta-v3-mc-c3-ampbf16", "lora-modernbert-tok-p-ampbf16",
+                                  "freeze-l1-roberta-mlm-b-ampbf16-sdpa", "lora-all-xlm-roberta-mc-a-bf16"])
+@pytest.mark.parametrize("batch", [3, 64])
+def test_a_methods_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
+    case = CASES[name]
+    config, workload, method = BertConfig(**case["config"]), Workload(**case["workload"]), method_of_case(case)
+    assert events_at(config, workload, batch, method=method) == events(config, replace(workload, batch=batch),
+                                                                       method=method)
+
+
+def test_the_methods_recorded_cover_every_family_and_both_kinds() -> None:
+    """The method cases recorded with peft's model or parts frozen: every family, LoRA and frozen parts, every
+    precision kind."""
+    methods = [case for case in CASES.values() if "method" in case]
+    assert {BertConfig(**case["config"]).family.name for case in methods} >= set(FAMILIES) - {"xlm-roberta",
+                                                                                                "camembert"}
+    assert {next(iter(case["method"])) for case in methods} == {"lora", "freeze"}
+    assert {case["workload"]["precision"] for case in methods} >= {"fp32", "bf16", "amp-bf16"}
+
+
+def test_a_method_whose_order_is_not_derived_is_refused_by_name() -> None:
+    config = BertConfig(head="sequence-classification", num_hidden_layers=2)
+    method = method_of(build_tree(config), config, script(GENERATE_METHODS).how_of({"lora": {"r": 4}}))
+    run = Workload(4, 64, precision="amp-bf16", attention="sdpa", device="cuda")
+    assert covers(config, run, method) is None
+    assert "checkpointing with LoRA" in (covers(config, replace(run, checkpointing=True), method) or "")

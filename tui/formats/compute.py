@@ -93,7 +93,11 @@ def _method_lines(result: Compute) -> list[str]:
         if method.dropout:
             lines.append("lora_dropout > 0: each adapted module keeps a dropout mask and the dropped copy of "
                          "its input for lora_A")
-    if result.workload.train:
+    if result.workload.train and result.replayed:
+        lines.append("what fits is the caching allocator replayed over the method's own allocation order (frozen "
+                     "parts out of autograd's graph, the adapters' ops as peft runs them), checked event by event "
+                     "against peft's model with CUDA faked; not yet on a GPU")
+    elif result.workload.train:
         lines.append("the peak and what fits follow the full step's rules over the method's terms (a frozen "
                      "body's backward runs no layer); not yet checked on a GPU")
     return lines

@@ -50,8 +50,8 @@ DERIVED_HEADS = ("sequence-classification", "mlm", "causal-lm", "token-classific
                  "multiple-choice", "pretraining", "next-sentence", "none")
 
 
-def covers(config: BertConfig, workload: Workload) -> str | None:
-    """Why the allocation order of `config`'s step is not derived yet (None: it is)."""
+def covers(config: BertConfig, workload: Workload, method: Method | None = None) -> str | None:
+    """Why the allocation order of `config`'s step (under `method`, if any) is not derived yet (None: it is)."""
     run = EMULATORS.get(config.family.forward.layer)
     if run is None:
         derived = [name for name, family in FAMILIES.items() if family.forward.layer in EMULATORS]
@@ -79,19 +79,22 @@ def covers(config: BertConfig, workload: Workload) -> str | None:
     refused = STEPS[config.model_type].no_checkpointing
     if workload.checkpointing and refused:
         return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
+    if method is not None and workload.checkpointing:
+        return f"checkpointing with {method.label}: its allocation order is not derived yet"
     return None
 
-def events(config: BertConfig, workload: Workload, steps: int = 3) -> list[Event]:
-    """The allocation events of `steps` steps of `workload` on `config` (see `covers`)."""
-    return _emulated(config, workload, steps)[0]
+def events(config: BertConfig, workload: Workload, steps: int = 3, method: Method | None = None) -> list[Event]:
+    """The allocation events of `steps` steps of `workload` on `config` under `method` (see `covers`)."""
+    return _emulated(config, workload, steps, method)[0]
 
 
-def _emulated(config: BertConfig, workload: Workload, steps: int) -> tuple[list[Event], list[int]]:
+def _emulated(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
+              ) -> tuple[list[Event], list[int]]:
     """The events of `steps` steps, run as they are, and how many each step's end has seen."""
-    refused = covers(config, workload)
+    refused = covers(config, workload, method)
     if refused:
         raise ValueError(refused)
-    run = emulator(config, workload)
+    run = emulator(config, workload, method=method)
     return run.run(steps), run.step_ends
 
 
@@ -104,51 +107,55 @@ SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b,
 
 
 @lru_cache(maxsize=8)
-def _program(config: BertConfig, workload: Workload, steps: int) -> tuple[tuple[str, ...], tuple[int, ...],
+def _program(config: BertConfig, workload: Workload, steps: int, method: Method | None = None) -> tuple[tuple[str, ...], tuple[int, ...],
                                                                           tuple[int, ...], tuple[int, ...],
                                                                           tuple[int, ...]]:
     """The run's events for every batch from 2 on: their kinds and ids (the same at each such batch: only one
     sequence or one head changes which views copy) and each size as c + d·b, read off one run at a batch of
     2⁶⁴ (no block of the run is that large without the batch); and how many events each step's end has seen."""
-    refused = covers(config, workload)
+    refused = covers(config, workload, method)
     if refused:
         raise ValueError(refused)
-    run = emulator(config, workload, SYMBOLIC_BATCH)
+    run = emulator(config, workload, SYMBOLIC_BATCH, method)
     kinds, keys, sizes = zip(*run.run(steps), strict=True)
     return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes),
             tuple(run.step_ends))
 
 
-def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3) -> list[Event]:
+def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3, method: Method | None = None
+              ) -> list[Event]:
     """`events` at another batch, from the program (a batch of one: built as it is)."""
-    return _at(config, workload, batch, steps)[0]
+    return _at(config, workload, batch, steps, method)[0]
 
 
-def steps_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Event], list[Event]]:
+def steps_at(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
+             ) -> tuple[list[Event], list[Event]]:
     """The first step's events at `batch`, and a later step's: each later step the same, every block it allocates
     freed by its end or handed on to the next step under an id of its own (`_steps`)."""
-    first, later = _small_steps(config, replace(workload, batch=2), batch) if batch < 2 else \
-        _steps(config, replace(workload, batch=2))[:2]
+    first, later = _small_steps(config, replace(workload, batch=2), batch, method) if batch < 2 else \
+        _steps(config, replace(workload, batch=2), method)[:2]
     return [(kind, key, c + d * batch) for kind, key, c, d in first], \
         [(kind, key, c + d * batch) for kind, key, c, d in later]
 
 
 @lru_cache(maxsize=8)
-def _small_steps(config: BertConfig, workload: Workload, batch: int) -> tuple[Program, Program]:
+def _small_steps(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
+                 ) -> tuple[Program, Program]:
     """The first step's program and a later step's at a batch below 2 (0 or 1), where the program for 2 on does
     not hold (one sequence or one head changes which views copy): emulated once, not at every card that asks."""
-    two, ends = _at(config, workload, batch, 2)
+    two, ends = _at(config, workload, batch, 2, method)
     first, later, _ = _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
     return first, later
 
 
-def _ops_at(config: BertConfig, workload: Workload, batch: int) -> tuple[list[Op], list[Op]]:
+def _ops_at(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
+            ) -> tuple[list[Op], list[Op]]:
     """`steps_at` as the replay reads it (`allocator.prepare`): the batch's own sizes written into the program's
     ops (`_templates`: the ops of every size the batch does not change, worked out once)."""
     if batch < 2:
-        first, later = steps_at(config, workload, batch)
+        first, later = steps_at(config, workload, batch, method)
         return prepare(first), prepare(later)
-    (first, first_varying), (later, later_varying) = _templates(config, replace(workload, batch=2))
+    (first, first_varying), (later, later_varying) = _templates(config, replace(workload, batch=2), method)
     return _filled(first, first_varying, batch), _filled(later, later_varying, batch)
 
 
@@ -163,28 +170,30 @@ def _filled(ops: list[Op], varying: Varying, batch: int) -> list[Op]:
 
 
 @lru_cache(maxsize=8)
-def _templates(config: BertConfig, workload: Workload) -> tuple[tuple[list[Op], Varying], ...]:
+def _templates(config: BertConfig, workload: Workload, method: Method | None = None
+               ) -> tuple[tuple[list[Op], Varying], ...]:
     """The first step's ops and a later step's, each with the allocations whose size grows with the batch, as
     (their index, id, c, d): the ops of every other event are the same at every batch."""
     templates = []
-    for program in _steps(config, workload)[:2]:
+    for program in _steps(config, workload, method)[:2]:
         ops = prepare((kind, key, c) for kind, key, c, _ in program)  # (those that grow: filled in by `_filled`)
         templates.append((ops, [(index, key, c, d) for index, (kind, key, c, d) in enumerate(program) if d]))
     return tuple(templates)
 
 
-def carried(config: BertConfig, workload: Workload) -> tuple[int, ...]:
+def carried(config: BertConfig, workload: Workload, method: Method | None = None) -> tuple[int, ...]:
     """The ids under which a step hands blocks on to the next (`_handed_on`): the course's loop's outputs."""
-    return _steps(config, replace(workload, batch=2))[2]
+    return _steps(config, replace(workload, batch=2), method)[2]
 
 
 Program = list[tuple[str, int, int, int]]  # (kind, id, c, d): an event whose size is c + d·b ("m": c the new id)
 
 
 @lru_cache(maxsize=8)
-def _steps(config: BertConfig, workload: Workload) -> tuple[Program, Program, tuple[int, ...]]:
+def _steps(config: BertConfig, workload: Workload, method: Method | None = None
+           ) -> tuple[Program, Program, tuple[int, ...]]:
     """The first step's program and a later step's (`_handed_on` over the program's two steps)."""
-    kinds, keys, fixed, per, ends = _program(config, workload, 2)
+    kinds, keys, fixed, per, ends = _program(config, workload, 2, method)
     return _handed_on(list(zip(kinds, keys, fixed, per, strict=True)), ends)
 
 
@@ -210,19 +219,21 @@ def _handed_on(events: Program, ends: Sequence[int]) -> tuple[Program, Program, 
             [*later, *(("m", key, new, 0) for key, new in zip(kept, ids, strict=True))], ids)
 
 
-def _at(config: BertConfig, workload: Workload, batch: int, steps: int) -> tuple[list[Event], Sequence[int]]:
+def _at(config: BertConfig, workload: Workload, batch: int, steps: int, method: Method | None = None
+        ) -> tuple[list[Event], Sequence[int]]:
     """The events of `steps` steps at `batch` and how many each step's end has seen."""
     if batch < 2:
-        return _emulated(config, replace(workload, batch=batch), steps)
-    kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), steps)
+        return _emulated(config, replace(workload, batch=batch), steps, method)
+    kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), steps, method)
     return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)), ends
 
 
-def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None) -> Replay:
+def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None,
+             method: Method | None = None) -> Replay:
     """The run at `batch` through the caching allocator under `room` bytes, step after step until one leaves it
     as it found it (`allocator.replay_steps`); kept for the next asker (the explorer's edits come back to a
     batch, and the fits table is checked at the batches its search replayed)."""
-    return _replayed(config, replace(workload, batch=2), batch, room)
+    return _replayed(config, replace(workload, batch=2), batch, room, method)
 
 
 class Cancelled(Exception):
@@ -246,48 +257,52 @@ def cancellable(cancelled: Callable[[], bool]) -> Iterator[None]:
 
 
 @lru_cache(maxsize=1024)
-def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | None) -> Replay:
+def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | None, method: Method | None = None
+              ) -> Replay:
     cancelled = getattr(_asker, "cancelled", None)
     if cancelled is not None and cancelled():
         raise Cancelled
     with collector_paused():  # (the step's derivation, its ops and their replay)
-        handed = carried(config, workload)
+        handed = carried(config, workload, method)
         limit = HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT
         if native.enabled():
-            program = _compiled(config, workload, min(batch, 2))
+            program = _compiled(config, workload, min(batch, 2), method)
             ran = program.replay(batch, room, limit) if program is not None else None
             if ran is not None:
                 return ran
-        return replay_ops(*_ops_at(config, workload, batch), room, limit, handed)
+        return replay_ops(*_ops_at(config, workload, batch, method), room, limit, handed)
 
 
 @lru_cache(maxsize=16)
-def _compiled(config: BertConfig, workload: Workload, batch: int) -> native.Compiled | None:
+def _compiled(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
+              ) -> native.Compiled | None:
     """The run's program for the compiled replay: every batch from 2 on (`batch` 2: sizes c + d·b), or a batch
     below 2's own (its sizes as they are)."""
     if batch >= 2:
-        first, later, handed = _steps(config, workload)
+        first, later, handed = _steps(config, workload, method)
         return native.compiled(first, later, handed)
-    return native.compiled(*_small_steps(config, workload, batch), carried(config, workload))
+    return native.compiled(*_small_steps(config, workload, batch, method), carried(config, workload, method))
 
 
-def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> bool:
+def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None,
+         method: Method | None = None) -> bool:
     """Whether `batch` runs, every step of it, without the allocator running out of `room` bytes reserved: its
     replay settled, or (a run whose steps hand blocks on, which can walk through the free slots without the
     allocator ever coming back to a state) it never ran out over the replay's steps and holds one segment of its
     largest handed-on block to spare (`spare`). `uncapped`: as `verdict` takes it."""
-    return verdict(config, workload, batch, room, uncapped) == RUNS
+    return verdict(config, workload, batch, room, uncapped, method) == RUNS
 
 
-def verdict(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None) -> str:
+def verdict(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None,
+            method: Method | None = None) -> str:
     """`RUNS` (as `runs` says), `RUNS_OUT` (the replay ran out of `room`), or `UNPROVEN` (it never ran out, but
     never came back to a state either, and holds no segment of its largest handed-on block to spare).
     `uncapped`: the run at `batch` under no cap, where the asker has it: if it never reserved more than `room`,
     the run under `room` is that same run (a cap is read only when a segment is asked, and it never refused one),
     not replayed again."""
-    margin = spare(config, workload, batch)
+    margin = spare(config, workload, batch, method)
     run = uncapped if uncapped is not None and uncapped.peak_reserved <= room else \
-        replayed(config, workload, batch, room)
+        replayed(config, workload, batch, room, method)
     if run.out_of_memory is not None:
         return RUNS_OUT
     return RUNS if _ran(run, margin, room) else UNPROVEN
@@ -299,19 +314,19 @@ def _ran(run: Replay, margin: int, room: int) -> bool:
     return run.steady or (margin > 0 and run.peak_pinned + margin <= room)
 
 
-def spare(config: BertConfig, workload: Workload, batch: int) -> int:
+def spare(config: BertConfig, workload: Workload, batch: int, method: Method | None = None) -> int:
     """What a run that hands blocks on and does not settle must hold to spare: a new segment for its largest
     handed-on block (the causal LM's cache, under the course's loop, walks through the free slots: where no
     state comes back, a later step can ask one more segment, BERT-base's 478 MiB logits at its 171st forward);
     0 where nothing is handed on (such a run must settle)."""
-    return max((allocation_size(round_size(c + d * batch)) for c, d in _handed(config, replace(workload, batch=2))),
-               default=0)
+    return max((allocation_size(round_size(c + d * batch))
+                for c, d in _handed(config, replace(workload, batch=2), method)), default=0)
 
 
 @lru_cache(maxsize=8)
-def _handed(config: BertConfig, workload: Workload) -> tuple[tuple[int, int], ...]:
+def _handed(config: BertConfig, workload: Workload, method: Method | None = None) -> tuple[tuple[int, int], ...]:
     """The sizes (c + d·b) of the blocks a later step hands on to the next."""
-    later = _steps(config, workload)[1]
+    later = _steps(config, workload, method)[1]
     made = {key: (c, d) for kind, key, c, d in later if kind == "a"}
     return tuple(made[key] for kind, key, _, _ in later if kind == "m" and key in made)
 
@@ -319,8 +334,8 @@ def _handed(config: BertConfig, workload: Workload) -> tuple[tuple[int, int], ..
 DOWN_ONE_BY_ONE = 5  # `largest_batches`: runs that ran out, one batch below the other, before the steps double
 
 
-def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int
-                    ) -> dict[int, int]:
+def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int], limit: int, slope: int,
+                    method: Method | None = None) -> dict[int, int]:
     """For each room (bytes the allocator may reserve) and its first guess (the peak rule's answer), the largest
     batch up to `limit` whose run never runs out of the room, every step of it (`replayed`; 0: not even one).
 
@@ -353,8 +368,8 @@ def largest_batches(config: BertConfig, workload: Workload, rooms: dict[int, int
         looks, step, failed = 0, 1, 0
         while bad - good > 1:
             probe = min(max(probe, good + 1), bad - 1)
-            run = replayed(config, workload, probe, room)
-            ran = _ran(run, spare(config, workload, probe), room)
+            run = replayed(config, workload, probe, room, method)
+            ran = _ran(run, spare(config, workload, probe, method), room)
             if ran:
                 good, pinned[probe], ran_here = probe, run.peak_pinned, True
             else:

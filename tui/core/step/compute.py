@@ -109,13 +109,13 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         sizes.append((gpu_memory / GIB, gpu_memory, True))
     table = _fits(config, replace(workload, batch=1), parameters, tensors, layer, tuple(sizes), method, copies)
     if fits_replayed(config, workload, method):
-        run = allocations.replayed(config, workload, workload.batch)
+        run = allocations.replayed(config, workload, workload.batch, method=method)
         result = _same_terms(result, replace(result, replayed=True, reserved=run.peak_pinned, stranded=run.stranded))
         # (the step's own batch, replayed on each card: not read off the table, since fragmentation is not monotone
         # in the batch: BERT-base classification at 128 tokens under amp-bf16 runs at 1,546 on 80 GiB and runs out
         # at 1,545 and 1,537; the run without a cap answers every card it never reserved more than)
         table = tuple(replace(fit, at_batch=allocations.verdict(config, workload, workload.batch,
-                                                                usable(fit.bytes), run)) for fit in table)
+                                                                usable(fit.bytes), run, method)) for fit in table)
     else:
         table = tuple(replace(fit, at_batch=FITS if workload.batch <= fit.max_batch else DOES_NOT_FIT)
                       for fit in table)
@@ -221,14 +221,14 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
         for fit in table:
             rooms.setdefault(usable(fit.bytes), fit.max_batch)
         slope = max(peaks[3][name] - peaks[2][name] for name in peaks[2])
-        answers = allocations.largest_batches(config, workload, rooms, MAX_BATCH, slope)
+        answers = allocations.largest_batches(config, workload, rooms, MAX_BATCH, slope, result.method)
         table = [replace(fit, max_batch=answers[usable(fit.bytes)]) for fit in table]
     return tuple(table)
 
 
 def fits_replayed(config: BertConfig, workload: Workload, method: Method | None) -> bool:
     """Whether the step's fits and reserved peak come from replaying its derived allocation order."""
-    return method is None and allocations.covers(config, workload) is None
+    return allocations.covers(config, workload, method) is None
 
 
 def not_replayed(result: Compute) -> str | None:
@@ -236,9 +236,7 @@ def not_replayed(result: Compute) -> str | None:
     no caching allocator is modelled)."""
     if result.replayed or result.workload.device != "cuda":
         return None
-    if result.method is not None:
-        return "the allocation order under a fine-tuning method (its adapters, its frozen parts) is not derived yet"
-    return allocations.covers(result.config, result.workload)
+    return allocations.covers(result.config, result.workload, result.method)
 
 
 def at_batch(result: Compute, batch: int) -> Compute:
