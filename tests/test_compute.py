@@ -607,9 +607,10 @@ def test_the_batch_line_answers_every_card_as_the_replay_does() -> None:
 
 def test_fits_by_the_peak_rule_on_cuda_say_why_they_are_not_replayed_and_what_the_rule_has_claimed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under a fine-tuning method (or a config whose order is not derived) a CUDA step's fits are the peak
-    rule's, and the output says so and why; the rule is not an allocator: where a step is replayed it has
-    claimed more than runs (ModernBERT-base classification, float32, eager attention, the Trainer's loop)."""
+    """Where a config's order is not derived a CUDA step's fits are the peak rule's, and the output says so and
+    why (a fine-tuning method's order is derived: its fits are replayed); the rule is not an allocator: where a
+    step is replayed it has claimed more than runs (ModernBERT-base classification, float32, eager attention, the
+    Trainer's loop)."""
     import tui.core.step.compute as step_compute
     from tui.core.count.families import build_tree
     from tui.core.count.lora import Lora
@@ -620,9 +621,9 @@ def test_fits_by_the_peak_rule_on_cuda_say_why_they_are_not_replayed_and_what_th
     workload = Workload(batch=8, seq=128, precision="fp32", attention="sdpa", device="cuda")
     tree = build_tree(config)
     lora = compute(config, workload, tree=tree, method=method_of(tree, config, Lora(r=8)))
-    assert not lora.replayed and "fine-tuning method" in (not_replayed(lora) or "")
+    assert lora.replayed and not_replayed(lora) is None
     data = json.loads(_cli_json(["compute", "--head", "mlm", "--batch", "8", "--lora-r", "8"]))
-    assert data["fits_allocator"]["not_replayed"] == not_replayed(lora)
+    assert data["fits_allocator"]["model"] == "replayed" and "not_replayed" not in data["fits_allocator"]
     assert not_replayed(compute(config, workload)) is None
     assert not_replayed(compute(config, replace(workload, device="cpu"))) is None
     untied = config.replace(tie_word_embeddings=False)

@@ -21,7 +21,7 @@ from tui.core.config import FAMILIES, HEADS, ConfigError
 from tui.core.count.families import build_tree
 from tui.core.count.frozen import Freeze
 from tui.core.count.lora import Lora, adapt
-from tui.core.step.compute import compute
+from tui.core.step.compute import compute, not_replayed
 from tui.core.step.layouts import STEPS
 from tui.core.step.method import Method, method_of
 from tui.core.step.workload import PRECISIONS, Workload
@@ -276,3 +276,26 @@ def test_the_full_step_stands_beside_the_method_s() -> None:
     asked = next(fit["max_batch"] for fit in full["fits"] if fit["asked"])
     assert code == 0 and f"full fine-tuning: trains {full['parameters']:,}" in " ".join(text.split())
     assert f"24 GiB fits batch ≤ {asked:,}" in " ".join(text.split())
+
+
+# A linear each family has, where peft names no default LoRA targets for it (`Family.lora_targets` None)
+OWN_TARGETS = {"distilbert": ("q_lin", "v_lin"), "albert": ("query", "value"), "mpnet": ("q", "v"),
+               "modernbert": ("Wqkv",), "camembert": ("query", "value")}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("how", ["lora", "freeze"])
+def test_what_fits_under_a_method_is_replayed_on_every_family(family: str, how: str) -> None:
+    """#54: a method's fits come from replaying its own allocation order (checked against peft's model, event by
+    event, in tests/test_allocation_order.py), never from the peak rule, on every family."""
+    head = "token-classification"
+    config = BertConfig(head=head, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, vocab_size=1000).as_family(family)
+    targets = FAMILIES[family].lora_targets or OWN_TARGETS[family]
+    chosen = method(config, {"lora": {"r": 4, "target_modules": list(targets)}} if how == "lora" else
+                    {"freeze": {"layers": 0 if family == "albert" else 1, "embeddings": True}})
+    run = Workload(8, 64, precision="amp-bf16", attention="sdpa", device="cuda")
+    result = compute(config, run, method=chosen)
+    assert result.replayed and not_replayed(result) is None
+    full = compute(config, run)  # (a method keeps fewer gradients, optimizer states and activations)
+    assert all(ours.max_batch > theirs.max_batch for ours, theirs in zip(result.fits, full.fits, strict=True))
