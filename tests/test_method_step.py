@@ -199,6 +199,8 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
     (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
     (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
+    (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "1"], "--lora-dropout '1': must be a number from 0"),
+    (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "nan"], "--lora-dropout 'nan': must be a number"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "the adapter folder holds DoRA: compute and memory under DoRA"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-ia3")], "the adapter folder holds IA3"),
     ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
@@ -299,3 +301,18 @@ def test_what_fits_under_a_method_is_replayed_on_every_family(family: str, how: 
     assert result.replayed and not_replayed(result) is None
     full = compute(config, run)  # (a method keeps fewer gradients, optimizer states and activations)
     assert all(ours.max_batch > theirs.max_batch for ours, theirs in zip(result.fits, full.fits, strict=True))
+
+
+def test_lora_dropout_from_the_command_line_keeps_a_mask_and_a_copy_per_adapted_module() -> None:
+    """`--lora-dropout P` is peft's lora_dropout: the method says it, and the step keeps each adapted module's
+    dropout mask and dropped input (the same step as an adapter folder with lora_dropout > 0)."""
+    argv = ("compute", "bert-base-uncased", "--head", "sequence-classification", "--batch", "8", "--seq", "64",
+            "--precision", "amp-bf16", "--lora-r", "8")
+    plain, dropped = run_json(*argv), run_json(*argv, "--lora-dropout", "0.1")
+    assert dropped["method"] == "LoRA r=8 on query, value, dropout 0.1"
+    config = BertConfig(head="sequence-classification")
+    with_dropout = method(config, {"lora": {"r": 8, "lora_dropout": 0.1}})
+    expected = compute(config, Workload(8, 64, precision="amp-bf16", attention="sdpa", device="cuda"),
+                       method=with_dropout)
+    assert dropped["memory_bytes"]["activations"] == expected.activations
+    assert dropped["memory_bytes"]["activations"] > plain["memory_bytes"]["activations"]

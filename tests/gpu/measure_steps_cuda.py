@@ -32,6 +32,11 @@ It writes one JSON object with the fixture's keys:
   allocation order's replay (a batch whose fourth step runs out in the replay; ModernBERT's mask padding at
   s = 72; DeBERTa in float32; cuDNN's attention in bf16; autocast in bf16 and fp16, DeBERTa's too; ModernBERT's
   padding masks; SGD with momentum; the course's loop): `bert-tui compute`'s answer is the replay's.
+- `method_caps` (not in the fixture yet): measured as `lm_caps`, under a fine-tuning method (LoRA with peft's
+  `get_peft_model`, or parts frozen with `requires_grad_(False)`, as `tui.reference.measure.apply_method` applies
+  them, on the host before the move to the card; the optimizer over what trains): `bert-tui compute`'s answer is
+  the replay of the method's own allocation order (tests/fixtures/allocation_order.json checks it against peft's
+  model with CUDA faked), to be checked on the card.
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -61,7 +66,7 @@ from tui.core.step.workload import Workload  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
-PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps", "replay_caps")
+PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps", "replay_caps", "method_caps")
 
 
 def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, *extra: str) -> list[str]:
@@ -211,8 +216,41 @@ REPLAY_CAPS = [  # fits from the derived order's replay (every family in float32
     ("b-clm-128-fp32-eager-ckpt-16", cap(B, "causal-lm", 128, "fp32", "eager", "16GiB", "--checkpointing", "--loop",
                                          "course")),
 ]
+METHOD_CAPS = [  # fits under a fine-tuning method, from the replay of its own order: measured as lm_caps
+    ("b-sc-128-ampbf16-sdpa-lora8-16", cap(B, SC, 128, "amp-bf16", "sdpa", "16GiB", "--lora-r", "8")),
+    ("b-mlm-512-ampbf16-sdpa-lora8-24", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB", "--lora-r", "8")),
+    ("r-sc-256-bf16-sdpa-lora16-all-16", cap(R, SC, 256, "bf16", "sdpa", "16GiB", "--lora-r", "16", "--lora-targets",
+                                             "all-linear", "--lora-dropout", "0.1")),
+    ("b-sc-512-fp32-eager-lora8-24", cap(B, SC, 512, "fp32", "eager", "24GiB", "--lora-r", "8")),
+    ("deb-sc-256-ampbf16-eager-lora8-24", cap("deberta-v3-base", "token-classification", 256, "amp-bf16", "eager",
+                                              "24GiB", "--lora-r", "8")),
+    ("b-mlm-512-ampbf16-sdpa-freeze-emb-l6-24", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB", "--freeze-embeddings",
+                                                   "--freeze-layers", "6")),
+    ("b-sc-512-fp32-sdpa-freeze-body-16", cap(B, SC, 512, "fp32", "sdpa", "16GiB", "--freeze-body")),
+]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
-         "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS}
+         "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS, "method_caps": METHOD_CAPS}
+
+
+def method_of_argv(case_argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:
+    """A case's fine-tuning method as `tui.reference.measure.apply_method` takes it, from its `--lora-*` and
+    `--freeze-*` flags (None: full fine-tuning)."""
+    args = list(case_argv)
+
+    def value(flag: str) -> str | None:
+        return args[args.index(flag) + 1] if flag in args else None
+
+    if "--lora-r" in args:
+        targets = value("--lora-targets")
+        lora: dict[str, Any] = {"r": int(value("--lora-r") or 8), "lora_alpha": int(value("--lora-alpha") or 8),
+                                "lora_dropout": float(value("--lora-dropout") or 0)}
+        if targets:
+            lora["target_modules"] = targets if targets == "all-linear" else targets.split(",")
+        return {"lora": lora}
+    if any(flag.startswith("--freeze-") for flag in args):
+        return {"freeze": {"embeddings": "--freeze-embeddings" in args, "body": "--freeze-body" in args,
+                           "layers": int(value("--freeze-layers") or 0)}}
+    return None
 
 
 MEASURED_LOOP = "hand-written"  # the loop of every case that names none: the default when they were measured
@@ -241,6 +279,9 @@ def predicted(case_argv: list[str] | tuple[str, ...]) -> dict[str, Any]:
 def objects(prediction: dict[str, Any]) -> tuple[BertConfig, Workload]:
     workload = {key: value for key, value in prediction["workload"].items() if key != "gpu_memory"}
     return BertConfig(**prediction["config"]), Workload(**workload)
+
+
+_METHOD: dict[str, Any] = {}  # the case being measured's method (`method_of_argv`): what `run_phases` applies
 
 
 def plan(parts: tuple[str, ...]) -> list[tuple[str, str, list[str], dict[str, Any]]]:
@@ -278,7 +319,7 @@ def _clean() -> int:
 def _optimizer(model: Any, workload: Workload) -> Any:
     import torch
 
-    params = list(model.parameters())
+    params = [param for param in model.parameters() if param.requires_grad]  # (what trains)
     if workload.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=1e-4)  # foreach on CUDA, as a user gets it
     return torch.optim.SGD(params, lr=1e-4, momentum=0.9 if workload.optimizer == "sgd-momentum" else 0)
@@ -291,7 +332,10 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
 
     from tui.reference import measure as M
 
-    model = M.build_model(config, workload, "cuda")
+    method = _METHOD.get("now")
+    # (under a method: built, wrapped and moved as the Trainer does, the adapters moved after their base layers)
+    model = M.build_model(config, workload, "cpu", method).to("cuda") if method else \
+        M.build_model(config, workload, "cuda")
     batch = M.inputs(config, workload, "cuda")
     train = workload.mode == "train"
     opt = _optimizer(model, workload) if train else None
@@ -368,7 +412,10 @@ def saved_tensors(config: BertConfig, workload: Workload) -> dict[str, Any]:
 
     from tui.reference import measure as M
 
-    model = M.build_model(config, workload, "cuda")
+    method = _METHOD.get("now")
+    # (under a method: built, wrapped and moved as the Trainer does, the adapters moved after their base layers)
+    model = M.build_model(config, workload, "cpu", method).to("cuda") if method else \
+        M.build_model(config, workload, "cuda")
     batch = M.inputs(config, workload, "cuda")
     fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     seen: set[int] = set()
@@ -537,12 +584,13 @@ def main(args: list[str]) -> int:
     first = True
     for part, name, case_argv, prediction in cases:
         started = time.perf_counter()
+        _METHOD["now"] = method_of_argv(case_argv)
         if part in ("steps", "held_out"):
             row = measure_step(name, case_argv, prediction, first)
             first = False
         elif part == "fits":
             row = measure_fit(name, case_argv, prediction)
-        elif part in ("lm_caps", "replay_caps"):
+        elif part in ("lm_caps", "replay_caps", "method_caps"):
             row = measure_lm_cap(name, case_argv, prediction, output.with_name(output.stem + ".snapshots"))
         else:
             row = measure_saved_and_flops(name, case_argv, prediction)

@@ -174,6 +174,8 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lora-rank-pattern", metavar="KEY=R,...", help="rank_pattern: another rank for the modules "
                        "a key matches (value=4)")
     group.add_argument("--lora-alpha", metavar="ALPHA", help="lora_alpha (scales the update; adds no parameter)")
+    group.add_argument("--lora-dropout", metavar="P", help="lora_dropout (default 0): in compute, each adapted "
+                       "module keeps a dropout mask and the dropped copy of its input")
     group.add_argument("--dora", action="store_true", default=None, help="use_dora: a magnitude vector per adapted "
                        "module")
     cold = parser.add_argument_group("fine-tuning with parts frozen (requires_grad_(False); the rest trains)")
@@ -192,7 +194,7 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
 
 
 LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_save", "lora_layers",
-              "lora_rank_pattern", "lora_alpha", "dora")
+              "lora_rank_pattern", "lora_alpha", "lora_dropout", "dora")
 
 
 IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save")
@@ -282,6 +284,15 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
         except ConfigError:
             raise UsageError(f"{flag} {printable(text)!r}: must be a whole number") from None
 
+    def fraction(flag: str, text: str) -> float:
+        try:
+            chance = float(text)
+        except ValueError:
+            raise UsageError(f"{flag} {printable(text)!r}: must be a number from 0 up to (not) 1") from None
+        if not 0 <= chance < 1:  # (nan and inf too)
+            raise UsageError(f"{flag} {printable(text)!r}: must be a number from 0 up to (not) 1")
+        return chance
+
     targets: tuple[str, ...] | str | None = None
     if args.lora_targets_regex is not None:
         targets = args.lora_targets_regex
@@ -300,14 +311,16 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
         return Lora(r=8 if args.lora_r is None else whole("--lora-r", args.lora_r), target_modules=targets,
                     bias=args.lora_bias or "none", modules_to_save=names("--lora-save", args.lora_save),
                     use_dora=bool(args.dora), layers_to_transform=layers, rank_pattern=tuple(pattern),
-                    lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha))
+                    lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha),
+                    lora_dropout=0.0 if args.lora_dropout is None else fraction("--lora-dropout", args.lora_dropout))
     except ConfigError as error:  # (the Lora is not made: its regular expression may be what is refused)
         raise UsageError(f"{lora_flag(error.field, targets)} {printable(str(error.value))}: {error.rule}") from None
 
 
 LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
                 "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--lora-layers", "use_dora": "--dora",
-                "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha"}
+                "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha",
+                "lora_dropout": "--lora-dropout"}
 IA3_FLAG_OF = {"target_modules": "--ia3-targets", "feedforward_modules": "--ia3-feedforward",
                "modules_to_save": "--ia3-save", "ia3": "--ia3"}
 

@@ -83,6 +83,9 @@ class Lora:
                 re.compile(key)
             except re.error as problem:
                 raise ConfigError("rank_pattern", key, f"is not a regular expression: {problem}") from None
+        if isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, int | float) or \
+                not 0 <= self.lora_dropout < 1:
+            raise ConfigError("lora_dropout", self.lora_dropout, "must be a probability from 0 up to (not) 1")
 
 
     kind = "lora"
@@ -98,7 +101,8 @@ class Lora:
         return of_adapted(adapt(tree, config, self), self)
 
     def settings(self) -> dict[str, object]:
-        return {"r": self.r, "lora_alpha": self.lora_alpha, "bias": self.bias, "use_dora": self.use_dora}
+        return {"r": self.r, "lora_alpha": self.lora_alpha, "lora_dropout": self.lora_dropout, "bias": self.bias,
+                "use_dora": self.use_dora}
 
     def step_refusal(self) -> ConfigError | None:
         if self.use_dora:
