@@ -140,8 +140,8 @@ def build_model(config: BertConfig, workload: Workload, device: str, method: dic
 
 
 def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) -> Any:
-    """A fine-tuning method as people apply it: `{"lora": LoraConfig's keys}` wraps the model with peft's
-    `get_peft_model` (task type as the head's); `{"freeze": {"embeddings": bool, "layers": k, "body": bool}}`
+    """A fine-tuning method as people apply it: `{"lora": LoraConfig's keys}` (or `{"ia3": IA3Config's}`) wraps
+    the model with peft's `get_peft_model` (task type as the head's); `{"freeze": {"embeddings": bool, "layers": k, "body": bool}}`
     calls `requires_grad_(False)` on those parts."""
     if not method:
         return model
@@ -151,6 +151,12 @@ def apply_method(model: Any, config: BertConfig, method: dict[str, Any] | None) 
         from ..core.count.lora import task_type
 
         return get_peft_model(model, LoraConfig(task_type=task_type(config), **method["lora"]))
+    if "ia3" in method:
+        from peft import IA3Config, get_peft_model
+
+        from ..core.count.lora import task_type
+
+        return get_peft_model(model, IA3Config(task_type=task_type(config), **method["ia3"]))
     spec = method["freeze"]
     body = model if config.head == "none" else getattr(model, config.body)
     if spec.get("body"):

@@ -106,12 +106,16 @@ class Run:
             if role in ("base", "original"):
                 params.append(named[name])
                 continue
-            module, _, rest = name.partition(f".{role}.") if role != "copy" else \
-                name.partition(".modules_to_save.default.")
+            module, _, rest = name.partition(".modules_to_save.default.") if role == "copy" else \
+                name.partition(f".{role}.")
             if role == "copy":  # (a copy in the model's dtype; the original, frozen, is not run)
                 original = named[f"{module}.original_module.{rest}"]
                 param = Param(t, original.data.nbytes)
                 copies[id(original)] = param
+            elif role in ("ia3", "ia3-input"):  # (float32, as LoRA's adapters)
+                module = name.partition(".ia3_l.")[0]
+                param = Param(t, numel * FLOAT, FLOAT)
+                named[f"{module}.base_layer.weight"].ia3 = (param, role == "ia3-input")
             elif role in ("lora_A", "lora_B"):
                 param = Param(t, numel * FLOAT, FLOAT)
                 weight = named[f"{module}.base_layer.weight"]
@@ -323,6 +327,8 @@ class Run:
                copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
         """A Linear (`_product`), and LoRA's adapters beside it where the method put them (`_lora`)."""
         adapters = params[0].adapters
+        if params[0].ia3 is not None:
+            return self._ia3(params, x, x_node, rows, outputs, inputs or self.h, copy, select)
         if adapters is None:
             return self._product(params, x, x_node, rows, outputs, inputs, copy, select)
         if select:  # (the first token's view, read by the base layer and the adapters: a node of its own)
@@ -337,6 +343,73 @@ class Run:
         if copy == HEADS_VIEW:
             node = self.tape.node(self._grads(out.nbytes), [node])
         return out, node
+
+    def _ia3(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int, copy: bool,
+             select: int) -> tuple[Storage, Node]:
+        """peft's `ia3.Linear.forward`: `ia3_scaling = 1 * ia3_l.flatten()` (a new float32 vector), then for a
+        feed-forward module `base_layer((x.to(float32) * ia3_scaling).to(x's dtype))`, for another
+        `(base_layer(x) * ia3_scaling).to(its dtype)`: the product float32 (a 16-bit tensor times the float32
+        vector), cast back where the model's element is narrower; its backward sums the vector's gradient down and
+        casts the other's."""
+        t = self.tape
+        vector, feedforward = params[0].ia3  # type: ignore[misc]
+        width = inputs if feedforward else outputs
+        scaling = t.new(width * FLOAT)
+        scaling_node = t.node(self._grads(width * FLOAT), [vector.node])
+        flat = bool(copy) and copy != HEADS_VIEW
+        if feedforward:
+            if select:
+                raise ValueError("IA3 on the pooler: its allocation order is not derived yet")
+            own = x.nbytes // (rows * inputs)
+            wide = None
+            if own != FLOAT:  # x.to(float32)
+                wide = t.new(rows * inputs * FLOAT)
+                x_node = t.node(self._grads(x.nbytes), [x_node])
+                x = wide
+            scaled, node = self._scaled(x, x_node, scaling, scaling_node, rows * inputs, width, FLOAT, own)
+            out, node = self._product(params, scaled, node, rows, outputs, inputs, flat)
+            t.drop(wide, scaled, scaling)  # (the forward's locals, as it returns)
+        else:
+            result, node = self._product(params, x, x_node, rows, outputs, inputs, flat, select)
+            own = result.nbytes // (rows * outputs)
+            out, node = self._scaled(result, node, scaling, scaling_node, rows * outputs, width, own, own)
+            t.drop(result, scaling)
+        if copy == HEADS_VIEW:
+            node = t.node(self._grads(out.nbytes), [node])
+        return out, node
+
+    def _scaled(self, x: Storage, x_node: Node, scaling: Storage, scaling_node: Node, size: int, width: int,
+                own: int, back: int) -> tuple[Storage, Node]:
+        """`(x * scaling).to(back)`: `size` elements of `own` bytes times a float32 vector of `width`, the product
+        float32, cast to `back` bytes an element where they are fewer (the product goes as the cast returns)."""
+        t = self.tape
+        product = t.new(size * FLOAT)
+        node = t.node(self._scale_backward(size, width, own), [x_node, scaling_node], [(scaling, 0), (x, 1)])
+        if back == FLOAT:
+            return product, node
+        cast = t.new(size * back)
+        node = t.node(self._grads(size * FLOAT), [node])
+        t.drop(product)
+        return cast, node
+
+    def _scale_backward(self, size: int, width: int, own: int) -> Rule:
+        """IA3's product's backward: the vector's gradient (`grad * x`, float32, summed down to the vector as the
+        engine checks it) and x's (`grad * scaling`, cast to x's element), the vector's computed first."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second = t.new(size * FLOAT) if node.wants(1) else None
+            first = t.new(size * FLOAT) if node.wants(0) else None
+            self._applied(t, node)
+            if first is not None and own != FLOAT:
+                cast = t.new(size * own)
+                t.drop(first)
+                first = cast
+            if second is not None:
+                summed = t.new(width * FLOAT)
+                t.drop(second)
+                second = summed
+            self._finish(t, given, node)
+            return [first, second]
+        return rule
 
     def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
               result: Storage, result_node: Node, copy: bool = False, view: int = 0) -> tuple[Storage, Node]:

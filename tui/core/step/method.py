@@ -117,7 +117,7 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
     adapters = adapter_tensors = 0
     for param in adapted.params:
         name = param.name.removeprefix(PREFIX)
-        if param.role in ("lora_A", "lora_B", "magnitude"):
+        if param.role in ("lora_A", "lora_B", "magnitude", "ia3"):
             adapters += param.numel
             adapter_tensors += 1
         elif param.role == "copy":
@@ -131,7 +131,9 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
         if target in trained:
             trained.add(name)
     label += f", dropout {dropout:g}" if dropout else ""
-    layout = tuple((p.name.removeprefix(PREFIX), p.role, p.trainable, p.numel) for p in adapted.params)
+    # (IA3's vector [1, in] scales a feed-forward module's input, [out, 1] another's output)
+    layout = tuple((p.name.removeprefix(PREFIX), "ia3-input" if p.role == "ia3" and p.shape[0] == 1 < p.numel
+                    else p.role, p.trainable, p.numel) for p in adapted.params)
     return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), dropout > 0,
                   adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
                   adapters, adapter_tensors, tuple(sizes), layout=layout)

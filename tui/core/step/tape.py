@@ -355,6 +355,7 @@ class Param:
         self.data = tape.new(nbytes)
         self.node = Node(float("inf"), [], [], None)
         self.adapters: tuple[Param, Param] | None = None
+        self.ia3: tuple[Param, bool] | None = None  # IA3's vector on its Linear, and whether it scales the input
         self.element = element  # its bytes an element where they are not the model's (LoRA's float32 adapters)
 
     @property
