@@ -282,13 +282,13 @@ def test_a_methods_program_read_off_one_symbolic_run_is_each_batchs_run(name: st
                                                                        method=method)
 
 
-def test_the_methods_recorded_cover_every_family_and_both_kinds() -> None:
-    """The method cases recorded with peft's model or parts frozen: every family, LoRA and frozen parts, every
-    precision kind."""
+def test_the_methods_recorded_cover_every_family_and_every_kind() -> None:
+    """The method cases recorded with peft's model or parts frozen: every family, LoRA, IA3 and frozen parts,
+    every precision kind."""
     methods = [case for case in CASES.values() if "method" in case]
     assert {BertConfig(**case["config"]).family.name for case in methods} >= set(FAMILIES) - {"xlm-roberta",
                                                                                                 "camembert"}
-    assert {next(iter(case["method"])) for case in methods} == {"lora", "freeze"}
+    assert {next(iter(case["method"])) for case in methods} == {"lora", "ia3", "freeze"}
     assert {case["workload"]["precision"] for case in methods} >= {"fp32", "bf16", "amp-bf16"}
 
 

@@ -20,7 +20,7 @@ from tui.core import BertConfig
 from tui.core.config import FAMILIES, HEADS, ConfigError
 from tui.core.count.families import build_tree
 from tui.core.count.frozen import Freeze
-from tui.core.count.lora import Lora, adapt
+from tui.core.count.lora import Ia3, Lora, adapt, adapt_ia3
 from tui.core.step.compute import compute, not_replayed
 from tui.core.step.layouts import STEPS
 from tui.core.step.method import Method, method_of
@@ -197,12 +197,10 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
-    (["bert-base-uncased", "--ia3"], "--ia3: compute and memory under IA3"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "1"], "--lora-dropout '1': must be a number from 0"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "nan"], "--lora-dropout 'nan': must be a number"),
     ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "the adapter folder holds DoRA: compute and memory under DoRA"),
-    ([str(FIXTURES / "adapters" / "bert-seqcls-ia3")], "the adapter folder holds IA3"),
     ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
 ])
 def test_compute_refuses_what_it_does_not_model_in_one_line(argv: list[str], words: str) -> None:
@@ -316,3 +314,25 @@ def test_lora_dropout_from_the_command_line_keeps_a_mask_and_a_copy_per_adapted_
                        method=with_dropout)
     assert dropped["memory_bytes"]["activations"] == expected.activations
     assert dropped["memory_bytes"]["activations"] > plain["memory_bytes"]["activations"]
+
+
+def test_ia3_computes_from_flags_or_its_adapter_folder_and_its_fits_are_replayed() -> None:
+    """IA3 (peft's defaults for BERT: key, value, output.dense scaled on its input) from `--ia3` or an IA3 adapter
+    folder: the same method, its trainable count peft's, its fits the replay's."""
+    flags = run_json("compute", "bert-base-uncased", "--head", "sequence-classification", "--batch", "8", "--seq",
+                     "64", "--ia3")
+    config = BertConfig(head="sequence-classification")
+    peft = adapt_ia3(build_tree(config), config, Ia3())
+    assert flags["trainable"] == peft.trainable and flags["fits_allocator"]["model"] == "replayed"
+    assert flags["method"].startswith("IA3")
+    folder = run_json("compute", str(FIXTURES / "adapters" / "bert-seqcls-ia3"), "--batch", "4", "--seq", "16")
+    assert folder["method"].startswith("IA3") and folder["fits_allocator"]["model"] == "replayed"
+
+
+def test_the_fixture_measures_ia3_on_every_family_and_head() -> None:
+    seen = {(c["config"].get("model_type", "bert"), c["config"]["head"], c["workload"]["precision"])
+            for c in cases() if "ia3" in c["method"]}
+    for family in STEPS:
+        heads = HEADS if family == "bert" else FAMILIES[family].heads
+        assert {head for f, head, _ in seen if f == family} == set(heads), family
+    assert {precision for _, _, precision in seen} == {"fp32", "bf16", "amp-bf16"}

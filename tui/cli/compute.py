@@ -70,11 +70,11 @@ def build_parser() -> Parser:
         "\n  bert-tui compute roberta-base --head sequence-classification --lora-r 8 --lora-targets query,value "
         "--precision amp-bf16\n  bert-tui compute bert-base-uncased --head mlm --freeze-embeddings "
         "--freeze-layers 6\n\n"
-        "With a fine-tuning method (--lora-*, --freeze-*, or a PEFT adapter as MODEL: a folder or a Hub id) the "
-        "step is the "
-        "method's, measured against peft and torch for every family modelled: what trains, what each frozen or "
-        "adapted module keeps, the adapters' FLOPs. IA3, DoRA, LoRA on embeddings and "
-        "checkpointing with a method are refused by name (bert-tui count counts their parameters).",
+        "With a fine-tuning method (--lora-*, --ia3*, --freeze-*, or a PEFT adapter as MODEL: a folder or a Hub "
+        "id) the step is the method's, measured against peft and torch for every family modelled: what trains, "
+        "what each frozen or adapted module keeps, the adapters' FLOPs; what fits is the caching allocator "
+        "replayed over the method's own allocation order. DoRA, LoRA on embeddings and checkpointing with a "
+        "method are refused by name (bert-tui count counts their parameters).",
     )
     add_model(parser)
     add_source(parser, checkpoint=False)

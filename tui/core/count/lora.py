@@ -143,8 +143,7 @@ class Ia3:
         return {}
 
     def step_refusal(self) -> ConfigError | None:
-        return ConfigError("ia3", True, "compute and memory under IA3 are not modelled yet; its parameters are "
-                           "counted")
+        return None
 
 
 def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:

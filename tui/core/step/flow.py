@@ -56,11 +56,12 @@ class Trains:
     weight: bool = False
     bias: bool = False
     rank: int = 0
+    scale: str = ""  # IA3's trained vector: "output" (it scales the module's output), "input" (a feed-forward's)
 
     @property
     def output(self) -> bool:
         """Whether the module's output requires a gradient whatever its input."""
-        return self.weight or self.bias or self.rank > 0
+        return self.weight or self.bias or self.rank > 0 or bool(self.scale)
 
 
 class Training(Protocol):
@@ -265,6 +266,10 @@ class Walk:
         weights = sum(t.weight for t in trains)
         x = step.size(linear.x if linear.x is not None else linear.size)
         rows, din, dout = linear.rows, linear.din, linear.dout
+        for name, t in zip(linear.names, trains):
+            if t.scale == "input":  # (the product reads the scaled input, which requires a gradient)
+                self._scaled_input(linear, name.split("|")[0], x, step)
+                flowing = True
         if weights:  # the input, for the weight gradients
             if linear.input is not None and amp and step.size(linear.size) != c.compute:
                 self._save(step, linear.copy or f"{linear.input} (16-bit copy)", (rows, din), "compute", weights)
@@ -286,10 +291,40 @@ class Walk:
         for name, t in zip(linear.names, trains):
             if t.rank:
                 self._adapter(linear, name.split("|")[0], t.rank, x, step)
+            if t.scale == "output":
+                self._scaled_output(linear, name.split("|")[0], step, flowing)
         if len(linear.names) == 3:  # Q, K and V: the attention reads each apart
             self._qkv = (flowing or trains[0].output, flowing or trains[1].output, flowing or trains[2].output)
         else:
             self.flowing = flowing or any(t.output for t in trains)
+
+    def _scaled_input(self, linear: Linear, name: str, x: int, step: Step) -> None:
+        """IA3 on a feed-forward module (peft 0.21, `ia3.Linear.forward`): `(x.to(float32) * ia3_scaling)` keeps
+        the float32 input for the vector's gradient (a new tensor where x is 16-bit, else x itself, kept once)
+        and, where x requires a gradient, the scaling vector (`1 * ia3_l.flatten()`, float32)."""
+        label, rows, din = f"IA3 on {name}", linear.rows, linear.din
+        if x != 4:
+            self._save(step, f"{label}: float32 input", (rows, din), 4)
+        elif linear.held == HELD:
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
+                           "stream")
+        elif linear.held:
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.reads or linear.held, (rows, din), x)
+        elif self._once(linear.input or linear.reads or linear.what):
+            self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
+        if self.flowing:
+            self._save(step, f"{label}: scaling vector", (din,), 4)
+
+    def _scaled_output(self, linear: Linear, name: str, step: Step, flowing: bool) -> None:
+        """IA3 on another module: `(base_layer(x) * ia3_scaling).to(its dtype)` keeps the module's output for
+        the vector's gradient and, where that output requires a gradient (its input does), the vector."""
+        label = f"IA3 on {name}"
+        self._save(step, f"{label}: the module's output", (linear.rows, linear.dout), "compute",
+                   linear.coef // len(linear.names))
+        if flowing:
+            self._save(step, f"{label}: scaling vector", (linear.dout,), 4, linear.coef // len(linear.names))
 
     def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
         """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv)."""
@@ -351,6 +386,11 @@ class Walk:
         self._flop(step, projection.what, (*rows, "H"), 1, rel + trains.weight, backward=projection.used)
         if trains.rank:
             self._relative_adapter(projection, full, trains.rank, step)
+        if trains.scale:  # IA3 there too: the projection's output kept for the vector's gradient
+            label = f"IA3 on {full.rsplit('.', 2)[-1]} (relative embeddings)"
+            self._save(step, f"{label}: the projection's output", rows, "compute")
+            if rel:
+                self._save(step, f"{label}: scaling vector", ("H",), 4)
         self.operands[projection.flow] = rel or trains.output
 
     def _relative_adapter(self, projection: Projection, full: str, rank: int, step: Step) -> None:

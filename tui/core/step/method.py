@@ -61,7 +61,14 @@ class Method:
     def module(self, name: str) -> Trains | None:
         if name not in self.modules:
             return None
-        return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, self._rank.get(name, 0))
+        return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, self._rank.get(name, 0),
+                      self._scale.get(name, ""))
+
+    @cached_property
+    def _scale(self) -> dict[str, str]:
+        """IA3's modules: "input" where the vector scales a feed-forward module's input, else "output"."""
+        return {name.partition(".ia3_l.")[0]: "input" if role == "ia3-input" else "output"
+                for name, role, *_ in self.layout if role in ("ia3", "ia3-input")}
 
     @cached_property
     def _rank(self) -> dict[str, int]:
