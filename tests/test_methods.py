@@ -48,7 +48,7 @@ def test_a_method_the_step_does_not_model_is_refused_by_its_own_rule_everywhere(
 
 
 def test_methods_that_the_step_models_are_not_refused() -> None:
-    assert [how.name for how in METHODS if how.step_refusal() is None] == ["LoRA", "parts frozen"]
+    assert [how.name for how in METHODS if how.step_refusal() is None] == ["LoRA", "IA3", "parts frozen"]
 
 
 def test_peft_defaults_are_the_records_and_the_help_says_them() -> None:
