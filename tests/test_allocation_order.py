@@ -298,3 +298,16 @@ def test_a_method_whose_order_is_not_derived_is_refused_by_name() -> None:
     run = Workload(4, 64, precision="amp-bf16", attention="sdpa", device="cuda")
     assert covers(config, run, method) is None
     assert "checkpointing with LoRA" in (covers(config, replace(run, checkpointing=True), method) or "")
+
+
+def test_lora_on_a_family_s_own_embeddings_is_refused_the_replay_by_name() -> None:
+    """LoRA on the word embeddings is derived on BERT's code (`_lookup_lora`); DeBERTa's embeddings are its own: its
+    fits say why they are the peak rule's."""
+    how = script(GENERATE_METHODS).how_of({"lora": {"r": 2, "target_modules": ["word_embeddings", "query_proj"]}})
+    config = BertConfig(head="token-classification", hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, vocab_size=1000).as_family("deberta-v2")
+    run = Workload(4, 16, precision="fp32", attention="eager", device="cuda")
+    assert "deberta-v2's word embeddings" in (covers(config, run, method_of(build_tree(config), config, how)) or "")
+    bert = config.as_family("bert")
+    how = script(GENERATE_METHODS).how_of({"lora": {"r": 2, "target_modules": ["word_embeddings", "query"]}})
+    assert covers(bert, run, method_of(build_tree(bert), bert, how)) is None

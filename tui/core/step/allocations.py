@@ -81,6 +81,8 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
         return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
     if method is not None and workload.checkpointing:
         return f"checkpointing with {method.label}: its allocation order is not derived yet"
+    if method is not None and not run.LOOKUP_ADAPTERS and any(".lora_embedding_" in name for name, *_ in method.layout):
+        return f"LoRA on {config.model_type}'s word embeddings: its allocation order is not derived yet"
     return None
 
 def events(config: BertConfig, workload: Workload, steps: int = 3, method: Method | None = None) -> list[Event]:

@@ -49,6 +49,7 @@ class DebertaRun(BertRun):
     DebertaV2ForSequenceClassification with one label."""
 
     LAYER = "DebertaV2Layer"
+    LOOKUP_ADAPTERS = False  # (its embeddings are its own: LoRA on them is not derived yet)
 
     @staticmethod
     def refuses(config: BertConfig, workload: Workload) -> str | None:

@@ -58,6 +58,7 @@ class ModernBertRun(BertRun):
     MultipleChoice}, `classifier_pooling: cls`."""
 
     LAYER = "ModernBertEncoderLayer"
+    LOOKUP_ADAPTERS = False  # (its embeddings are its own: LoRA on them is not derived yet)
 
     @staticmethod
     def refuses(config: BertConfig, workload: Workload) -> str | None:

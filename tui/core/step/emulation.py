@@ -98,6 +98,8 @@ class BertRun(Heads, Attention):
     """BertFor{SequenceClassification,MaskedLM}'s or BertLMHeadModel's run, op by op, or RoBERTa's (the same
     encoder)."""
 
+    LOOKUP_ADAPTERS = True  # whether its embeddings run LoRA on the word embeddings (`_lookup_lora`)
+
     @staticmethod
     def refuses(config: BertConfig, workload: Workload) -> str | None:
         """Why this run does not derive `config`'s step (None: it does); the refusals every run shares are
@@ -335,11 +337,16 @@ class BertRun(Heads, Attention):
         if not self.fw.token_types:  # no token types: the word embeddings are the sum so far
             summed = words = t.new(n * h * self.f)
             sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            if self.word.lookup_adapters:
+                words, sum_node = self._lookup_lora(self.word, words, sum_node, self.ids, n, h)
+                summed = words
             types = None
         else:
             type_ids = t.new((n if from_ids else s) * LONG)  # the token-type buffer gathered at the positions
             words = t.new(n * h * self.f)
             words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            if self.word.lookup_adapters:
+                words, words_node = self._lookup_lora(self.word, words, words_node, self.ids, n, h)
             types = t.new(n * h * self.f)
             types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
             summed = t.new(n * h * self.f)

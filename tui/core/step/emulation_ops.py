@@ -118,8 +118,13 @@ class Run:
                 named[f"{module}.base_layer.weight"].ia3 = (param, role == "ia3-input")
             elif role in ("lora_A", "lora_B"):
                 param = Param(t, numel * FLOAT, FLOAT)
-                weight = named[f"{module}.base_layer.weight"]
-                weight.adapters = (param, param) if role == "lora_A" else (weight.adapters[0], param)  # type: ignore[index]
+                if not rest:  # (an embedding's: lora_embedding_A.default, lora_embedding_B.default)
+                    table = named[f"{name.partition(f'.lora_embedding_{role[-1]}.')[0]}.base_layer.weight"]
+                    table.lookup_adapters = (param, param) if role == "lora_A" else \
+                        (table.lookup_adapters[0], param)  # type: ignore[index]
+                else:
+                    weight = named[f"{module}.base_layer.weight"]
+                    weight.adapters = (param, param) if role == "lora_A" else (weight.adapters[0], param)  # type: ignore[index]
             else:
                 raise ValueError(f"{role}: its step is not derived yet")
             params.append(param)
@@ -434,23 +439,60 @@ class Run:
         t.drop(dropped)
         up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
         t.drop(low)
-        element = self.lp if self.amp else FLOAT
-        scaled = t.new(rows * outputs * element)
-        scaled_node = t.node(self._grads(rows * outputs * element), [up_node])  # (a product with a number)
-        t.drop(up)
-        own = result.nbytes // (rows * outputs)
-        widest = max(own, element)
-        summed = t.new(rows * outputs * widest)
-        narrow = (rows * outputs * own if own != widest else 0, rows * outputs * element if element != widest else 0)
-        node = t.node(self._add_backward(narrow=narrow), [result_node, scaled_node])
-        t.drop(scaled, result)
-        if widest != own:  # result.to(torch_result_dtype)
-            cast = t.new(rows * outputs * own)
-            node = t.node(self._grads(rows * outputs * widest), [node])
-            t.drop(summed)
-            summed = cast
+        summed, node, _ = self._lora_sum(result, result_node, up, up_node, rows * outputs, temporary=True)
         t.drop(wide)
         return summed, node
+
+    def _lookup_lora(self, table: Param, result: Storage, result_node: Node, ids: Storage, rows: int, width: int
+                     ) -> tuple[Storage, Node]:
+        """peft's `lora.Embedding.forward` after its base lookup made `result` (`rows` of `width`):
+        `F.embedding(ids, lora_embedding_A.T)` (float32, `rows × r`: its backward a `V × r` table, which the
+        parameter's AccumulateGrad copies to its own `r × V` layout), `@ lora_embedding_B.T` (a product: under
+        autocast in 16 bits), `* scaling`, `result + ·`, `.to(result's dtype)`."""
+        t = self.tape
+        a, b = table.lookup_adapters  # type: ignore[misc]
+        rank = b.data.nbytes // (width * FLOAT)
+        after = t.new(rows * rank * FLOAT)
+        after_node = t.node(self._lookup_backward(a.data.nbytes), [a.node], [ids])
+        up, up_node = self._product((b, None), after, after_node, rows, width, rank, element=FLOAT)
+        summed, node, scaled = self._lora_sum(result, result_node, up, up_node, rows * width)
+        t.drop(after, scaled)  # (`after_A` and `adapter_output`: the forward's locals, as it returns)
+        return summed, node
+
+    def _lookup_backward(self, nbytes: int) -> Rule:
+        """A lookup in a transposed table (`lora_embedding_A.T`): the table's gradient, then its AccumulateGrad's
+        copy in the parameter's layout (the transposed one does not obey it), the first released."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grad = t.new(nbytes)
+            self._finish(t, given, node)
+            laid = t.new(nbytes)
+            t.drop(grad)
+            return [laid]
+        return rule
+
+    def _lora_sum(self, result: Storage, result_node: Node, up: Storage, up_node: Node, size: int,
+                  temporary: bool = False) -> tuple[Storage, Node, Storage | None]:
+        """`result + up * scaling` (in the wider element: a 16-bit model's sum is float32), then
+        `.to(result's dtype)` (a copy where the sum widened); `up` goes as the product returns, `result` as the sum
+        is bound to its name; the product (`* scaling`) with them where it is a `temporary` of the expression
+        (Linear's), else given back for the caller to release (Embedding's `adapter_output`, a local)."""
+        t = self.tape
+        element = self.lp if self.amp else FLOAT
+        scaled = t.new(size * element)
+        scaled_node = t.node(self._grads(size * element), [up_node])  # (a product with a number)
+        t.drop(up)
+        own = result.nbytes // (size)
+        widest = max(own, element)
+        summed = t.new(size * widest)
+        narrow = (size * own if own != widest else 0, size * element if element != widest else 0)
+        node = t.node(self._add_backward(narrow=narrow), [result_node, scaled_node])
+        t.drop(scaled if temporary else None, result)
+        if widest != own:  # result.to(torch_result_dtype)
+            cast = t.new(size * own)
+            node = t.node(self._grads(size * widest), [node])
+            t.drop(summed)
+            summed = cast
+        return summed, node, None if temporary else scaled
 
     def _product(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
                  copy: bool = False, select: int = 0, element: int = 0, selected: bool = False

@@ -194,14 +194,31 @@ class Walk:
     def lookup(self, module: Lookup, step: Step) -> None:
         """(DeBERTa's relative embeddings' LayerNorm: its bias may train alone.)"""
         trains = self.trains(module.module).output if module.feeds == "rel" else self.trains(module.module).weight
-        if trains and module.what:
+        rank = self.trains(module.module).rank if module.feeds == "stream" else 0
+        if (trains or rank) and module.what:
             self._save(step, module.what, module.factors, module.size)
+        if rank:
+            self._lookup_adapter(module.module, rank, step)
+            trains = True
         if module.feeds == "scores":  # a position bias every layer adds to its scores (MPNet's)
             self.scores_bias = trains
         elif module.feeds == "rel":  # the relative embeddings every layer reads (DeBERTa's)
             self.operands["rel"] = self.operands.get("rel", False) or trains
         else:
             self.flowing |= trains
+
+    def _lookup_adapter(self, name: str, rank: int, step: Step) -> None:
+        """LoRA on an embedding (peft 0.21, `lora.Embedding.forward`: `F.embedding(ids, lora_embedding_A.T) @
+        lora_embedding_B.T * scaling`): the `tokens × r` lookup kept for B's gradient (float32; under autocast the
+        product's 16-bit copy of it, and of B, cached), the product's FLOPs (both its gradients in the backward;
+        the lookup's own backward is no product)."""
+        label = f"LoRA on {name}"
+        if step.workload.amp and step.c.compute != 4:
+            self._save(step, f"{label}: after_A (16-bit copy)", ("n",), "compute", rank)
+            self._save(step, f"{label}: 16-bit copy of lora_embedding_B", ("E",), "compute", rank)
+        else:
+            self._save(step, f"{label}: after_A (tokens × r)", ("n",), 4, rank)
+        self._flop(step, f"{label}: lora_embedding_B", ("n", "E"), rank, 2)
 
     def norm(self, module: Norm, step: Step) -> None:
         norm = self.trains(module.module) if module.module else Trains()

@@ -115,10 +115,11 @@ def _modules(tree: ParamTree) -> frozenset[str]:
 
 def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -> Method:
     """An adapter as peft builds it on `tree`'s class (LoRA's)."""
-    embedding = [name for name in adapted.targets if name.endswith("embeddings")]
+    embedding = [name for name in adapted.targets if name.endswith("embeddings") and
+                 not name.endswith("word_embeddings")]
     if embedding:
-        raise ConfigError("target_modules", embedding[0], "LoRA on an embedding is counted but its step is not "
-                          "modelled yet")
+        raise ConfigError("target_modules", embedding[0], "LoRA on this embedding is counted, but its step is "
+                          "modelled on the word embeddings only (word_embeddings)")
     trained: set[str] = set()
     sizes: list[tuple[str, int]] = []
     adapters = adapter_tensors = 0

@@ -356,6 +356,8 @@ class Param:
         self.node = Node(float("inf"), [], [], None)
         self.adapters: tuple[Param, Param] | None = None
         self.ia3: tuple[Param, bool] | None = None  # IA3's vector on its Linear, and whether it scales the input
+        self.lookup_adapters: tuple[Param, Param] | None = None  # LoRA's on its embedding (not on a Linear that
+        # shares the table: a tied decoder)
         self.element = element  # its bytes an element where they are not the model's (LoRA's float32 adapters)
 
     @property
