@@ -336,3 +336,16 @@ def test_the_fixture_measures_ia3_on_every_family_and_head() -> None:
         heads = HEADS if family == "bert" else FAMILIES[family].heads
         assert {head for f, head, _ in seen if f == family} == set(heads), family
     assert {precision for _, _, precision in seen} == {"fp32", "bf16", "amp-bf16"}
+
+
+def test_ia3_on_a_square_module_s_input_or_output_are_two_methods() -> None:
+    """The same vector's size whether it scales attention.output.dense's input or its output: the two steps keep
+    different tensors, and neither answer is taken for the other (the methods differ, caches and all)."""
+    config = BertConfig(head="sequence-classification", hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, vocab_size=1000)
+    on_input = method(config, {"ia3": {"target_modules": ["attention.output.dense"],
+                                       "feedforward_modules": ["attention.output.dense"]}})
+    on_output = method(config, {"ia3": {"target_modules": ["attention.output.dense"], "feedforward_modules": []}})
+    assert on_input.trainable == on_output.trainable and on_input != on_output
+    run = Workload(8, 64, precision="bf16", attention="sdpa", device="cuda")
+    assert compute(config, run, method=on_input).activations != compute(config, run, method=on_output).activations

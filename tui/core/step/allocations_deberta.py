@@ -241,7 +241,7 @@ class DebertaRun(BertRun):
         t.drop(gelu, attention, x)
         return out, out_node
 
-    def _heads(self, params: Pair, x: Storage, x_node: Node, copies: AttentionCopies, copy: bool
+    def _heads(self, params: Pair, x: Storage, x_node: Node, copies: AttentionCopies, copy: int
                ) -> tuple[Storage, Node]:
         """transpose_for_scores(Linear(x)): the projection made contiguous as (b·A, s, d) (a copy unless one
         head or one token), its backward copying back where the heads' layout is not the tokens' (`copy`)."""

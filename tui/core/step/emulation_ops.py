@@ -21,12 +21,18 @@ from .workload import Workload
 BERT_LAYER, DISTILBERT_LAYER, ALBERT_LAYER, MPNET_LAYER = "BertLayer", "TransformerBlock", "AlbertLayer", "MPNetLayer"
 
 
+def _paired(pair: tuple[Param, Param] | None, param: Param, role: str) -> tuple[Param, Param]:
+    """LoRA's (A, B) as `_adapt` meets them, A first."""
+    return (param, param) if role == "lora_A" or pair is None else (pair[0], param)
+
+
 class Run:
     """A run's state (the config and workload read once: sizes, elements, the family's switches) and the op
     kinds' rules, which every part of a family's forward calls."""
 
     # Set by the family's `_setup` and `_inputs` (`emulation.BertRun` and its subclasses): the parameters and the
     # batch the parts read
+    params: list[Param]  # the optimizer's order (`named_parameters()`, a tied tensor once)
     embedding_norm: Pair
     pooler: Pair
     transform: Pair
@@ -100,7 +106,9 @@ class Run:
         for (_, _, trains, _), param in zip(base, self.params, strict=True):
             if not trains:
                 param.freeze()
-        start, after, copies = len(t.events), {}, {}
+        start = len(t.events)
+        after: dict[int, list[Event]] = {}
+        copies: dict[int, Param] = {}
         params: list[Param] = []
         for name, role, _, numel in method.layout:
             if role in ("base", "original"):
@@ -120,11 +128,10 @@ class Run:
                 param = Param(t, numel * FLOAT, FLOAT)
                 if not rest:  # (an embedding's: lora_embedding_A.default, lora_embedding_B.default)
                     table = named[f"{name.partition(f'.lora_embedding_{role[-1]}.')[0]}.base_layer.weight"]
-                    table.lookup_adapters = (param, param) if role == "lora_A" else \
-                        (table.lookup_adapters[0], param)  # type: ignore[index]
+                    table.lookup_adapters = _paired(table.lookup_adapters, param, role)
                 else:
                     weight = named[f"{module}.base_layer.weight"]
-                    weight.adapters = (param, param) if role == "lora_A" else (weight.adapters[0], param)  # type: ignore[index]
+                    weight.adapters = _paired(weight.adapters, param, role)
             else:
                 raise ValueError(f"{role}: its step is not derived yet")
             params.append(param)
@@ -329,13 +336,13 @@ class Run:
         return rule
 
     def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
-               copy: bool = False, select: int = 0) -> tuple[Storage, Node]:
+               copy: int = 0, select: int = 0) -> tuple[Storage, Node]:
         """A Linear (`_product`), and LoRA's adapters beside it where the method put them (`_lora`)."""
         adapters = params[0].adapters
         if params[0].ia3 is not None:
             return self._ia3(params, x, x_node, rows, outputs, inputs or self.h, copy, select)
         if adapters is None:
-            return self._product(params, x, x_node, rows, outputs, inputs, copy, select)
+            return self._product(params, x, x_node, rows, outputs, inputs, bool(copy), select)
         if select:  # (the first token's view, read by the base layer and the adapters: a node of its own)
             x_node = self.tape.node(self._grads(select * self.f), [x_node])
         # (q's, k's, v's gradient copied where it is not contiguous: at the sum's view to the heads, a node of its
@@ -349,7 +356,7 @@ class Run:
             node = self.tape.node(self._grads(out.nbytes), [node])
         return out, node
 
-    def _ia3(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int, copy: bool,
+    def _ia3(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int, copy: int,
              select: int) -> tuple[Storage, Node]:
         """peft's `ia3.Linear.forward`: `ia3_scaling = 1 * ia3_l.flatten()` (a new float32 vector), then for a
         feed-forward module `base_layer((x.to(float32) * ia3_scaling).to(x's dtype))`, for another

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 Event = tuple[str, int, int]
 CUBLAS_WORKSPACE = 32 * 1024 * 1024
@@ -99,7 +100,7 @@ class Recomputation:
 
 
 Edge = Node | tuple[Node, int]  # a node, or one of its inputs where it takes several (a split's gradients)
-Saved = "Storage | tuple[Storage, int]"  # what a node saves; (storage, i): only where its edge i wants a gradient
+Saved: TypeAlias = Storage | tuple[Storage, int]  # what a node saves; (storage, i): where its edge i wants a gradient
 
 
 def alive(edge: Edge) -> bool:
@@ -165,9 +166,13 @@ class Tape:
         wanted = [edge is not None and alive(edge) for edge in edges]
         if not self.grad or not any(wanted):
             return Node(self.seq, [], [], rule, inputs=inputs, live=False)
-        saved = [entry[0] if isinstance(entry, tuple) else entry for entry in saved
-                 if not isinstance(entry, tuple) or wanted[entry[1]]]
-        to = [edge for edge in edges if edge is not None]
+        kept = [entry[0] if isinstance(entry, tuple) else entry for entry in saved
+                if not isinstance(entry, tuple) or wanted[entry[1]]]
+        return self._made(rule, [edge for edge in edges if edge is not None], kept, inputs)
+
+    def _made(self, rule: Rule, to: list[Edge], saved: list[Storage], inputs: int) -> Node:
+        """`node`'s node, in the graph: its edges, what it keeps (packed under a checkpoint, held for the node
+        that saved it in a recomputation)."""
         frame = self.packing
         if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
             node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None)
