@@ -11,19 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..config import BertConfig
+from .emulation_methods import adapt
 from .method import Method
 from .symbols import attention_run
-from .tape import FLOAT, HEADS_VIEW, Event, Node, Pair, Param, Rule, Storage, Tape
+from .tape import FLOAT, HEADS_VIEW, Node, Pair, Param, Rule, Storage, Tape
 from .workload import Workload
 
 # The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
 # from BertLayer in where its attention's locals go, and what it runs itself.
 BERT_LAYER, DISTILBERT_LAYER, ALBERT_LAYER, MPNET_LAYER = "BertLayer", "TransformerBlock", "AlbertLayer", "MPNetLayer"
-
-
-def _paired(pair: tuple[Param, Param] | None, param: Param, role: str) -> tuple[Param, Param]:
-    """LoRA's (A, B) as `_adapt` meets them, A first."""
-    return (param, param) if role == "lora_A" or pair is None else (pair[0], param)
 
 
 class Run:
@@ -92,65 +88,14 @@ class Run:
 
     # A fine-tuning method ------------------------------------------------------------------------------------
     def _adapt(self) -> None:
-        """The model as the method makes it, before it moves to the device: its frozen parameters out of the
-        graph, LoRA's adapters (float32 whatever the model's precision: peft's `autocast_adapter_dtype`) and
-        `modules_to_save`'s trained copies, each moved just after the module it adapts or copies (`Module.to`'s
-        walk); the optimizer's parameters those that train, in `named_parameters()`'s order."""
-        method, t = self.method, self.tape
-        if method is None:
+        """The model as the method makes it (`emulation_methods.adapt`); the forward reads each
+        `modules_to_save` copy where the run held its original."""
+        if self.method is None:
             return
-        base = [entry for entry in method.layout if entry[1] in ("base", "original")]
-        if [numel * self.f for *_, numel in base] != [param.data.nbytes for param in self.params]:
-            raise ValueError("the method's parameters are not the run's (their order or sizes differ)")
-        named = dict(zip((name for name, *_ in base), self.params, strict=True))
-        for (_, _, trains, _), param in zip(base, self.params, strict=True):
-            if not trains:
-                param.freeze()
-        start = len(t.events)
-        after: dict[int, list[Event]] = {}
-        copies: dict[int, Param] = {}
-        params: list[Param] = []
-        for name, role, _, numel in method.layout:
-            if role in ("base", "original"):
-                params.append(named[name])
-                continue
-            module, _, rest = name.partition(".modules_to_save.default.") if role == "copy" else \
-                name.partition(f".{role}.")
-            if role == "copy":  # (a copy in the model's dtype; the original, frozen, is not run)
-                original = named[f"{module}.original_module.{rest}"]
-                param = Param(t, original.data.nbytes)
-                copies[id(original)] = param
-            elif role in ("ia3", "ia3-input"):  # (float32, as LoRA's adapters)
-                module = name.partition(".ia3_l.")[0]
-                param = Param(t, numel * FLOAT, FLOAT)
-                named[f"{module}.base_layer.weight"].ia3 = (param, role == "ia3-input")
-            elif role in ("lora_A", "lora_B"):
-                param = Param(t, numel * FLOAT, FLOAT)
-                if not rest:  # (an embedding's: lora_embedding_A.default, lora_embedding_B.default)
-                    table = named[f"{name.partition(f'.lora_embedding_{role[-1]}.')[0]}.base_layer.weight"]
-                    table.lookup_adapters = _paired(table.lookup_adapters, param, role)
-                else:
-                    weight = named[f"{module}.base_layer.weight"]
-                    weight.adapters = _paired(weight.adapters, param, role)
-            else:
-                raise ValueError(f"{role}: its step is not derived yet")
-            params.append(param)
-            anchor = [p for p in params if p.data.id < start][-1]  # the module's last tensor moved before it
-            after.setdefault(anchor.data.id, []).append(t.events[-1])
-        made = {event[1] for events in after.values() for event in events}
-        moved: list[Event] = []
-        for event in t.events:
-            if event[1] not in made or event[0] != "a":
-                moved.append(event)
-            if event[0] == "a":
-                moved += after.get(event[1], [])
-        t.events[:] = moved
-        self.params = params
-        if copies:
-            self._swap(copies)
+        self.params, copies = adapt(self.tape, self.params, self.f, self.method)
+        if not copies:
+            return
 
-    def _swap(self, copies: dict[int, Param]) -> None:
-        """The forward reads each `modules_to_save` copy where the run held its original."""
         def swapped(value: object) -> object:
             if isinstance(value, Param):
                 return copies.get(id(value), value)
