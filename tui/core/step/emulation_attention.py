@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .emulation_ops import Run
+from .emulation_peft import Linears
 from .tape import (
     FLOAT,
     LONG,
@@ -21,7 +21,7 @@ from .tape import (
 )
 
 
-class Attention(Run):
+class Attention(Linears):
     """The attention kernels and masks of BERT's code and the families built like it."""
 
     def _causal_mask(self, element: int) -> Storage:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .emulation_ops import Run
+from .emulation_peft import Linears
 from .tape import FLOAT, LONG, Node, Rule, Storage, Tape, View
 
 Head = tuple["Storage | None", tuple["Storage", ...], Node]  # the loss (None: inference), the outputs a loop
 # keeps, and the node the backward starts from
 
 
-class Heads(Run):
+class Heads(Linears):
     """The heads of BERT's code and the families built like it."""
 
     def _head(self, x: Storage, x_node: Node) -> Head:

@@ -1,0 +1,192 @@
+"""The Linears a family's forward runs, with what a fine-tuning method puts beside them: `_dense` (a Linear, its
+activation), and peft's forwards op by op — `lora.Linear` (`_lora`), `lora.Embedding` on the word embeddings
+(`_lookup_lora`), `ia3.Linear` (`_ia3`) — over `emulation_ops.Run`'s op rules (`_product`, `_grads`, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .emulation_ops import Run
+from .tape import FLOAT, HEADS_VIEW, Node, Pair, Param, Rule, Storage, Tape
+
+
+class Linears(Run):
+    """A run's Linears, plain or adapted (what `emulation_methods.adapt` attached to their weights)."""
+
+    def _dense_activation(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+                          select: int = 0, keep: bool = False) -> tuple[Storage, Node]:
+        """A Linear on `x` (`addmm` with a bias, `mm` without; `x`'s name released, unless the caller `keep`s it),
+        then the activation (its input's name released)."""
+        t = self.tape
+        dense, dense_node = self._dense(params, x, x_node, rows, outputs, inputs=inputs, select=select)
+        if not keep:
+            t.drop(x)
+        act, act_node = self._activation(dense, dense_node)
+        t.drop(dense)
+        return act, act_node
+
+    def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
+               copy: int = 0, select: int = 0) -> tuple[Storage, Node]:
+        """A Linear (`_product`), and LoRA's adapters beside it where the method put them (`_lora`)."""
+        adapters = params[0].adapters
+        if params[0].ia3 is not None:
+            return self._ia3(params, x, x_node, rows, outputs, inputs or self.h, copy, select)
+        if adapters is None:
+            return self._product(params, x, x_node, rows, outputs, inputs, bool(copy), select)
+        if select:  # (the first token's view, read by the base layer and the adapters: a node of its own)
+            x_node = self.tape.node(self._grads(select * self.f), [x_node])
+        # (q's, k's, v's gradient copied where it is not contiguous: at the sum's view to the heads, a node of its
+        # own; or where it is viewed flat, in the base layer's and lora_B's own views, the scaling keeping the
+        # gradient's layout)
+        flat = bool(copy) and copy != HEADS_VIEW
+        out, node = self._product(params, x, x_node, rows, outputs, inputs, flat, select, selected=True)
+        out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node, flat,
+                               rows * (inputs or self.h) * self.f if select else 0)
+        if copy == HEADS_VIEW:
+            node = self.tape.node(self._grads(out.nbytes), [node])
+        return out, node
+
+    def _ia3(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int, copy: int,
+             select: int) -> tuple[Storage, Node]:
+        """peft's `ia3.Linear.forward`: `ia3_scaling = 1 * ia3_l.flatten()` (a new float32 vector), then for a
+        feed-forward module `base_layer((x.to(float32) * ia3_scaling).to(x's dtype))`, for another
+        `(base_layer(x) * ia3_scaling).to(its dtype)`: the product float32 (a 16-bit tensor times the float32
+        vector), cast back where the model's element is narrower; its backward sums the vector's gradient down and
+        casts the other's."""
+        t = self.tape
+        vector, feedforward = params[0].ia3  # type: ignore[misc]
+        width = inputs if feedforward else outputs
+        scaling = t.new(width * FLOAT)
+        scaling_node = t.node(self._grads(width * FLOAT), [vector.node])
+        flat = bool(copy) and copy != HEADS_VIEW
+        if feedforward:
+            if select:
+                raise ValueError("IA3 on the pooler: its allocation order is not derived yet")
+            own = x.nbytes // (rows * inputs)
+            wide = None
+            if own != FLOAT:  # x.to(float32)
+                wide = t.new(rows * inputs * FLOAT)
+                x_node = t.node(self._grads(x.nbytes), [x_node])
+                x = wide
+            scaled, node = self._scaled(x, x_node, scaling, scaling_node, rows * inputs, width, FLOAT, own)
+            out, node = self._product(params, scaled, node, rows, outputs, inputs, flat)
+            t.drop(wide, scaled, scaling)  # (the forward's locals, as it returns)
+        else:
+            result, node = self._product(params, x, x_node, rows, outputs, inputs, flat, select)
+            own = result.nbytes // (rows * outputs)
+            out, node = self._scaled(result, node, scaling, scaling_node, rows * outputs, width, own, own)
+            t.drop(result, scaling)
+        if copy == HEADS_VIEW:
+            node = t.node(self._grads(out.nbytes), [node])
+        return out, node
+
+    def _scaled(self, x: Storage, x_node: Node, scaling: Storage, scaling_node: Node, size: int, width: int,
+                own: int, back: int) -> tuple[Storage, Node]:
+        """`(x * scaling).to(back)`: `size` elements of `own` bytes times a float32 vector of `width`, the product
+        float32, cast to `back` bytes an element where they are fewer (the product goes as the cast returns)."""
+        t = self.tape
+        product = t.new(size * FLOAT)
+        node = t.node(self._scale_backward(size, width, own), [x_node, scaling_node], [(scaling, 0), (x, 1)])
+        if back == FLOAT:
+            return product, node
+        cast = t.new(size * back)
+        node = t.node(self._grads(size * FLOAT), [node])
+        t.drop(product)
+        return cast, node
+
+    def _scale_backward(self, size: int, width: int, own: int) -> Rule:
+        """IA3's product's backward: the vector's gradient (`grad * x`, float32, summed down to the vector as the
+        engine checks it) and x's (`grad * scaling`, cast to x's element), the vector's computed first."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            second = t.new(size * FLOAT) if node.wants(1) else None
+            first = t.new(size * FLOAT) if node.wants(0) else None
+            self._applied(t, node)
+            if first is not None and own != FLOAT:
+                cast = t.new(size * own)
+                t.drop(first)
+                first = cast
+            if second is not None:
+                summed = t.new(width * FLOAT)
+                t.drop(second)
+                second = summed
+            self._finish(t, given, node)
+            return [first, second]
+        return rule
+
+    def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+              result: Storage, result_node: Node, copy: bool = False, view: int = 0) -> tuple[Storage, Node]:
+        """peft's `lora.Linear.forward` after its base layer made `result`: `x` cast to the adapters' float32
+        (`_cast_input_dtype`: a copy of a 16-bit input, the forward's local until it returns), dropout (p > 0),
+        `lora_B(lora_A(·))` (two products without bias: in float32, or under autocast in 16 bits), `* scaling`,
+        `result + ·` (in the wider element: a 16-bit model's sum is float32), `.to(result's dtype)` (a copy
+        where the sum widened); each temporary of the expression goes as the next op returns."""
+        t = self.tape
+        a, b = adapters
+        rank = a.data.nbytes // (inputs * FLOAT)
+        wide = None
+        if (view or x.nbytes) != rows * inputs * FLOAT:  # (a 16-bit input cast up: its gradient cast back;
+            wide = t.new(rows * inputs * FLOAT)  # `view`: the bytes of the view of `x` it reads, the first tokens')
+            x_node = t.node(self._grads(view or x.nbytes), [x_node])
+            x = wide
+        if self.method is not None and self.method.dropout and self.train:
+            dropped, dropped_node = self._dropout(x, x_node, FLOAT, 0 if wide else view)
+        else:
+            dropped, dropped_node = t.hold(x), x_node
+        low, low_node = self._product((a, None), dropped, dropped_node, rows, rank, inputs, element=FLOAT)
+        t.drop(dropped)
+        up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
+        t.drop(low)
+        summed, node, _ = self._lora_sum(result, result_node, up, up_node, rows * outputs, temporary=True)
+        t.drop(wide)
+        return summed, node
+
+    def _lookup_lora(self, table: Param, result: Storage, result_node: Node, ids: Storage, rows: int, width: int
+                     ) -> tuple[Storage, Node]:
+        """peft's `lora.Embedding.forward` after its base lookup made `result` (`rows` of `width`):
+        `F.embedding(ids, lora_embedding_A.T)` (float32, `rows × r`: its backward a `V × r` table, which the
+        parameter's AccumulateGrad copies to its own `r × V` layout), `@ lora_embedding_B.T` (a product: under
+        autocast in 16 bits), `* scaling`, `result + ·`, `.to(result's dtype)`."""
+        t = self.tape
+        a, b = table.lookup_adapters  # type: ignore[misc]
+        rank = b.data.nbytes // (width * FLOAT)
+        after = t.new(rows * rank * FLOAT)
+        after_node = t.node(self._lookup_backward(a.data.nbytes), [a.node], [ids])
+        up, up_node = self._product((b, None), after, after_node, rows, width, rank, element=FLOAT)
+        summed, node, scaled = self._lora_sum(result, result_node, up, up_node, rows * width)
+        t.drop(after, scaled)  # (`after_A` and `adapter_output`: the forward's locals, as it returns)
+        return summed, node
+
+    def _lookup_backward(self, nbytes: int) -> Rule:
+        """A lookup in a transposed table (`lora_embedding_A.T`): the table's gradient, then its AccumulateGrad's
+        copy in the parameter's layout (the transposed one does not obey it), the first released."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            grad = t.new(nbytes)
+            self._finish(t, given, node)
+            laid = t.new(nbytes)
+            t.drop(grad)
+            return [laid]
+        return rule
+
+    def _lora_sum(self, result: Storage, result_node: Node, up: Storage, up_node: Node, size: int,
+                  temporary: bool = False) -> tuple[Storage, Node, Storage | None]:
+        """`result + up * scaling` (in the wider element: a 16-bit model's sum is float32), then
+        `.to(result's dtype)` (a copy where the sum widened); `up` goes as the product returns, `result` as the sum
+        is bound to its name; the product (`* scaling`) with them where it is a `temporary` of the expression
+        (Linear's), else given back for the caller to release (Embedding's `adapter_output`, a local)."""
+        t = self.tape
+        element = self.lp if self.amp else FLOAT
+        scaled = t.new(size * element)
+        scaled_node = t.node(self._grads(size * element), [up_node])  # (a product with a number)
+        t.drop(up)
+        own = result.nbytes // (size)
+        widest = max(own, element)
+        summed = t.new(size * widest)
+        narrow = (size * own if own != widest else 0, size * element if element != widest else 0)
+        node = t.node(self._add_backward(narrow=narrow), [result_node, scaled_node])
+        t.drop(scaled if temporary else None, result)
+        if widest != own:  # result.to(torch_result_dtype)
+            cast = t.new(size * own)
+            node = t.node(self._grads(size * widest), [node])
+            t.drop(summed)
+            summed = cast
+        return summed, node, None if temporary else scaled
