@@ -116,7 +116,8 @@ def test_lora_trains_fewer_bytes_than_the_full_step_and_keeps_the_weights() -> N
 
 
 @pytest.mark.parametrize(("family", "head", "workload", "spec", "field"), [
-    ("bert", "sequence-classification", {}, {"lora": {"use_dora": True, "target_modules": ["query"]}}, "use_dora"),
+    ("bert", "sequence-classification", {}, {"lora": {"use_dora": True, "target_modules": ["query"],
+                                                      "lora_dropout": 0.1}}, "use_dora"),
     ("bert", "none", {}, {"lora": {"target_modules": ["position_embeddings", "query"]}}, "target_modules"),
     ("bert", "sequence-classification", {"checkpointing": True}, {"lora": {"target_modules": ["query"]}},
      "checkpointing"),
@@ -196,11 +197,10 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["bert-base-uncased", "--dora"], "--dora: compute and memory under DoRA"),
+    (["bert-base-uncased", "--dora", "--lora-dropout", "0.1"], "--dora: compute and memory under DoRA with"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "1"], "--lora-dropout '1': must be a number from 0"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "nan"], "--lora-dropout 'nan': must be a number"),
-    ([str(FIXTURES / "adapters" / "bert-seqcls-dora")], "the adapter folder holds DoRA: compute and memory under DoRA"),
     ([str(FIXTURES / "adapters" / "roberta-token"), "--lora-r", "4"], "names its own method"),
 ])
 def test_compute_refuses_what_it_does_not_model_in_one_line(argv: list[str], words: str) -> None:
@@ -349,3 +349,19 @@ def test_ia3_on_a_square_module_s_input_or_output_are_two_methods() -> None:
     assert on_input.trainable == on_output.trainable and on_input != on_output
     run = Workload(8, 64, precision="bf16", attention="sdpa", device="cuda")
     assert compute(config, run, method=on_input).activations != compute(config, run, method=on_output).activations
+
+
+def test_dora_computes_from_flags_or_its_adapter_folder_and_its_fits_are_replayed() -> None:
+    """DoRA (use_dora, no dropout) from `--dora` or a DoRA adapter folder: peft's trainable count, its fits the
+    replay's; in float32 where a projection meets the residual as it is (DistilBERT's), the replay is refused by
+    name and the peak rule answers."""
+    flags = run_json("compute", "bert-base-uncased", "--head", "sequence-classification", "--batch", "8", "--seq",
+                     "64", "--lora-r", "8", "--dora", "--precision", "amp-bf16")
+    config = BertConfig(head="sequence-classification")
+    assert flags["trainable"] == adapt(build_tree(config), config, Lora(r=8, use_dora=True)).trainable
+    assert flags["method"].startswith("DoRA r=8") and flags["fits_allocator"]["model"] == "replayed"
+    folder = run_json("compute", str(FIXTURES / "adapters" / "bert-seqcls-dora"), "--batch", "4", "--seq", "16")
+    assert folder["method"].startswith("DoRA") and folder["fits_allocator"]["model"] == "replayed"
+    distil = run_json("compute", "--preset", "distilbert-base-uncased", "--head", "mlm", "--batch", "4", "--seq", "16",
+                      "--lora-r", "4", "--lora-targets", "q_lin,v_lin", "--dora", "--precision", "fp32")
+    assert "DoRA in float32 on distilbert" in distil["fits_allocator"]["not_replayed"]

@@ -16,7 +16,8 @@ from tui.core.count.lora import Ia3, Lora
 from tui.core.count.trained import FineTuning, Trained, trained
 from tui.core.step.method import method_of
 
-METHODS: list[FineTuning] = [Lora(r=4), Lora(r=4, use_dora=True), Ia3(), Freeze(embeddings=True, layers=2)]
+METHODS: list[FineTuning] = [Lora(r=4), Lora(r=4, use_dora=True), Lora(r=4, use_dora=True, lora_dropout=0.1), Ia3(),
+                             Freeze(embeddings=True, layers=2)]
 
 
 @pytest.mark.parametrize("how", METHODS, ids=lambda how: how.name)
@@ -42,13 +43,13 @@ def test_a_method_the_step_does_not_model_is_refused_by_its_own_rule_everywhere(
         method_of(build_tree(config), config, how)
     assert (refused.value.field, refused.value.value, refused.value.rule) == (refusal.field, refusal.value,
                                                                               refusal.rule)
-    flags = ["--ia3"] if how.kind == "ia3" else ["--lora-r", "4", "--dora"]
+    flags = ["--ia3"] if how.kind == "ia3" else ["--lora-r", "4", "--dora", "--lora-dropout", "0.1"]
     code, _, err = run("compute", "--preset", "bert-base-uncased", *flags)
     assert code == 2 and refusal.rule in err
 
 
 def test_methods_that_the_step_models_are_not_refused() -> None:
-    assert [how.name for how in METHODS if how.step_refusal() is None] == ["LoRA", "IA3", "parts frozen"]
+    assert [how.name for how in METHODS if how.step_refusal() is None] == ["LoRA", "DoRA", "IA3", "parts frozen"]
 
 
 def test_peft_defaults_are_the_records_and_the_help_says_them() -> None:

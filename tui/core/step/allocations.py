@@ -81,6 +81,12 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
         return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
     if method is not None and workload.checkpointing:
         return f"checkpointing with {method.label}: its allocation order is not derived yet"
+    forward = config.family.forward
+    if method is not None and method.dora and workload.precision == "fp32" and (
+            not forward.encoder_dropout or forward.layer in (DISTILBERT_LAYER, ModernBertRun.LAYER)):
+        return (f"DoRA in float32 on {config.model_type}: a projection's output meets the residual as it is, and "
+                "its gradient accumulates out of place on a GPU, which the recorded runs do not show: the order is "
+                "not derived yet")
     if method is not None and not run.LOOKUP_ADAPTERS and any(".lora_embedding_" in name for name, *_ in method.layout):
         return f"LoRA on {config.model_type}'s word embeddings: its allocation order is not derived yet"
     return None

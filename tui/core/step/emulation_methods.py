@@ -50,6 +50,9 @@ def adapt(t: Tape, run_params: list[Param], element: int, method: Method
             module = name.partition(".ia3_l.")[0]
             param = Param(t, numel * FLOAT, FLOAT)
             named[f"{module}.base_layer.weight"].ia3 = (param, role == "ia3-input")
+        elif role == "magnitude":  # DoRA's (float32)
+            param = Param(t, numel * FLOAT, FLOAT)
+            named[f"{name.partition('.lora_magnitude_vector.')[0]}.base_layer.weight"].magnitude = param
         elif role in ("lora_A", "lora_B"):
             param = Param(t, numel * FLOAT, FLOAT)
             if not rest:  # (an embedding's: lora_embedding_A.default, lora_embedding_B.default)

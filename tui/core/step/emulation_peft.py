@@ -40,8 +40,12 @@ class Linears(Run):
         # gradient's layout)
         flat = bool(copy) and copy != HEADS_VIEW
         out, node = self._product(params, x, x_node, rows, outputs, inputs, flat, select, selected=True)
-        out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node, flat,
-                               rows * (inputs or self.h) * self.f if select else 0)
+        view = rows * (inputs or self.h) * self.f if select else 0
+        if params[0].magnitude is not None:
+            out, node = self._dora(params, x, x_node, rows, inputs or self.h, outputs, out, node, flat, view, select)
+        else:
+            out, node = self._lora(adapters, x, x_node, rows, inputs or self.h, outputs, out, node, flat, view,
+                                   select)
         if copy == HEADS_VIEW:
             node = self.tape.node(self._grads(out.nbytes), [node])
         return out, node
@@ -114,7 +118,8 @@ class Linears(Run):
         return rule
 
     def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
-              result: Storage, result_node: Node, copy: bool = False, view: int = 0) -> tuple[Storage, Node]:
+              result: Storage, result_node: Node, copy: bool = False, view: int = 0, select: int = 0
+              ) -> tuple[Storage, Node]:
         """peft's `lora.Linear.forward` after its base layer made `result`: `x` cast to the adapters' float32
         (`_cast_input_dtype`: a copy of a 16-bit input, the forward's local until it returns), dropout (p > 0),
         `lora_B(lora_A(·))` (two products without bias: in float32, or under autocast in 16 bits), `* scaling`,
@@ -132,7 +137,10 @@ class Linears(Run):
             dropped, dropped_node = self._dropout(x, x_node, FLOAT, 0 if wide else view)
         else:
             dropped, dropped_node = t.hold(x), x_node
-        low, low_node = self._product((a, None), dropped, dropped_node, rows, rank, inputs, element=FLOAT)
+        # (lora_A reads the first tokens' view as it is where nothing copied it: under autocast its 16-bit copy)
+        viewed = select if dropped is x and not wide else 0
+        low, low_node = self._product((a, None), dropped, dropped_node, rows, rank, inputs, select=viewed,
+                                      element=FLOAT, selected=True)
         t.drop(dropped)
         up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
         t.drop(low)
@@ -190,3 +198,105 @@ class Linears(Run):
             t.drop(summed)
             summed = cast
         return summed, node, None if temporary else scaled
+
+    def _dora(self, params: Pair, x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
+              result: Storage, result_node: Node, copy: bool, view: int = 0, select: int = 0
+              ) -> tuple[Storage, Node]:
+        """peft's DoRA (`DoraLinearVariant.forward`, `DoraLinearLayer.forward`, no dropout) after the base layer
+        made `result`: x cast to the adapters' float32; `lora_B(lora_A(eye(in))).T`, the adapters' weight (a graph
+        nothing reads: it goes, with the eye and `lora_A`'s output it kept, as the forward returns; under autocast
+        its 16-bit product cast back to float32); the base weight in float32 (a copy in a 16-bit model);
+        `‖W + s·ΔW‖` row by row (the sum and the product go as the norm is made); `magnitude / norm` (the norm
+        kept); `lora_B(lora_A(x))`; `result - bias`; `(m/‖·‖ - 1) * that + m/‖·‖ * lora_result * s`; then
+        `result + ·` and its cast back."""
+        t = self.tape
+        weight, bias = params
+        (a, b), magnitude = weight.adapters, weight.magnitude  # type: ignore[misc]
+        rank = a.data.nbytes // (inputs * FLOAT)
+        wide = None
+        if (view or x.nbytes) != rows * inputs * FLOAT:  # (`view`: the first tokens' view of x)
+            wide = t.new(rows * inputs * FLOAT)
+            x_node = t.node(self._grads(view or x.nbytes), [x_node])
+            x = wide
+        # get_lora_weight: the products over eye(in), whose graph nothing reads
+        eye = t.new(inputs * inputs * FLOAT)
+        none = Node(0, [], [], None, live=False)
+        low_eye, low_eye_node = self._product((a, None), eye, none, inputs, rank, inputs, element=FLOAT)
+        lora_weight, lora_weight_node = self._product((b, None), low_eye, low_eye_node, inputs, outputs, rank,
+                                                      element=FLOAT)
+        t.drop(low_eye, eye)
+        dead = [low_eye_node, lora_weight_node]
+        if lora_weight.nbytes != inputs * outputs * FLOAT:  # (autocast's 16-bit product, .to(x.dtype))
+            wide_weight = t.new(inputs * outputs * FLOAT)
+            dead.append(t.node(self._grads(lora_weight.nbytes), [lora_weight_node]))
+            t.drop(lora_weight)
+            lora_weight = wide_weight
+        base_weight = t.new(outputs * inputs * FLOAT) if self.f != FLOAT else None  # weight.to(x.dtype)
+        scaled = t.new(outputs * inputs * FLOAT)  # get_weight_norm: W + s·ΔW, its row norms
+        summed = t.new(outputs * inputs * FLOAT)
+        t.drop(scaled)
+        norm = t.new(outputs * FLOAT)
+        t.drop(summed)
+        ratio = t.new(outputs * FLOAT)  # magnitude / weight_norm (the norm kept), viewed (1, out)
+        ratio_node = t.node(self._grads(outputs * FLOAT), [magnitude.node], [norm])  # type: ignore[union-attr]
+        low, low_node = self._product((a, None), x, x_node, rows, rank, inputs, select=0 if wide else select,
+                                      element=FLOAT, selected=True)
+        up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
+        t.drop(low)
+        size, own = rows * outputs, result.nbytes // (rows * outputs)
+        if bias is not None:  # base_result - bias (a 16-bit result less a float32 bias: float32)
+            element = max(own, bias.data.nbytes // outputs)
+            base = t.new(size * element)
+            base_node = t.node(self._grads(size * own) if element != own else self._pass(), [result_node])
+        else:
+            element, base, base_node = own, t.hold(result), result_node
+        less = t.new(outputs * FLOAT)  # mag_norm_scale - 1
+        less_node = t.node(self._pass(), [ratio_node])
+        first = t.new(size * FLOAT)  # (…) * base_result
+        first_node = t.node(self._vector_backward(size, outputs, element), [less_node, base_node],
+                            [(base, 0), (less, 1)])
+        t.drop(less)
+        up_element = up.nbytes // size
+        second = t.new(size * FLOAT)  # mag_norm_scale * lora_result
+        second_node = t.node(self._vector_backward(size, outputs, up_element), [ratio_node, up_node],
+                             [(up, 0), (ratio, 1)])
+        scaled_second = t.new(size * FLOAT)  # * scaling
+        scaled_node = t.node(self._grads(size * FLOAT), [second_node])
+        t.drop(second)
+        dora = t.new(size * FLOAT)
+        dora_node = t.node(self._add_backward(), [first_node, scaled_node])
+        t.drop(first, scaled_second)
+        for node in dead:  # (the forward returns: the adapters' weight goes, and its graph with it)
+            t.release(node)
+        t.drop(lora_weight, base_weight, norm, ratio, up, base)
+        widest = max(own, FLOAT)
+        total = t.new(size * widest)  # result + result_dora
+        narrow = (size * own if own != widest else 0, 0)
+        node = t.node(self._add_backward(narrow=narrow), [result_node, dora_node])
+        t.drop(dora, result)
+        if widest != own:  # result.to(torch_result_dtype)
+            cast = t.new(size * own)
+            node = t.node(self._grads(size * widest), [node])
+            t.drop(total)
+            total = cast
+        t.drop(wide)
+        return total, node
+
+    def _vector_backward(self, size: int, width: int, element: int) -> Rule:
+        """A (1, width) vector times `size` elements of `element` bytes (float32 out): the full operand's
+        gradient first (cast to its element), then the vector's (summed down to it), each only where wanted."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            other = t.new(size * FLOAT) if node.wants(1) else None
+            vector = t.new(size * FLOAT) if node.wants(0) else None
+            self._applied(t, node)
+            if vector is not None:
+                summed = t.new(width * FLOAT)
+                t.drop(vector)
+                vector = summed
+            if other is not None and element != FLOAT:
+                cast = t.new(size * element)
+                t.drop(other)
+                other = cast
+            self._finish(t, given, node)
+            return [vector, other]
+        return rule

@@ -57,6 +57,8 @@ class Trains:
     bias: bool = False
     rank: int = 0
     scale: str = ""  # IA3's trained vector: "output" (it scales the module's output), "input" (a feed-forward's)
+    dora: bool = False  # DoRA's magnitude beside the LoRA adapter
+    biased: bool = True  # the module has a bias (DoRA takes it off the base output)
 
     @property
     def output(self) -> bool:
@@ -308,6 +310,9 @@ class Walk:
         for name, t in zip(linear.names, trains):
             if t.rank:
                 self._adapter(linear, name.split("|")[0], t.rank, x, step)
+            if t.dora:
+                self._dora(name.split("|")[0], t, (linear.rows,), linear.din, linear.dout,
+                           linear.coef // len(linear.names), flowing, step)
             if t.scale == "output":
                 self._scaled_output(linear, name.split("|")[0], step, flowing)
         if len(linear.names) == 3:  # Q, K and V: the attention reads each apart
@@ -342,6 +347,28 @@ class Walk:
                    linear.coef // len(linear.names))
         if flowing:
             self._save(step, f"{label}: scaling vector", (linear.dout,), 4, linear.coef // len(linear.names))
+
+    def _dora(self, name: str, t: Trains, rows: tuple[str, ...], din: str, dout: str, wide: int, flowing: bool,
+              step: Step) -> None:
+        """DoRA beside LoRA (peft 0.21, `DoraLinearLayer.forward`, no dropout): the adapters' weight made from
+        `eye(in)` (its two products, forward only; what they keep is packed, then goes with a graph nothing reads:
+        the eye — under autocast its 16-bit copy — and `lora_A`'s output), the weight norm (kept by the division
+        of the magnitude), the base output less its bias (float32 under autocast, a 16-bit output less a float32
+        bias), `m/‖·‖ - 1` where that output needs a gradient, the adapters' output and `m/‖·‖`."""
+        label, rank = f"DoRA on {name}", t.rank
+        amp = step.workload.amp and step.c.compute != 4
+        self._save(step, f"{label}: eye (lora_A's input)", (din, din), "compute" if amp else 4)
+        self._save(step, f"{label}: lora_A(eye)", (din,), "compute" if amp else 4, rank)
+        self._flop(step, f"{label}: lora_A(eye)", (din, din), rank, 0, backward=False)
+        self._flop(step, f"{label}: lora_B(eye)", (din, dout), rank * wide, 0, backward=False)
+        self._save(step, f"{label}: weight norm", (dout,), 4, wide)
+        base = 4 if amp and t.biased else "compute"
+        self._save(step, f"{label}: base output less its bias" if t.biased else f"{label}: base output",
+                   (*rows, dout), base, wide)
+        if flowing:
+            self._save(step, f"{label}: m/‖W‖ - 1", (dout,), 4, wide)
+        self._save(step, f"{label}: lora_B's output", (*rows, dout), "compute" if amp else 4, wide)
+        self._save(step, f"{label}: m/‖W‖", (dout,), 4, wide)
 
     def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
         """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv)."""
@@ -403,6 +430,8 @@ class Walk:
         self._flop(step, projection.what, (*rows, "H"), 1, rel + trains.weight, backward=projection.used)
         if trains.rank:
             self._relative_adapter(projection, full, trains.rank, step)
+        if trains.dora:  # (DoRA there too, its weight made again at this call)
+            self._dora(f"{full.rsplit('.', 2)[-1]} (relative embeddings)", trains, ("2", "D"), "H", "H", 1, rel, step)
         if trains.scale:  # IA3 there too: the projection's output kept for the vector's gradient
             label = f"IA3 on {full.rsplit('.', 2)[-1]} (relative embeddings)"
             self._save(step, f"{label}: the projection's output", rows, "compute")

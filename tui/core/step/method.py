@@ -63,7 +63,22 @@ class Method:
         if name not in self.modules:
             return None
         return Trains(f"{name}.weight" in self.trained, f"{name}.bias" in self.trained, self._rank.get(name, 0),
-                      self._scale.get(name, ""))
+                      self._scale.get(name, ""), name in self._dora, f"{name}.base_layer.bias" in self._names)
+
+    @property
+    def dora(self) -> bool:
+        """Whether DoRA's magnitudes sit beside the adapters."""
+        return bool(self._dora)
+
+    @cached_property
+    def _dora(self) -> frozenset[str]:
+        """DoRA's modules (a magnitude vector beside the adapters)."""
+        return frozenset(name.partition(".lora_magnitude_vector.")[0] for name, role, *_ in self.layout
+                         if role == "magnitude")
+
+    @cached_property
+    def _names(self) -> frozenset[str]:
+        return frozenset(name for name, *_ in self.layout)
 
     @cached_property
     def _scale(self) -> dict[str, str]:

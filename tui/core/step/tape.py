@@ -363,6 +363,7 @@ class Param:
         self.ia3: tuple[Param, bool] | None = None  # IA3's vector on its Linear, and whether it scales the input
         self.lookup_adapters: tuple[Param, Param] | None = None  # LoRA's on its embedding (not on a Linear that
         # shares the table: a tied decoder)
+        self.magnitude: Param | None = None  # DoRA's magnitude vector beside the adapters on its Linear
         self.element = element  # its bytes an element where they are not the model's (LoRA's float32 adapters)
 
     @property
