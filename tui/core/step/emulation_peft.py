@@ -90,7 +90,8 @@ class Linears(Run):
         float32, cast to `back` bytes an element where they are fewer (the product goes as the cast returns)."""
         t = self.tape
         product = t.new(size * FLOAT)
-        node = t.node(self._scale_backward(size, width, own), [x_node, scaling_node], [(scaling, 0), (x, 1)])
+        node = t.node(self._broadcast_backward(size, width, own, 1), [x_node, scaling_node],
+                      [(scaling, 0), (x, 1)])
         if back == FLOAT:
             return product, node
         cast = t.new(size * back)
@@ -98,23 +99,23 @@ class Linears(Run):
         t.drop(product)
         return cast, node
 
-    def _scale_backward(self, size: int, width: int, own: int) -> Rule:
-        """IA3's product's backward: the vector's gradient (`grad * x`, float32, summed down to the vector as the
-        engine checks it) and x's (`grad * scaling`, cast to x's element), the vector's computed first."""
+    def _broadcast_backward(self, size: int, width: int, element: int, vector: int) -> Rule:
+        """A product of `size` elements and a float32 vector of `width` (operand `vector`: 0 or 1), float32 out
+        (IA3's scaling, DoRA's magnitude): mul's backward makes the second operand's gradient first, then the
+        first's; the engine checks them in order, the vector's summed down to it, the other's cast to its
+        `element`; each only where wanted."""
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            second = t.new(size * FLOAT) if node.wants(1) else None
-            first = t.new(size * FLOAT) if node.wants(0) else None
+            grads: list[Storage | None] = [None, None]
+            for i in (1, 0):
+                if node.wants(i):
+                    grads[i] = t.new(size * FLOAT)
             self._applied(t, node)
-            if first is not None and own != FLOAT:
-                cast = t.new(size * own)
-                t.drop(first)
-                first = cast
-            if second is not None:
-                summed = t.new(width * FLOAT)
-                t.drop(second)
-                second = summed
+            for i, grad in enumerate(grads):
+                if grad is not None and (i == vector or element != FLOAT):
+                    grads[i] = t.new(width * FLOAT if i == vector else size * element)
+                    t.drop(grad)
             self._finish(t, given, node)
-            return [first, second]
+            return grads
         return rule
 
     def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
@@ -253,12 +254,12 @@ class Linears(Run):
         less = t.new(outputs * FLOAT)  # mag_norm_scale - 1
         less_node = t.node(self._pass(), [ratio_node])
         first = t.new(size * FLOAT)  # (…) * base_result
-        first_node = t.node(self._vector_backward(size, outputs, element), [less_node, base_node],
+        first_node = t.node(self._broadcast_backward(size, outputs, element, 0), [less_node, base_node],
                             [(base, 0), (less, 1)])
         t.drop(less)
         up_element = up.nbytes // size
         second = t.new(size * FLOAT)  # mag_norm_scale * lora_result
-        second_node = t.node(self._vector_backward(size, outputs, up_element), [ratio_node, up_node],
+        second_node = t.node(self._broadcast_backward(size, outputs, up_element, 0), [ratio_node, up_node],
                              [(up, 0), (ratio, 1)])
         scaled_second = t.new(size * FLOAT)  # * scaling
         scaled_node = t.node(self._grads(size * FLOAT), [second_node])
@@ -281,22 +282,3 @@ class Linears(Run):
             total = cast
         t.drop(wide)
         return total, node
-
-    def _vector_backward(self, size: int, width: int, element: int) -> Rule:
-        """A (1, width) vector times `size` elements of `element` bytes (float32 out): the full operand's
-        gradient first (cast to its element), then the vector's (summed down to it), each only where wanted."""
-        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
-            other = t.new(size * FLOAT) if node.wants(1) else None
-            vector = t.new(size * FLOAT) if node.wants(0) else None
-            self._applied(t, node)
-            if vector is not None:
-                summed = t.new(width * FLOAT)
-                t.drop(vector)
-                vector = summed
-            if other is not None and element != FLOAT:
-                cast = t.new(size * element)
-                t.drop(other)
-                other = cast
-            self._finish(t, given, node)
-            return [vector, other]
-        return rule
