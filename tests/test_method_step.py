@@ -116,8 +116,6 @@ def test_lora_trains_fewer_bytes_than_the_full_step_and_keeps_the_weights() -> N
 
 
 @pytest.mark.parametrize(("family", "head", "workload", "spec", "field"), [
-    ("bert", "sequence-classification", {}, {"lora": {"use_dora": True, "target_modules": ["query"],
-                                                      "lora_dropout": 0.1}}, "use_dora"),
     ("bert", "none", {}, {"lora": {"target_modules": ["position_embeddings", "query"]}}, "target_modules"),
     ("bert", "sequence-classification", {"checkpointing": True}, {"lora": {"target_modules": ["query"]}},
      "checkpointing"),
@@ -197,7 +195,6 @@ def test_an_adapter_folder_computes_with_its_own_lora() -> None:
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["bert-base-uncased", "--dora", "--lora-dropout", "0.1"], "--dora: compute and memory under DoRA with"),
     (["bert-base-uncased", "--lora-r", "4", "--checkpointing"], "--checkpointing: with LoRA r=4"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "1"], "--lora-dropout '1': must be a number from 0"),
     (["bert-base-uncased", "--lora-r", "4", "--lora-dropout", "nan"], "--lora-dropout 'nan': must be a number"),

@@ -73,9 +73,8 @@ def build_parser() -> Parser:
         "With a fine-tuning method (--lora-*, --ia3*, --freeze-*, or a PEFT adapter as MODEL: a folder or a Hub "
         "id) the step is the method's, measured against peft and torch for every family modelled: what trains, "
         "what each frozen or adapted module keeps, the adapters' FLOPs; what fits is the caching allocator "
-        "replayed over the method's own allocation order. DoRA with lora_dropout, LoRA on embeddings but the word "
-        "embeddings and checkpointing with a method are refused by name (bert-tui count counts their "
-        "parameters).",
+        "replayed over the method's own allocation order. LoRA on embeddings but the word embeddings and "
+        "checkpointing with a method are refused by name (bert-tui count counts their parameters).",
     )
     add_model(parser)
     add_source(parser, checkpoint=False)

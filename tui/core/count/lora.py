@@ -105,10 +105,6 @@ class Lora:
                 "use_dora": self.use_dora}
 
     def step_refusal(self) -> ConfigError | None:
-        if self.use_dora and self.lora_dropout:
-            return ConfigError("use_dora", True, "compute and memory under DoRA with lora_dropout are not modelled "
-                               "yet (it runs the base product again on the dropped input); the parameters are "
-                               "counted")
         return None
 
 

@@ -10,6 +10,14 @@ from .emulation_ops import Run
 from .tape import FLOAT, HEADS_VIEW, Node, Pair, Param, Rule, Storage, Tape
 
 
+def _frozen(storage: Storage) -> Param:
+    """A tensor read as a frozen weight (DoRA's float32 copy of a 16-bit base weight): no parameter, no gradient."""
+    param = Param.__new__(Param)
+    param.data, param.node, param.adapters, param.ia3 = storage, Node(0, [], [], None, live=False), None, None
+    param.lookup_adapters, param.magnitude, param.element = None, None, FLOAT
+    return param
+
+
 class Linears(Run):
     """A run's Linears, plain or adapted (what `emulation_methods.adapt` attached to their weights)."""
 
@@ -219,6 +227,11 @@ class Linears(Run):
             wide = t.new(rows * inputs * FLOAT)
             x_node = t.node(self._grads(view or x.nbytes), [x_node])
             x = wide
+        dropping = self.method is not None and self.method.dropout and self.train
+        dropped = None
+        if dropping:  # (the variant drops x, then runs the base product again on it: no bias to take off)
+            dropped, x_node = self._dropout(x, x_node, FLOAT, 0 if wide else view)
+            x, select = dropped, 0
         # get_lora_weight: the products over eye(in), whose graph nothing reads
         eye = t.new(inputs * inputs * FLOAT)
         none = Node(0, [], [], None, live=False)
@@ -245,7 +258,13 @@ class Linears(Run):
         up, up_node = self._product((b, None), low, low_node, rows, outputs, rank, copy, element=FLOAT)
         t.drop(low)
         size, own = rows * outputs, result.nbytes // (rows * outputs)
-        if bias is not None:  # base_result - bias (a 16-bit result less a float32 bias: float32)
+        if dropping:  # F.linear(x, weight): the float32 weight (a 16-bit model's copy, no parameter of its own)
+            frozen = weight if base_weight is None else _frozen(base_weight)
+            base, base_node = self._product((frozen, None), x, x_node, rows, outputs, inputs, element=FLOAT)
+            if base_weight is not None and base_node.live:  # (the copy kept for x's gradient: no parameter)
+                base_node.saved.append(t.hold(base_weight))
+            element = base.nbytes // size
+        elif bias is not None:  # base_result - bias (a 16-bit result less a float32 bias: float32)
             element = max(own, bias.data.nbytes // outputs)
             base = t.new(size * element)
             base_node = t.node(self._grads(size * own) if element != own else self._pass(), [result_node])
@@ -274,7 +293,7 @@ class Linears(Run):
         total = t.new(size * widest)  # result + result_dora
         narrow = (size * own if own != widest else 0, 0)
         node = t.node(self._add_backward(narrow=narrow), [result_node, dora_node])
-        t.drop(dora, result)
+        t.drop(dora, result, dropped)  # (the dropped x: the variant's local, as it returns)
         if widest != own:  # result.to(torch_result_dtype)
             cast = t.new(size * own)
             node = t.node(self._grads(size * widest), [node])

@@ -362,9 +362,17 @@ class Walk:
         self._flop(step, f"{label}: lora_A(eye)", (din, din), rank, 0, backward=False)
         self._flop(step, f"{label}: lora_B(eye)", (din, dout), rank * wide, 0, backward=False)
         self._save(step, f"{label}: weight norm", (dout,), 4, wide)
-        base = 4 if amp and t.biased else "compute"
-        self._save(step, f"{label}: base output less its bias" if t.biased else f"{label}: base output",
-                   (*rows, dout), base, wide)
+        if self.training.dropout:  # the base product again, on the dropped input, with the float32 weight
+            self._save(step, f"{label}: base product on the dropped input", (*rows, dout), "compute" if amp else 4,
+                       wide)
+            if flowing and (amp or step.c.compute != 4):  # (the weight's copy kept for the input's gradient)
+                self._save(step, f"{label}: {'16-bit' if amp else 'float32'} copy of the base weight", (dout, din),
+                           "compute" if amp else 4, wide)
+            self._flop(step, f"{label}: base product on the dropped input", (*rows, din, dout), wide, int(flowing))
+        else:
+            base = 4 if amp and t.biased else "compute"
+            self._save(step, f"{label}: base output less its bias" if t.biased else f"{label}: base output",
+                       (*rows, dout), base, wide)
         if flowing:
             self._save(step, f"{label}: m/‖W‖ - 1", (dout,), 4, wide)
         self._save(step, f"{label}: lora_B's output", (*rows, dout), "compute" if amp else 4, wide)
