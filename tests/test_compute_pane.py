@@ -461,3 +461,32 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
         await settled(pilot)
         last = compute(BertConfig(head="mlm"), Workload(batch=24, seq=64, precision="fp32", device="cuda", choices=4))
         assert app.main.workload == last.workload and result_text(app) == str(render_result(last))
+
+
+async def test_dora_and_ia3_are_the_pane_s_methods_too() -> None:
+    """DoRA (LoRA's rank and targets, a magnitude beside) and IA3 (peft's targets for the family) from the pane:
+    the core's figures for that method; a family without IA3 defaults is refused inline, the last figures kept."""
+    from textual.widgets import Select
+
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import Ia3, Lora
+    from tui.core.step.method import method_of
+
+    catalog = load_catalog()
+    config = catalog.get("bert-base-uncased").config
+    app = make_app(catalog, config, title="bert-base-uncased", preset="bert-base-uncased")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        workload = Workload(batch=32, seq=128, device="cuda")
+        app.query_one("#method", Select).value = "dora"
+        await settled(pilot)
+        assert app.query_one("#lora-row").display
+        dora = compute(config, workload, method=method_of(build_tree(config), config, Lora(r=8, use_dora=True)))
+        assert "DoRA r=8 on query, value: trains" in result_text(app)
+        assert short_bytes(dora.total) in result_text(app)
+        app.query_one("#method", Select).value = "ia3"
+        await settled(pilot)
+        assert not app.query_one("#lora-row").display
+        ia3 = compute(config, workload, method=method_of(build_tree(config), config, Ia3()))
+        assert "IA3" in result_text(app) and short_bytes(ia3.total) in result_text(app)

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 from ...core import ConfigError
 from ...core.config import parse_int
 from ...core.count.frozen import Freeze
-from ...core.count.lora import ALL_LINEAR, Lora
+from ...core.count.lora import ALL_LINEAR, Ia3, Lora
 from ...core.count.trained import FineTuning
 from ...core.step.compute import not_replayed
 from ...core.step.peak import HEADROOM_SHORT
@@ -44,7 +44,8 @@ from .field_input import FieldInput
 
 KINDS = ("weights", "gradients", "optimizer", "activations")
 BAR = 20
-METHODS = (("full", "full"), ("LoRA", "lora"), ("parts frozen", "freeze"))
+METHODS = (("full", "full"), ("LoRA", "lora"), ("DoRA", "dora"), ("IA3 (peft's targets)", "ia3"),
+           ("parts frozen", "freeze"))
 ADAPTER = ("the adapter's", "adapter")  # offered when a PEFT adapter is open: its own LoRA, whole
 # The workload's settings the pane shows, row by row (then the loop beside the method); the others at their default
 ROWS = (("batch", "seq", "checkpointing"), ("precision", "optimizer"), ("mode", "attention"), ("padding_mask",))
@@ -124,7 +125,7 @@ class ComputePane(VerticalScroll):
 
     def _show_method_rows(self) -> None:
         chosen = self.query_one("#method", Select).value
-        self.query_one("#lora-row").display = chosen == "lora"
+        self.query_one("#lora-row").display = chosen in ("lora", "dora")  # (DoRA: LoRA's rank and targets)
         self.query_one("#freeze-row").display = self.query_one("#freeze-body-row").display = chosen == "freeze"
 
     def _methods(self) -> tuple[tuple[str, str], ...]:
@@ -144,14 +145,17 @@ class ComputePane(VerticalScroll):
         chosen = self.query_one("#method", Select).value
         if chosen == "adapter":
             return self._adapter
-        if chosen == "lora":
+        if chosen in ("lora", "dora"):
             text = self.query_one("#lora_r", Input).value.strip()
             if not text:
                 raise ConfigError("lora_r", text, "is empty: type the adapters' rank (8)")
             targets = tuple(part.strip() for part in self.query_one("#lora_targets", Input).value.split(",")
                             if part.strip())
             return Lora(r=parse_int("lora_r", text),
-                        target_modules=ALL_LINEAR if targets == (ALL_LINEAR,) else targets or None)
+                        target_modules=ALL_LINEAR if targets == (ALL_LINEAR,) else targets or None,
+                        use_dora=chosen == "dora")
+        if chosen == "ia3":  # (peft's default targets for the family: a family without them is refused by name)
+            return Ia3()
         if chosen == "freeze":
             text = self.query_one("#freeze_layers", Input).value.strip() or "0"
             return Freeze(self.query_one("#freeze_embeddings", Switch).value, parse_int("freeze_layers", text),
