@@ -85,8 +85,8 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
     if method is not None and method.dora and workload.precision == "fp32" and (
             not forward.encoder_dropout or forward.layer in (DISTILBERT_LAYER, ModernBertRun.LAYER)):
         return (f"DoRA in float32 on {config.model_type}: a projection's output meets the residual as it is, and "
-                "its gradient accumulates out of place on a GPU, which the recorded runs do not show: the order is "
-                "not derived yet")
+                "its gradient accumulates out of place on a GPU (derived so), which runs recorded with fake "
+                "tensors cannot show: not checked yet")
     if method is not None and not run.LOOKUP_ADAPTERS and any(".lora_embedding_" in name for name, *_ in method.layout):
         return f"LoRA on {config.model_type}'s word embeddings: its allocation order is not derived yet"
     return None

@@ -6,7 +6,8 @@ what every family's forward runs on (`emulation`, its op rules in `emulation_ops
   first (`CompareNodeTaskTime`: the highest sequence number; a parameter's AccumulateGrad before all). A node
   allocates its outputs, then its input gradient goes, then what it saved (`release_variables`), then its
   outputs go to the next nodes' buffers; a second gradient for one buffer is added into the first and released
-  (`InputBuffer::accumulate`). The gradient of the loss lives until the backward ends.
+  (`InputBuffer::accumulate`), unless the first is a view or another holder keeps it (`can_accumulate_inplace`):
+  then the sum is a new block and both are released. The gradient of the loss lives until the backward ends.
 - cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
   (the backward runs on a thread of its own).
 """
@@ -252,7 +253,8 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
                         tape.drop(output)
                 elif dest.buffer is None:
                     dest.buffer = output
-                elif isinstance(dest.buffer, View):  # a view cannot take the sum: a new one, both released
+                elif isinstance(dest.buffer, View) or dest.buffer.refs > 1:  # (a view, or a first another
+                    # holder keeps, cannot take the sum: `can_accumulate_inplace`; a new one, both released)
                     first, dest.buffer = dest.buffer, tape.new(dest.buffer.nbytes)
                     tape.drop(output, first)
                 else:  # added into the first, then released
