@@ -95,8 +95,7 @@ LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
 
 
 class BertRun(Heads, Attention):
-    """BertFor{SequenceClassification,MaskedLM}'s or BertLMHeadModel's run, op by op, or RoBERTa's (the same
-    encoder)."""
+    """The run of BERT's classes (and of the families built like them, RoBERTa's encoder …), op by op."""
 
     LOOKUP_ADAPTERS = True  # whether its embeddings run LoRA on the word embeddings (`_lookup_lora`)
 
