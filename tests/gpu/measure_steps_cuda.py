@@ -227,6 +227,12 @@ METHOD_CAPS = [  # fits under a fine-tuning method, from the replay of its own o
     ("b-mlm-512-ampbf16-sdpa-freeze-emb-l6-24", cap(B, MLM, 512, "amp-bf16", "sdpa", "24GiB", "--freeze-embeddings",
                                                    "--freeze-layers", "6")),
     ("b-sc-512-fp32-sdpa-freeze-body-16", cap(B, SC, 512, "fp32", "sdpa", "16GiB", "--freeze-body")),
+    ("b-sc-256-ampbf16-sdpa-dora8-16", cap(B, SC, 256, "amp-bf16", "sdpa", "16GiB", "--lora-r", "8", "--dora")),
+    ("r-tok-256-bf16-sdpa-ia3-16", cap(R, "token-classification", 256, "bf16", "sdpa", "16GiB", "--ia3")),
+    # DoRA in float32 where a projection meets the residual as it is: the replay is refused (the gradient there
+    # sums out of place, which fake tensors cannot show); the card's boundary settles the derived order
+    ("d-mlm-512-fp32-sdpa-dora8-24", cap("distilbert-base-uncased", MLM, 512, "fp32", "sdpa", "24GiB", "--lora-r",
+                                         "8", "--lora-targets", "q_lin,v_lin", "--dora")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
          "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS, "method_caps": METHOD_CAPS}
@@ -240,10 +246,12 @@ def method_of_argv(case_argv: list[str] | tuple[str, ...]) -> dict[str, Any] | N
     def value(flag: str) -> str | None:
         return args[args.index(flag) + 1] if flag in args else None
 
+    if "--ia3" in args:
+        return {"ia3": {}}
     if "--lora-r" in args:
         targets = value("--lora-targets")
         lora: dict[str, Any] = {"r": int(value("--lora-r") or 8), "lora_alpha": int(value("--lora-alpha") or 8),
-                                "lora_dropout": float(value("--lora-dropout") or 0)}
+                                "lora_dropout": float(value("--lora-dropout") or 0), "use_dora": "--dora" in args}
         if targets:
             lora["target_modules"] = targets if targets == "all-linear" else targets.split(",")
         return {"lora": lora}
