@@ -1,4 +1,5 @@
-"""What a step saves and computes when only part of the model trains: frozen parts, and peft's LoRA adapters.
+"""What a step saves and computes when only part of the model trains: frozen parts, and peft's adapters (LoRA,
+DoRA, IA3, LoRA on the word embeddings).
 
 Autograd records an operation only when one of its inputs requires a gradient, and keeps a tensor only for a
 gradient it will compute (tools/autograd/derivatives.yaml; `mm` keeps `self` for `mat2`'s gradient and `mat2` for
@@ -327,15 +328,8 @@ class Walk:
         label, rows, din = f"IA3 on {name}", linear.rows, linear.din
         if x != 4:
             self._save(step, f"{label}: float32 input", (rows, din), 4)
-        elif linear.held == HELD:
-            if self._once(linear.held, shared=True):
-                self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
-                           "stream")
-        elif linear.held:
-            if self._once(linear.held, shared=True):
-                self._save(step, linear.reads or linear.held, (rows, din), x)
-        elif self._once(linear.input or linear.reads or linear.what):
-            self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
+        else:
+            self._own_input(linear, x, step)
         if self.flowing:
             self._save(step, f"{label}: scaling vector", (din,), 4)
 
@@ -380,21 +374,21 @@ class Walk:
 
     def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
         """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv)."""
+        self._lora(step, f"LoRA on {name}", self._full(name), rank, (linear.rows,), linear.din, linear.dout,
+                   linear.coef // len(linear.names), x, self.flowing, lambda: self._own_input(linear, x, step))
+
+    def _own_input(self, linear: Linear, x: int, step: Step) -> None:
+        """The Linear's own input, kept (by `lora_A`, IA3's product) once, with whatever else keeps it."""
         rows, din = linear.rows, linear.din
-
-        def own_input() -> None:  # lora_A reads the Linear's own input: kept once, with whatever else keeps it
-            if linear.held == HELD:  # the last hidden state, whole (a [CLS] token's view keeps its storage)
-                if self._once(linear.held, shared=True):
-                    self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
-                               "stream")
-            elif linear.held:  # another component's output
-                if self._once(linear.held, shared=True):
-                    self._save(step, linear.reads or linear.held, (rows, din), x)
-            elif self._once(linear.input or linear.reads or linear.what):
-                self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
-
-        self._lora(step, f"LoRA on {name}", self._full(name), rank, (rows,), din, linear.dout,
-                   linear.coef // len(linear.names), x, self.flowing, own_input)
+        if linear.held == HELD:  # the last hidden state, whole (a [CLS] token's view keeps its storage)
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.input or "last hidden state (kept whole by the [CLS] view)", ("n", "H"),
+                           "stream")
+        elif linear.held:  # another component's output
+            if self._once(linear.held, shared=True):
+                self._save(step, linear.reads or linear.held, (rows, din), x)
+        elif self._once(linear.input or linear.reads or linear.what):
+            self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
 
     def _lora(self, step: Step, label: str, full: str, rank: int, rows: tuple[str, ...], din: str, dout: str,
               wide: int, x: int, flowing: bool, own_input: Callable[[], None], backward: bool = True) -> None:
