@@ -117,6 +117,7 @@ def test_lora_trains_fewer_bytes_than_the_full_step_and_keeps_the_weights() -> N
 
 @pytest.mark.parametrize(("family", "head", "workload", "spec", "field"), [
     ("bert", "none", {}, {"lora": {"target_modules": ["position_embeddings", "query"]}}, "target_modules"),
+    ("bert", "mlm", {}, {"lora": {"target_modules": ["word_embeddings", "query"], "use_dora": True}}, "use_dora"),
     ("bert", "sequence-classification", {"checkpointing": True}, {"lora": {"target_modules": ["query"]}},
      "checkpointing"),
     ("bert", "mlm", {}, {"freeze": {}}, "freeze"),

@@ -136,6 +136,12 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
     if embedding:
         raise ConfigError("target_modules", embedding[0], "LoRA on this embedding is counted, but its step is "
                           "modelled on the word embeddings only (word_embeddings)")
+    dora_tables = [name for name in adapted.targets if name.endswith("embeddings")
+                   and any(p.role == "magnitude" and p.name.removeprefix(PREFIX).startswith(f"{name}.")
+                           for p in adapted.params)]
+    if dora_tables:  # (peft's DoraEmbeddingVariant: the table's norms each step, not modelled)
+        raise ConfigError("use_dora", True, f"DoRA on an embedding ({dora_tables[0]}) is counted, but its step is "
+                          "not modelled yet: its magnitude scales the lookup by the table's norms")
     trained: set[str] = set()
     sizes: list[tuple[str, int]] = []
     adapters = adapter_tensors = 0
