@@ -115,9 +115,8 @@ SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b,
 
 
 @lru_cache(maxsize=8)
-def _program(config: BertConfig, workload: Workload, steps: int, method: Method | None = None) -> tuple[tuple[str, ...], tuple[int, ...],
-                                                                          tuple[int, ...], tuple[int, ...],
-                                                                          tuple[int, ...]]:
+def _program(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
+             ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The run's events for every batch from 2 on: their kinds and ids (the same at each such batch: only one
     sequence or one head changes which views copy) and each size as c + d·b, read off one run at a batch of
     2⁶⁴ (no block of the run is that large without the batch); and how many events each step's end has seen."""

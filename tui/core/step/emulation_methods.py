@@ -1,7 +1,8 @@
 """A fine-tuning method in the allocation order: the model as the method makes it before it moves to the device
 (`adapt`: frozen parameters out of autograd's graph, LoRA's adapters and IA3's vectors beside their modules,
 `modules_to_save` copies read in place of their originals), from `Method.layout` (the peft model's tensors in
-`named_parameters()` order). The methods' forwards are `emulation_ops.Run`'s (`_lora`, `_ia3`, `_lookup_lora`)."""
+`named_parameters()` order). The methods' forwards are `emulation_peft.Linears`' (`_lora`, `_dora`, `_ia3`,
+`_lookup_lora`)."""
 
 from __future__ import annotations
 
@@ -32,40 +33,39 @@ def adapt(t: Tape, run_params: list[Param], element: int, method: Method
     for (_, _, trains, _), param in zip(base, run_params, strict=True):
         if not trains:
             param.freeze()
-    start = len(t.events)
-    after: dict[int, list[Event]] = {}
+    after: dict[int, list[Event]] = {}  # the tensors a module's last one moved brings after it, by its id
     copies: dict[int, Param] = {}
     params: list[Param] = []
+    anchor = 0
     for name, role, _, numel in method.layout:
         if role in ("base", "original"):
             params.append(named[name])
+            anchor = named[name].data.id
             continue
-        module, _, rest = name.partition(".modules_to_save.default.") if role == "copy" else \
-            name.partition(f".{role}.")
         if role == "copy":  # (a copy in the model's dtype; the original, frozen, is not run)
+            module, _, rest = name.partition(".modules_to_save.default.")
             original = named[f"{module}.original_module.{rest}"]
             param = Param(t, original.data.nbytes)
             copies[id(original)] = param
-        elif role in ("ia3", "ia3-input"):  # (float32, as LoRA's adapters)
-            module = name.partition(".ia3_l.")[0]
+        elif role not in ("ia3", "ia3-input", "magnitude", "lora_A", "lora_B"):
+            raise ValueError(f"{role}: its step is not derived yet")
+        else:  # (float32, as peft keeps its adapters), on the base layer's weight (or an embedding's table)
             param = Param(t, numel * FLOAT, FLOAT)
-            named[f"{module}.base_layer.weight"].ia3 = (param, role == "ia3-input")
-        elif role == "magnitude":  # DoRA's (float32)
-            param = Param(t, numel * FLOAT, FLOAT)
-            named[f"{name.partition('.lora_magnitude_vector.')[0]}.base_layer.weight"].magnitude = param
-        elif role in ("lora_A", "lora_B"):
-            param = Param(t, numel * FLOAT, FLOAT)
+            module, _, rest = name.partition({"ia3": ".ia3_l.", "ia3-input": ".ia3_l.",
+                                              "magnitude": ".lora_magnitude_vector."}.get(role, f".{role}."))
             if not rest:  # (an embedding's: lora_embedding_A.default, lora_embedding_B.default)
                 table = named[f"{name.partition(f'.lora_embedding_{role[-1]}.')[0]}.base_layer.weight"]
                 table.lookup_adapters = _paired(table.lookup_adapters, param, role)
             else:
                 weight = named[f"{module}.base_layer.weight"]
-                weight.adapters = _paired(weight.adapters, param, role)
-        else:
-            raise ValueError(f"{role}: its step is not derived yet")
+                if role == "magnitude":
+                    weight.magnitude = param
+                elif role.startswith("ia3"):
+                    weight.ia3 = (param, role == "ia3-input")
+                else:
+                    weight.adapters = _paired(weight.adapters, param, role)
         params.append(param)
-        anchor = [p for p in params if p.data.id < start][-1]  # the module's last tensor moved before it
-        after.setdefault(anchor.data.id, []).append(t.events[-1])
+        after.setdefault(anchor, []).append(t.events[-1])
     made = {event[1] for events in after.values() for event in events}
     moved: list[Event] = []
     for event in t.events:

@@ -1,6 +1,7 @@
 """The Linears a family's forward runs, with what a fine-tuning method puts beside them: `_dense` (a Linear, its
-activation), and peft's forwards op by op — `lora.Linear` (`_lora`), `lora.Embedding` on the word embeddings
-(`_lookup_lora`), `ia3.Linear` (`_ia3`) — over `emulation_ops.Run`'s op rules (`_product`, `_grads`, ...)."""
+activation), and peft's forwards op by op — `lora.Linear` (`_lora`), DoRA (`_dora`), `lora.Embedding` on the word
+embeddings (`_lookup_lora`), `ia3.Linear` (`_ia3`) — over `emulation_ops.Run`'s op rules (`_product`, `_grads`,
+...)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,6 @@ from collections.abc import Sequence
 
 from .emulation_ops import Run
 from .tape import FLOAT, HEADS_VIEW, Node, Pair, Param, Rule, Storage, Tape
-
-
-def _frozen(storage: Storage) -> Param:
-    """A tensor read as a frozen weight (DoRA's float32 copy of a 16-bit base weight): no parameter, no gradient."""
-    param = Param.__new__(Param)
-    param.data, param.node, param.adapters, param.ia3 = storage, Node(0, [], [], None, live=False), None, None
-    param.lookup_adapters, param.magnitude, param.element = None, None, FLOAT
-    return param
 
 
 class Linears(Run):
@@ -35,7 +28,8 @@ class Linears(Run):
 
     def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
                copy: int = 0, select: int = 0) -> tuple[Storage, Node]:
-        """A Linear (`_product`), and LoRA's adapters beside it where the method put them (`_lora`)."""
+        """A Linear (`_product`), and what the method put beside it: IA3's vector (`_ia3`), LoRA's adapters
+        (`_lora`), with DoRA's magnitude (`_dora`)."""
         adapters = params[0].adapters
         if params[0].ia3 is not None:
             return self._ia3(params, x, x_node, rows, outputs, inputs or self.h, copy, select)
@@ -75,11 +69,7 @@ class Linears(Run):
             if select:
                 raise ValueError("IA3 on the pooler: its allocation order is not derived yet")
             own = x.nbytes // (rows * inputs)
-            wide = None
-            if own != FLOAT:  # x.to(float32)
-                wide = t.new(rows * inputs * FLOAT)
-                x_node = t.node(self._grads(x.nbytes), [x_node])
-                x = wide
+            x, x_node, wide = self._float32(x, x_node, rows * inputs)
             scaled, node = self._scaled(x, x_node, scaling, scaling_node, rows * inputs, width, FLOAT, own)
             out, node = self._product(params, scaled, node, rows, outputs, inputs, flat)
             t.drop(wide, scaled, scaling)  # (the forward's locals, as it returns)
@@ -126,6 +116,15 @@ class Linears(Run):
             return grads
         return rule
 
+    def _float32(self, x: Storage, x_node: Node, size: int, view: int = 0) -> tuple[Storage, Node, Storage | None]:
+        """`x.to(float32)` ahead of the adapters (peft's `_cast_input_dtype`, IA3's cast): a copy of `size`
+        elements where x is 16-bit, its gradient cast back (`view`: the bytes of the view of x read, the first
+        tokens'); the copy is given back as the forward's local to release, None where x is float32 already."""
+        if (view or x.nbytes) == size * FLOAT:
+            return x, x_node, None
+        wide = self.tape.new(size * FLOAT)
+        return wide, self.tape.node(self._grads(view or x.nbytes), [x_node]), wide
+
     def _lora(self, adapters: tuple[Param, Param], x: Storage, x_node: Node, rows: int, inputs: int, outputs: int,
               result: Storage, result_node: Node, copy: bool = False, view: int = 0, select: int = 0
               ) -> tuple[Storage, Node]:
@@ -137,11 +136,7 @@ class Linears(Run):
         t = self.tape
         a, b = adapters
         rank = a.data.nbytes // (inputs * FLOAT)
-        wide = None
-        if (view or x.nbytes) != rows * inputs * FLOAT:  # (a 16-bit input cast up: its gradient cast back;
-            wide = t.new(rows * inputs * FLOAT)  # `view`: the bytes of the view of `x` it reads, the first tokens')
-            x_node = t.node(self._grads(view or x.nbytes), [x_node])
-            x = wide
+        x, x_node, wide = self._float32(x, x_node, rows * inputs, view)
         if self.method is not None and self.method.dropout and self.train:
             dropped, dropped_node = self._dropout(x, x_node, FLOAT, 0 if wide else view)
         else:
@@ -222,11 +217,7 @@ class Linears(Run):
         weight, bias = params
         (a, b), magnitude = weight.adapters, weight.magnitude  # type: ignore[misc]
         rank = a.data.nbytes // (inputs * FLOAT)
-        wide = None
-        if (view or x.nbytes) != rows * inputs * FLOAT:  # (`view`: the first tokens' view of x)
-            wide = t.new(rows * inputs * FLOAT)
-            x_node = t.node(self._grads(view or x.nbytes), [x_node])
-            x = wide
+        x, x_node, wide = self._float32(x, x_node, rows * inputs, view)
         dropping = self.method is not None and self.method.dropout and self.train
         dropped = None
         if dropping:  # (the variant drops x, then runs the base product again on it: no bias to take off)
@@ -259,7 +250,7 @@ class Linears(Run):
         t.drop(low)
         size, own = rows * outputs, result.nbytes // (rows * outputs)
         if dropping:  # F.linear(x, weight): the float32 weight (a 16-bit model's copy, no parameter of its own)
-            frozen = weight if base_weight is None else _frozen(base_weight)
+            frozen = weight if base_weight is None else Param(None, 0, FLOAT, data=base_weight)
             base, base_node = self._product((frozen, None), x, x_node, rows, outputs, inputs, element=FLOAT)
             if base_weight is not None and base_node.live:  # (the copy kept for x's gradient: no parameter)
                 base_node.saved.append(t.hold(base_weight))

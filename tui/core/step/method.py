@@ -44,7 +44,7 @@ class Method:
     unreached: tuple[int, int] = (0, 0)  # (elements, tensors) that train but the step never reaches: no gradient
     # every tensor of the model as `named_parameters()` gives them (peft's names, without its prefix): name, role
     # (`PeftParam.role`: "base", "lora_A", "lora_B", "original", "copy", ...), whether it trains, its elements;
-    # what the allocation order reads (`emulation_ops.Run._adapt`); compared, so that two methods that train the
+    # what the allocation order reads (`emulation_methods.adapt`); compared, so that two methods that train the
     # same tensors but run differently (IA3 scaling a square module's input or its output) are not one in a cache
     layout: tuple[tuple[str, str, bool, int], ...] = ()
 

@@ -169,25 +169,24 @@ class Tape:
             return Node(self.seq, [], [], rule, inputs=inputs, live=False)
         kept = [entry[0] if isinstance(entry, tuple) else entry for entry in saved
                 if not isinstance(entry, tuple) or wanted[entry[1]]]
-        return self._made(rule, [edge for edge in edges if edge is not None], kept, inputs)
+        needs = tuple(want for edge, want in zip(edges, wanted, strict=True) if edge is not None)
+        return self._made(rule, [edge for edge in edges if edge is not None], needs, kept, inputs)
 
-    def _made(self, rule: Rule, to: list[Edge], saved: list[Storage], inputs: int) -> Node:
-        """`node`'s node, in the graph: its edges, what it keeps (packed under a checkpoint, held for the node
-        that saved it in a recomputation)."""
+    def _made(self, rule: Rule, to: list[Edge], needs: tuple[bool, ...], saved: list[Storage], inputs: int
+              ) -> Node:
+        """`node`'s node, in the graph: its edges (`needs`: which want a gradient), what it keeps (packed under a
+        checkpoint, held for the node that saved it in a recomputation)."""
         frame = self.packing
         if frame is not None:  # (a checkpoint's pack hook: a holder for each, the tensors not kept)
-            node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None)
-            if not all(alive(edge) for edge in to):
-                node.needs = tuple(alive(edge) for edge in to)
+            node = Node(self.seq, to, [], rule, inputs=inputs, frame=frame if saved else None,
+                        needs=() if all(needs) else needs)
             if saved:
                 frame.nodes.append(node)
                 frame.pending += 1
             return node
         for storage in saved:
             self.hold(storage)
-        node = Node(self.seq, to, list(saved), rule, inputs=inputs)
-        if not all(alive(edge) for edge in to):
-            node.needs = tuple(alive(edge) for edge in to)
+        node = Node(self.seq, to, list(saved), rule, inputs=inputs, needs=() if all(needs) else needs)
         again = self.recomputing
         if again is not None and saved:  # (the recomputation's pack hook: each kept for the node that saved it,
             original = again.frame.nodes[len(again.nodes)]  # unless that node is gone: a graph nothing read)
@@ -358,9 +357,11 @@ class Param:
     """A parameter: its storage and its AccumulateGrad node (a frozen one's is out of the graph); LoRA's
     adapters on its Linear, if any (`adapters`: A's and B's)."""
 
-    def __init__(self, tape: Tape, nbytes: int, element: int = 0) -> None:
-        self.data = tape.new(nbytes)
-        self.node = Node(float("inf"), [], [], None)
+    def __init__(self, tape: Tape | None, nbytes: int, element: int = 0, data: Storage | None = None) -> None:
+        """A new parameter of `nbytes` on `tape`; or, given `data` (no tape), a tensor read as a frozen weight
+        that is no parameter of its own (DoRA's float32 copy of a 16-bit base weight)."""
+        self.data = data if data is not None else tape.new(nbytes)  # type: ignore[union-attr]
+        self.node = Node(float("inf"), [], [], None, live=data is None)
         self.adapters: tuple[Param, Param] | None = None
         self.ia3: tuple[Param, bool] | None = None  # IA3's vector on its Linear, and whether it scales the input
         self.lookup_adapters: tuple[Param, Param] | None = None  # LoRA's on its embedding (not on a Linear that
