@@ -16,6 +16,7 @@ from tests.fixtures.allocation.compare import normalized
 from tests.test_fixtures_regenerate import script
 from tui.core.config import FAMILIES, BertConfig
 from tui.core.count.families import build_tree
+from tui.core.step import allocations
 from tui.core.step.allocations import (
     _ops_at,
     carried,
@@ -292,12 +293,25 @@ def test_the_methods_recorded_cover_every_family_and_every_kind() -> None:
     assert {case["workload"]["precision"] for case in methods} >= {"fp32", "bf16", "amp-bf16"}
 
 
-def test_a_method_whose_order_is_not_derived_is_refused_by_name() -> None:
-    config = BertConfig(head="sequence-classification", num_hidden_layers=2)
+def test_checkpointing_under_a_method_keeps_the_embeddings_output_until_the_graph_goes() -> None:
+    """transformers' `enable_input_require_grads` under checkpointing: with the word table frozen, its lookup's
+    output becomes a leaf that requires a gradient, kept (with the gradient it is given) until the step's graph
+    goes, where without checkpointing it goes as the embeddings return (the recorded cases, `ckpt-*`, check the
+    whole order)."""
+    config = BertConfig(head="sequence-classification", hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, vocab_size=1000)
     method = method_of(build_tree(config), config, script(GENERATE_METHODS).how_of({"lora": {"r": 4}}))
-    run = Workload(4, 64, precision="amp-bf16", attention="sdpa", device="cuda")
+    run = Workload(2, 16, precision="fp32", attention="eager", device="cuda", checkpointing=True, loop="trainer")
     assert covers(config, run, method) is None
-    assert "checkpointing with LoRA" in (covers(config, replace(run, checkpointing=True), method) or "")
+    words = 2 * 16 * 64 * 4  # the lookup's output, float32
+
+    def lives(workload: Workload) -> list[int]:
+        """How many events each word-embedding-sized storage made in the first step's forward lives."""
+        events = allocations.emulator(config, workload, method=method).run(1)
+        born = {key: index for index, (kind, key, nbytes, *_) in enumerate(events) if kind == "a" and nbytes == words}
+        return [next(i for i, (kind, key, *_) in enumerate(events) if kind == "f" and key == k) - at
+                for k, at in sorted(born.items(), key=lambda item: item[1])[:1]]
+    assert lives(run)[0] > 10 * lives(replace(run, checkpointing=False))[0]
 
 
 def test_lora_on_a_family_s_own_embeddings_is_refused_the_replay_by_name() -> None:

@@ -85,6 +85,9 @@ def _method_lines(result: Compute) -> list[str]:
     lines = [f"{method.label}: a frozen Linear keeps nothing for its weight's gradient, and no gradient flows "
              "into the parts before the first that trains (they keep nothing and run no backward); measured "
              "against peft and torch (CPU)"]
+    if result.workload.checkpointing:
+        lines.append("checkpointing makes the word embeddings' output require a gradient (transformers' "
+                     "enable_input_require_grads): every layer runs its backward, and is recomputed for it")
     if method.adapters:
         if result.conventions.weight != 4 or result.workload.amp:
             lines.append("peft keeps the adapters in float32 (autocast_adapter_dtype): 4 bytes an element for "

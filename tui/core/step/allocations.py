@@ -79,8 +79,6 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
     refused = STEPS[config.model_type].no_checkpointing
     if workload.checkpointing and refused:
         return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
-    if method is not None and workload.checkpointing:
-        return f"checkpointing with {method.label}: its allocation order is not derived yet"
     forward = config.family.forward
     if method is not None and method.dora and workload.precision == "fp32" and (
             not forward.encoder_dropout or forward.layer in (DISTILBERT_LAYER, ModernBertRun.LAYER)):

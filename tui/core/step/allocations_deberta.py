@@ -149,7 +149,7 @@ class DebertaRun(BertRun):
     def _deberta_embeddings(self, ones: Storage | None, types: Storage) -> tuple[Storage, Node]:
         t, n, s, e, h = self.tape, self.n, self.s, self.e, self.h
         words = t.new(n * e * self.f)
-        node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+        node = self._input_leaf(words, t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids]))
         summed: Storage = t.hold(words)
         if self.absolute:
             positions = t.new(s * e * self.f)

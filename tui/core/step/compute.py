@@ -80,9 +80,6 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
         raise ConfigError("seq", workload.seq, rule)
     if config.head == "multiple-choice" and workload.choices < 1:
         raise ConfigError("choices", workload.choices, "must be at least 1")
-    if method is not None and workload.checkpointing:
-        raise ConfigError("checkpointing", True, f"with {method.label}: not modelled yet (peft makes the embeddings' "
-                          "output require a gradient for it); the step without checkpointing is")
 
 
 def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
@@ -166,10 +163,32 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     if method is not None:
         walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
                            _layout(config).names, config.body_prefix)
-        return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
+        if not workload.checkpointing:
+            return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
+        saved, recompute = _checkpointed_method(config, workload, conventions, method, walked.saves)
+        return conventions, tuple(walked.flops), saved, recompute, upcast
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
     return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
+
+
+def _checkpointed_method(config: BertConfig, workload: Workload, c: Conventions, method: Method,
+                         saves: list[Saved]) -> tuple[tuple[Saved, ...], tuple[Saved, ...]]:
+    """Checkpointing under a method: what the walk's components outside the layers save, and each layer's
+    checkpoint inputs (as the full step's: layer 0 takes the mask and the first layer's terms); the recomputation
+    keeps what the largest layer saves (walked with its input held: `layer_input` false). The walk flows from the
+    word embeddings on (`Walk.lookup`: transformers' `enable_input_require_grads`), so every layer is recomputed."""
+    layers = config.num_hidden_layers
+    kept = [t for t in saves if not t.component.startswith("layer.")]
+    for term in checkpoint_terms(config, workload, c):
+        for index in range(layers) if term.component == "layer" else (0,):
+            kept.append(replace(term, component=f"layer.{index}"))
+    again = flow.walk(method_parts(config, workload), _step(config, workload, c, layer_input=False), method,
+                      _layout(config).names, config.body_prefix)
+    values = symbol_values(config, workload)
+    per_layer = [[t for t in again.saves if t.component == f"layer.{index}"] for index in range(layers)]
+    largest = max(per_layer, key=lambda terms: sum(t.nbytes(values) for t in terms))
+    return tuple(kept), tuple(replace(t, component="layer") for t in largest)
 
 
 def method_parts(config: BertConfig, workload: Workload) -> list[flow.Part]:
@@ -304,23 +323,29 @@ def saved_terms(config: BertConfig, workload: Workload, c: Conventions) -> Itera
         if workload.checkpointing and component in ("first layer", "local layers", "rotary tables"):
             continue  # inside the checkpointed layers: kept only while one is recomputed (`recompute_terms`)
         if component == "layer" and workload.checkpointing:
-            yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
-            if cuda_projection(config, workload):
-                yield Saved("first layer", "layer 0's checkpointed input is the projection's 16-bit output",
-                            ("n", "H"), 2, -1)
-            if _layout(config).boolean_mask:  # always there: int64 as given, float32 as the model makes it
-                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
-                            8 if workload.padding_mask else 4)
-            elif _layout(config).checkpoint_mask and (workload.padded or (config.head == "causal-lm"
-                                                                           and workload.attention == "eager")):
-                mask16 = cuda_projection(config, workload) and config.family.forward.mask_after_projection
-                yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
-                            c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
+            yield from checkpoint_terms(config, workload, c)
         else:
             yield from kinds.saves(component, modules, step)
             if component == "layer" and cuda_projection(config, workload):
                 yield Saved("first layer", "layer 0 reads the projection's 16-bit output: one input kept, not "
                             "three 16-bit copies", ("n", "H"), c.compute, -2)
+
+
+def checkpoint_terms(config: BertConfig, workload: Workload, c: Conventions) -> Iterator[Saved]:
+    """What checkpointed layers keep through the step: each its input (`layer`), the first's as the embedding
+    projection hands it over, and the 4-D mask layer 0 keeps for them all."""
+    yield Saved("layer", "layer input (checkpoint)", ("n", "H"), c.stream)
+    if cuda_projection(config, workload):
+        yield Saved("first layer", "layer 0's checkpointed input is the projection's 16-bit output", ("n", "H"), 2,
+                    -1)
+    if _layout(config).boolean_mask:  # always there: int64 as given, float32 as the model makes it
+        yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                    8 if workload.padding_mask else 4)
+    elif _layout(config).checkpoint_mask and (workload.padded or (config.head == "causal-lm"
+                                                                   and workload.attention == "eager")):
+        mask16 = cuda_projection(config, workload) and config.family.forward.mask_after_projection
+        yield Saved("attention mask", "4-D attention mask (checkpoint input)", ("b'", "s", "s"),
+                    c.compute if mask16 and workload.attention == "eager" else _mask_size(workload, c))
 
 
 def cuda_projection(config: BertConfig, workload: Workload) -> bool:
@@ -380,6 +405,7 @@ def closed_forms(result: Compute) -> dict[str, str]:
     if result.workload.train and result.method is not None:
         forms["flops.backward"] = ("Σ forward product × the gradients it passes on (2: its input's and its "
                                    "weight's; 1: one of them; 0: neither, a frozen part before the first that trains)"
+                                   + (" + the layers' forward (recompute)" if result.workload.checkpointing else "")
                                    + (" + ½ × attention products (fused backward)" if result.flops_rescore else ""))
     elif result.workload.train:
         forms["flops.backward"] = "".join((

@@ -241,26 +241,32 @@ class BertRun(Heads, Attention):
         self.step_ends: list[int] = []
         self.last_outputs = ()
         last_loss: Storage | None = None
+        last_leaves: list[Param] = []
         for _ in range(steps):
             loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
             assert loss is not None  # (training: the head's loss)
+            leaves, self.leaves = self.leaves, []
             self._returned()
             self._leave_autocast()
-            t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound)
+            t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound, the last step's graph gone)
+            self._graph_gone(last_leaves)
             if trainer:  # del out: the logits go before the backward
                 t.drop(*logits)
             grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
             backward(t, root, grad)
             if trainer or self.bare and not course:  # del loss (the bare model's: computed outside it)
                 t.drop(loss)
+            if trainer:  # (the graph gone with it)
+                self._graph_gone(leaves)
             self._optimizer()
             for param in self.trained:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
             if course:  # nothing deleted: the outputs and the loss live on into the next step
-                self.last_outputs, last_loss = tuple(logits), loss
-            elif not trainer:  # out = None, after the optimizer's step
+                self.last_outputs, last_loss, last_leaves = tuple(logits), loss, leaves
+            elif not trainer:  # out = None, after the optimizer's step (the graph gone with it)
                 t.drop(None if self.bare else loss, *logits)
+                self._graph_gone(leaves)
             self.step_ends.append(len(t.events))
         return t.events
 
@@ -339,6 +345,7 @@ class BertRun(Heads, Attention):
             if self.word.lookup_adapters:
                 words, sum_node = self._lookup_lora(self.word, words, sum_node, self.ids, n, h)
                 summed = words
+            sum_node = self._input_leaf(words, sum_node)
             types = None
         else:
             type_ids = t.new((n if from_ids else s) * LONG)  # the token-type buffer gathered at the positions
@@ -346,6 +353,7 @@ class BertRun(Heads, Attention):
             words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
             if self.word.lookup_adapters:
                 words, words_node = self._lookup_lora(self.word, words, words_node, self.ids, n, h)
+            words_node = self._input_leaf(words, words_node)
             types = t.new(n * h * self.f)
             types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
             summed = t.new(n * h * self.f)

@@ -85,6 +85,7 @@ class Run:
         self.cache: list[Storage] = []  # a causal LM's key/value cache in inference (use_cache), this forward's
         # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
         self.model_locals: tuple[Storage | None, ...] = ()
+        self.leaves: list[Param] = []  # tensors made leaves that require a gradient (`_input_leaf`), this step's
 
     # A fine-tuning method ------------------------------------------------------------------------------------
     def _adapt(self) -> None:
@@ -108,6 +109,24 @@ class Run:
         for key, value in list(vars(self).items()):
             if key != "params":
                 setattr(self, key, swapped(value))
+
+    def _input_leaf(self, output: Storage, node: Node) -> Node:
+        """transformers' `enable_input_require_grads`, which checkpointing turns on for every model read from
+        input_ids (a hook on the input embeddings, peft's wrapper where it has one): their output requires a
+        gradient. Where it has one already (the table, or LoRA on it, trains) that changes nothing; elsewhere the
+        output is a leaf, kept by its AccumulateGrad with the gradient it is given while the graph lives
+        (`_graph_gone`), and every op after it records its node."""
+        if not self.checkpointing or node.live:
+            return node
+        leaf = Param.leaf(self.tape.hold(output))
+        self.leaves.append(leaf)
+        return leaf.node
+
+    def _graph_gone(self, leaves: list[Param]) -> None:
+        """A step's graph goes (its loss and outputs released): its leaves (`_input_leaf`) with their gradients."""
+        for leaf in leaves:
+            self.tape.drop(leaf.node.grad, leaf.data)
+            leaf.node.grad = None
 
     @property
     def trained(self) -> list[Param]:
@@ -314,12 +333,13 @@ class Run:
 
     def _linear(self, params: Pair, x_node: Node, x: Storage, rows: int, inputs: int, outputs: int,
                 copy: bool = False, select: int = 0, element: int = 0) -> Node:
-        """A Linear's node chain on `x` (saved for the weight's gradient), handing its gradients on as the engine
-        does: addmm's own edge to the bias first, then the nodes created just before it run, the weight's
-        transpose (created last) before the input's view."""
+        """A Linear's node chain on `x` (saved for the weight's gradient; the weight, for the input's: nothing
+        allocated, but a holder a checkpoint's frame waits on), handing its gradients on as the engine does:
+        addmm's own edge to the bias first, then the nodes created just before it run, the weight's transpose
+        (created last) before the input's view."""
         weight, bias = params
         return self.tape.node(self._linear_backward(rows, inputs, outputs, copy, select, bias is not None, element),
-                              [bias.node if bias else None, weight.node, x_node], [(x, 1)])
+                              [bias.node if bias else None, weight.node, x_node], [(x, 1), (weight.data, 2)])
 
     def _linear_backward(self, rows: int, inputs: int, outputs: int, copy: bool = False, select: int = 0,
                          bias: bool = True, element: int = 0) -> Rule:

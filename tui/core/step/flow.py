@@ -207,8 +207,9 @@ class Walk:
             self.scores_bias = trains
         elif module.feeds == "rel":  # the relative embeddings every layer reads (DeBERTa's)
             self.operands["rel"] = self.operands.get("rel", False) or trains
-        else:
-            self.flowing |= trains
+        else:  # (checkpointing: transformers' `enable_input_require_grads` makes the word embeddings' output
+            # require a gradient whatever trains, so that the checkpointed layers run their backward)
+            self.flowing |= trains or (step.workload.checkpointing and step.workload.train)
 
     def _lookup_adapter(self, name: str, rank: int, step: Step) -> None:
         """LoRA on an embedding (peft 0.21, `lora.Embedding.forward`: `F.embedding(ids, lora_embedding_A.T) @
@@ -297,7 +298,8 @@ class Walk:
                 key, shared = (linear.held, True) if linear.held else (linear.input, False)
                 if self._once(key, shared):
                     self._save(step, linear.input, (rows, din), linear.size)
-            elif linear.reads and not (amp and x != c.compute) and self._once(linear.reads, bool(linear.held)):
+            elif linear.reads and not (amp and x != c.compute) and not linear.held_input(step) and self._once(
+                    linear.reads, bool(linear.held)):
                 self._save(step, linear.reads, (rows, din), x)
         if amp and linear.weight is not None and flowing:
             self._save(step, linear.weight, (dout, din), "compute", len(linear.names))
@@ -306,11 +308,15 @@ class Walk:
             grads = flowing + t.weight
             by_grads[grads] = by_grads.get(grads, 0) + 1
         each = linear.coef // len(linear.names)  # products a module runs (ModernBERT's Wqkv: 3)
+        # (a layer's last product, which checkpointing's early stop never reruns, is rerun where an adapter's
+        # tensors are packed after it: LoRA's `lora_B` is then the last product, DoRA's and IA3's products save)
+        after = any(t.rank or t.scale == "output" for t in trains)
         for grads, count in sorted(by_grads.items()):
-            self._flop(step, linear.what, (rows, din, dout), count * each, grads, recomputed=linear.recomputed)
+            self._flop(step, linear.what, (rows, din, dout), count * each, grads,
+                       recomputed=linear.recomputed or after)
         for name, t in zip(linear.names, trains):
             if t.rank:
-                self._adapter(linear, name.split("|")[0], t.rank, x, step)
+                self._adapter(linear, name.split("|")[0], t.rank, x, step, last=not linear.recomputed and not t.dora)
             if t.dora:
                 self._dora(name.split("|")[0], t, (linear.rows,), linear.din, linear.dout,
                            linear.coef // len(linear.names), flowing, step)
@@ -372,10 +378,12 @@ class Walk:
         self._save(step, f"{label}: lora_B's output", (*rows, dout), "compute" if amp else 4, wide)
         self._save(step, f"{label}: m/‖W‖", (dout,), 4, wide)
 
-    def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step) -> None:
-        """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv)."""
+    def _adapter(self, linear: Linear, name: str, rank: int, x: int, step: Step, last: bool = False) -> None:
+        """LoRA beside `linear`'s module `name` (its output as wide as the module's: 3·H for ModernBERT's Wqkv);
+        `last`: its `lora_B` is the layer's last product (not rerun by checkpointing's early stop)."""
         self._lora(step, f"LoRA on {name}", self._full(name), rank, (linear.rows,), linear.din, linear.dout,
-                   linear.coef // len(linear.names), x, self.flowing, lambda: self._own_input(linear, x, step))
+                   linear.coef // len(linear.names), x, self.flowing, lambda: self._own_input(linear, x, step),
+                   last=last)
 
     def _own_input(self, linear: Linear, x: int, step: Step) -> None:
         """The Linear's own input, kept (by `lora_A`, IA3's product) once, with whatever else keeps it."""
@@ -387,11 +395,12 @@ class Walk:
         elif linear.held:  # another component's output
             if self._once(linear.held, shared=True):
                 self._save(step, linear.reads or linear.held, (rows, din), x)
-        elif self._once(linear.input or linear.reads or linear.what):
+        elif not linear.held_input(step) and self._once(linear.input or linear.reads or linear.what):
             self._save(step, linear.input or linear.reads or f"{linear.what} input", (rows, din), x)
 
     def _lora(self, step: Step, label: str, full: str, rank: int, rows: tuple[str, ...], din: str, dout: str,
-              wide: int, x: int, flowing: bool, own_input: Callable[[], None], backward: bool = True) -> None:
+              wide: int, x: int, flowing: bool, own_input: Callable[[], None], backward: bool = True,
+              last: bool = False) -> None:
         """What `lora_A` and `lora_B` keep and compute over `rows` (their input `flowing` or not): peft keeps the
         adapters in float32 (a 16-bit model's too) and casts a 16-bit input to their dtype first, a new tensor,
         as dropout's output is; else `lora_A` keeps the input itself (`own_input`)."""
@@ -414,7 +423,7 @@ class Walk:
         if amp and self._once(f"{full}: lora_B copy", shared=True):
             self._save(step, f"{label}: 16-bit copy of lora_B", (dout,), "compute", rank * wide)
         self._flop(step, f"{label}: lora_A", (*rows, din), rank, flowing + 1, backward=backward)
-        self._flop(step, f"{label}: lora_B", (*rows, dout), rank * wide, 2, backward=backward)
+        self._flop(step, f"{label}: lora_B", (*rows, dout), rank * wide, 2, backward=backward, recomputed=not last)
 
     def projection(self, projection: Projection, step: Step) -> None:
         """A Linear over the 2·D relative embeddings (DeBERTa's position keys or queries): its input kept for its

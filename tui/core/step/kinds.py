@@ -186,9 +186,11 @@ class Norm(SavesOnly):
     size: Size = "stream"
     when: When = ()
     module: str = ""
+    layer_input: bool = False  # its input is the layer's: held already while checkpointing recomputes the layer
 
     def saves(self, step: Step) -> Iterator[Saved]:
-        yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
+        if not self.layer_input or step.holds(("layer_input",)):  # (held while checkpointing recomputes it)
+            yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
         yield step.saved(f"{self.name} mean and rstd", (self.rows,), "stats", 2)
 
     def walk(self, walker: Walker, step: Step) -> None:
@@ -230,9 +232,14 @@ class Linear:
     names: tuple[str, ...] = ()  # its modules (`coef` of them; `a|b`: a or b, whichever the family has)
     reads: str = ""  # the tensor its input is, where the module before saves it (`input` None)
     x: Size | None = None  # its input's dtype, where it is not `size` (autocast casts a float32 input)
+    layer_input: bool = False  # it reads the layer's input (`reads`), which a checkpoint holds already
 
     def flops(self, component: str) -> Iterator[Flop]:
         yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef, recomputed=self.recomputed)
+
+    def held_input(self, step: Step) -> bool:
+        """Whether its input is held already, not kept again: the layer's, while checkpointing recomputes it."""
+        return self.layer_input and not step.holds(("layer_input",))
 
     def saves(self, step: Step) -> Iterator[Saved]:
         # `held` names a fact only where the Linear saves its input itself (the walk of a method reads it too).

@@ -145,7 +145,8 @@ class Compute:
         if not self.workload.checkpointing:
             return 0
         skipped = _by_component((t for t in self.flop_terms if not t.recomputed), self.values, _flops)
-        return self._flops.get("layer", 0) - skipped.get("layer", 0)
+        return sum(flops - skipped.get(component, 0) for component, flops in self._flops.items()
+                   if component == "layer" or component.startswith("layer."))  # (a method's: layer by layer)
 
     @property
     def flops_step(self) -> int:

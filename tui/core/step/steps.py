@@ -82,7 +82,7 @@ CONTEXT = "attention context (output projection input)"
 ATTENTION: Modules = (
     Keep(LAYER_INPUT, ("n", "H"), "stream", when=("!cast_inputs", "layer_input"), for_weights=QKV),
     Linear("query, key, value projections", "n", "H", "H", 3, weight=None, names=QKV, reads=LAYER_INPUT,
-           x="stream"),
+           x="stream", layer_input=True),
     Attention(),
     Linear("attention output projection", "n", "H", "H", weight=None, names=(OUT,), reads=CONTEXT),
 )

@@ -369,6 +369,14 @@ class Param:
         self.magnitude: Param | None = None  # DoRA's magnitude vector beside the adapters on its Linear
         self.element = element  # its bytes an element where they are not the model's (LoRA's float32 adapters)
 
+    @classmethod
+    def leaf(cls, output: Storage) -> Param:
+        """A tensor made a leaf that requires a gradient (`output.requires_grad_(True)` where no input needed
+        one): its AccumulateGrad keeps it, and the gradient it is given, until the graph goes."""
+        leaf = cls(None, 0, data=output)
+        leaf.node.live = True
+        return leaf
+
     @property
     def trains(self) -> bool:
         return self.node.live
