@@ -5,11 +5,11 @@ The events are those `tests/fixtures/allocation/record.py` records with CUDA fak
 storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay either.
 
 The rooms: `tape` is the engine (storages and views, autograd's nodes and the backward's order, checkpointing's
-frames, ATen's stride rules, the kernels' workspaces); `emulation_ops.Run` a run's state and each op kind's rules
-(Linear, LayerNorm, dropout, activations, element-wise ops, casts); `emulation_attention` the attention kernels and
-masks; `emulation_heads` the heads and losses; this module BERT's code's forward (embeddings, layers,
-checkpointing), the loop and the optimizer, which ModernBERT's and DeBERTa's runs override in part. What decides
-the order:
+frames, ATen's stride rules, the kernels' workspaces); `emulation_ops.Run` a run's state, each op kind's rules
+(Linear, LayerNorm, dropout, activations, element-wise ops, casts) and checkpointing's (`_checkpointed`,
+`_input_leaf`); `emulation_attention` the attention kernels and masks; `emulation_heads` the heads and losses; this
+module BERT's code's forward (embeddings, layers), the loop and the optimizer, which ModernBERT's and DeBERTa's runs
+override in part. What decides the order:
 
 - **Python's references** in the forward: an op's output lives while a variable of transformers' code holds it
   or autograd saved it; a rebound variable releases its old value at once, a function's locals at its return
@@ -56,7 +56,11 @@ course's keeps them until the next forward returns.
 Checkpointing (`workload.checkpointing`, `_checkpointed`): `torch.utils.checkpoint` as transformers calls it
 (non-reentrant): a layer's forward saves nothing (`Tape.packing`: each saved tensor packed, `Frame`), its frame
 keeps the layer's inputs, and the backward's first node to unpack recomputes the layer (`Recomputation`) until the
-last tensor the forward packed is made again (`StopRecomputation`), each kept for the node that saved it.
+last tensor the forward packed is made again (`StopRecomputation`), each kept for the node that saved it. A
+frozen Linear packs its weight for its input's gradient (nothing allocated, but the frame waits on it). With it
+transformers turns on `enable_input_require_grads`: where nothing before it trains, the word embeddings' output is
+made a leaf that requires a gradient (`_input_leaf`), kept by its AccumulateGrad with that gradient until the
+step's graph goes (`_graph_gone`: the loss and outputs released).
 """
 
 from __future__ import annotations
@@ -74,13 +78,10 @@ from .tape import (
     AttentionCopies,
     Biased,
     Event,
-    Frame,
     Node,
     Pair,
     Param,
-    Recomputation,
     Rule,
-    StopRecomputation,
     Storage,
     Tape,
     backward,
@@ -507,39 +508,6 @@ class BertRun(Heads, Attention):
         self.weights = None
         t.drop(x)
         return out, out_node
-
-    def _checkpointed(self, layer: Callable[[Storage], tuple[Storage, Node]], x: Storage,
-                      *inputs: Storage | None) -> tuple[Storage, Node]:
-        """`layer(x)` (a layer's forward, which lets `x` go as it returns) under `torch.utils.checkpoint`
-        (`Frame`): it packs what it saves, and the frame keeps the layer's inputs (`x`, then the other tensors it
-        is given: a mask, a rotary table) for the recomputation."""
-        t = self.tape
-
-        def recompute(frame: Frame) -> None:
-            """The layer's forward again, on the backward's thread under a fresh autocast, until it made the last
-            tensor the forward packed (`StopRecomputation`); then what held the rest goes at once: autocast's
-            cache as the recomputation leaves autocast, its own graph and the forward's locals as its frames go."""
-            again = Recomputation(frame)
-            t.recomputing, t.thread, casts, self.casts = again, "backward", self.casts, {}
-            try:
-                layer(t.hold(x))
-            except StopRecomputation:
-                pass
-            t.recomputing, t.thread = None, "main"
-            t.drop(*(copy for copy, _ in self.casts.values()))
-            self.casts, self.weights = casts, None
-            for node in again.nodes:
-                t.release(node)
-            kept = [storage.id for node in frame.nodes for storage in node.saved]
-            for storage in again.made:
-                t.drop(*[storage] * (storage.refs - kept.count(storage.id)))
-            t.drop(x)  # (the layer's argument)
-
-        frame = Frame(recompute, [t.hold(x), *(t.hold(held) for held in inputs if held is not None)])
-        t.packing = frame
-        out = layer(x)
-        t.packing = None
-        return out
 
     def _mpnet_output(self, layer: Mapping[str, Pair], merged: Storage, merge: Node, x: Storage,
                       x_node: Node, locals_: Sequence[Storage]) -> tuple[Storage, Node]:

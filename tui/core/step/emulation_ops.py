@@ -8,13 +8,24 @@ is written with these; the attention kernels are `emulation_attention`'s, the he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..config import BertConfig
 from .emulation_methods import adapt
 from .method import Method
 from .symbols import attention_run
-from .tape import FLOAT, Node, Pair, Param, Rule, Storage, Tape
+from .tape import (
+    FLOAT,
+    Frame,
+    Node,
+    Pair,
+    Param,
+    Recomputation,
+    Rule,
+    StopRecomputation,
+    Storage,
+    Tape,
+)
 from .workload import Workload
 
 # The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
@@ -127,6 +138,39 @@ class Run:
         for leaf in leaves:
             self.tape.drop(leaf.node.grad, leaf.data)
             leaf.node.grad = None
+
+    def _checkpointed(self, layer: Callable[[Storage], tuple[Storage, Node]], x: Storage,
+                      *inputs: Storage | None) -> tuple[Storage, Node]:
+        """`layer(x)` (a layer's forward, which lets `x` go as it returns) under `torch.utils.checkpoint`
+        (`Frame`): it packs what it saves, and the frame keeps the layer's inputs (`x`, then the other tensors it
+        is given: a mask, a rotary table) for the recomputation."""
+        t = self.tape
+
+        def recompute(frame: Frame) -> None:
+            """The layer's forward again, on the backward's thread under a fresh autocast, until it made the last
+            tensor the forward packed (`StopRecomputation`); then what held the rest goes at once: autocast's
+            cache as the recomputation leaves autocast, its own graph and the forward's locals as its frames go."""
+            again = Recomputation(frame)
+            t.recomputing, t.thread, casts, self.casts = again, "backward", self.casts, {}
+            try:
+                layer(t.hold(x))
+            except StopRecomputation:
+                pass
+            t.recomputing, t.thread = None, "main"
+            t.drop(*(copy for copy, _ in self.casts.values()))
+            self.casts, self.weights = casts, None
+            for node in again.nodes:
+                t.release(node)
+            kept = [storage.id for node in frame.nodes for storage in node.saved]
+            for storage in again.made:
+                t.drop(*[storage] * (storage.refs - kept.count(storage.id)))
+            t.drop(x)  # (the layer's argument)
+
+        frame = Frame(recompute, [t.hold(x), *(t.hold(held) for held in inputs if held is not None)])
+        t.packing = frame
+        out = layer(x)
+        t.packing = None
+        return out
 
     @property
     def trained(self) -> list[Param]:
