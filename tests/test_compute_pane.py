@@ -490,3 +490,28 @@ async def test_dora_and_ia3_are_the_pane_s_methods_too() -> None:
         assert not app.query_one("#lora-row").display
         ia3 = compute(config, workload, method=method_of(build_tree(config), config, Ia3()))
         assert "IA3" in result_text(app) and short_bytes(ia3.total) in result_text(app)
+
+
+async def test_checkpointing_under_a_method_is_computed_in_the_pane() -> None:
+    """#54: LoRA with checkpointing was refused at the field; it is the core's step now, its fits replayed."""
+    from textual.widgets import Select, Switch
+
+    from tui.core.count.families import build_tree
+    from tui.core.count.lora import Lora
+    from tui.core.step.method import method_of
+
+    catalog = load_catalog()
+    config = catalog.get("bert-base-uncased").config
+    app = make_app(catalog, config, title="bert-base-uncased", preset="bert-base-uncased")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        app.query_one("#method", Select).value = "lora"
+        app.query_one("#checkpointing", Switch).value = True
+        await settled(pilot)
+        method = method_of(build_tree(config), config, Lora(r=8, target_modules=("query", "value")))
+        expected = compute(config, Workload(batch=32, seq=128, device="cuda", checkpointing=True), method=method)
+        assert expected.replayed and not error_text(app)
+        shown = result_text(app)
+        assert "stale" not in shown and short_bytes(expected.peak) in shown
+        assert f"24 GiB ≤ {expected.fits[1].max_batch:,}" in shown
