@@ -233,6 +233,12 @@ METHOD_CAPS = [  # fits under a fine-tuning method, from the replay of its own o
     # sums out of place, which fake tensors cannot show); the card's boundary settles the derived order
     ("d-mlm-512-fp32-sdpa-dora8-24", cap("distilbert-base-uncased", MLM, 512, "fp32", "sdpa", "24GiB", "--lora-r",
                                          "8", "--lora-targets", "q_lin,v_lin", "--dora")),
+    # checkpointing under a method: the word embeddings' output made a leaf that requires a gradient (transformers'
+    # enable_input_require_grads), kept with its gradient; every layer recomputed
+    ("b-sc-512-ampbf16-sdpa-ckpt-lora8-24", cap(B, SC, 512, "amp-bf16", "sdpa", "24GiB", "--lora-r", "8",
+                                                "--checkpointing")),
+    ("b-mlm-512-fp32-sdpa-ckpt-freeze-emb-24", cap(B, MLM, 512, "fp32", "sdpa", "24GiB", "--freeze-embeddings",
+                                                   "--checkpointing")),
 ]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
          "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS, "method_caps": METHOD_CAPS}
