@@ -274,7 +274,9 @@ def test_a_search_whose_asker_cancelled_stops_before_its_next_replay() -> None:
 
 @pytest.mark.parametrize("name", ["lora-all-bert-mlm-b-bf16", "freeze-body-electra-sc-b-bf16",
                                   "lora-deberta-v3-mc-c3-ampbf16", "lora-modernbert-tok-p-ampbf16",
-                                  "freeze-l1-roberta-mlm-b-ampbf16-sdpa", "lora-all-xlm-roberta-mc-a-bf16"])
+                                  "freeze-l1-roberta-mlm-b-ampbf16-sdpa", "lora-all-xlm-roberta-mc-a-bf16",
+                                  "ckpt-lora-all-bert-mlm-b-bf16", "ckpt-freeze-body-modernbert-mlm-w-ampbf16",
+                                  "ckpt-lora-deberta-v3-mc-c3-ampbf16", "ckpt-lora-bert-sc-b-bf16-sdpa-trainer"])
 @pytest.mark.parametrize("batch", [3, 64])
 def test_a_methods_program_read_off_one_symbolic_run_is_each_batchs_run(name: str, batch: int) -> None:
     case = CASES[name]
