@@ -176,7 +176,9 @@ def _backward(result: Compute) -> Phase:
     held += _kept(result)
     grads = c.weight + (c.compute if amp else 0)  # under autocast a 16-bit gradient comes first, then the float32
     transient = []
-    if result.method is None or result.method.layers_backward:  # (a frozen body: the head's backward alone)
+    # (a frozen body: the head's backward alone, unless checkpointing makes the embeddings' output require a
+    # gradient: then every layer runs its backward)
+    if result.method is None or result.method.layers_backward or result.workload.checkpointing:
         transient += [("one layer's weight gradients", result.layer_parameters * grads),
                       ("gradients of the FFN's intermediate activations", 2 * n * i * c.compute)]
         if c.fused:
