@@ -29,6 +29,13 @@ def error_text(app: Any) -> str:
     return str(line.render()) if line.display else ""
 
 
+def preset_app(preset: str) -> tuple[Any, BertConfig]:
+    """The explorer on one of the shipped presets, and that preset's config."""
+    catalog = load_catalog()
+    config = catalog.get(preset).config
+    return make_app(catalog, config, title=preset, preset=preset), config
+
+
 async def test_compute_pane_mounts_on_f5_and_follows_edits() -> None:
     app = make_app(load_catalog())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -212,9 +219,7 @@ async def test_the_fine_tuning_method_is_part_of_the_step() -> None:
     from tui.core.count.lora import Lora
     from tui.core.step.method import method_of
 
-    catalog = load_catalog()
-    config = catalog.get("roberta-base").config
-    app = make_app(catalog, config, title="roberta-base", preset="roberta-base")
+    app, config = preset_app("roberta-base")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
         await settled(pilot)
@@ -472,9 +477,7 @@ async def test_dora_and_ia3_are_the_pane_s_methods_too() -> None:
     from tui.core.count.lora import Ia3, Lora
     from tui.core.step.method import method_of
 
-    catalog = load_catalog()
-    config = catalog.get("bert-base-uncased").config
-    app = make_app(catalog, config, title="bert-base-uncased", preset="bert-base-uncased")
+    app, config = preset_app("bert-base-uncased")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
         await settled(pilot)
@@ -500,9 +503,7 @@ async def test_checkpointing_under_a_method_is_computed_in_the_pane() -> None:
     from tui.core.count.lora import Lora
     from tui.core.step.method import method_of
 
-    catalog = load_catalog()
-    config = catalog.get("bert-base-uncased").config
-    app = make_app(catalog, config, title="bert-base-uncased", preset="bert-base-uncased")
+    app, config = preset_app("bert-base-uncased")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f5")
         await settled(pilot)
