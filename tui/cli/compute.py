@@ -73,8 +73,9 @@ def build_parser() -> Parser:
         "With a fine-tuning method (--lora-*, --ia3*, --freeze-*, or a PEFT adapter as MODEL: a folder or a Hub "
         "id) the step is the method's, measured against peft and torch for every family modelled: what trains, "
         "what each frozen or adapted module keeps, the adapters' FLOPs; what fits is the caching allocator "
-        "replayed over the method's own allocation order. LoRA on embeddings but the word embeddings and "
-        "checkpointing with a method are refused by name (bert-tui count counts their parameters).",
+        "replayed over the method's own allocation order. With --checkpointing the word embeddings' output "
+        "requires a gradient (transformers' enable_input_require_grads): every layer runs its backward. LoRA on "
+        "embeddings but the word embeddings is refused by name (bert-tui count counts its parameters).",
     )
     add_model(parser)
     add_source(parser, checkpoint=False)
