@@ -103,7 +103,7 @@ def test_the_peft_fixture_regenerates() -> None:
     assert rows == fixture("peft_params.json")["cases"]
 
 
-@pytest.mark.parametrize("part", ["h200_caps", "lm_caps", "peaks"])
+@pytest.mark.parametrize("part", ["h200_caps", "lm_caps", "method_caps", "peaks"])
 def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) -> None:
     cases = script(FIXTURES / "generate_allocation.py").CASES[part]
     recorded = fixture("allocation.json")[part]
