@@ -7,9 +7,9 @@ storage; `("f", id, 0)`: its release), so that `allocator.replay` can replay eit
 The rooms: `tape` is the engine (storages and views, autograd's nodes and the backward's order, checkpointing's
 frames, ATen's stride rules, the kernels' workspaces); `emulation_ops.Run` a run's state, each op kind's rules
 (Linear, LayerNorm, dropout, activations, element-wise ops, casts) and checkpointing's (`_checkpointed`,
-`_input_leaf`); `emulation_attention` the attention kernels and masks; `emulation_heads` the heads and losses; this
-module BERT's code's forward (embeddings, layers), the loop and the optimizer, which ModernBERT's and DeBERTa's runs
-override in part. What decides the order:
+`_input_leaf`); `emulation_attention` the attention kernels and masks; `emulation_heads` the heads and losses;
+`emulation_loop` the loop, where each step's graph goes, and the optimizer; this module BERT's code's forward
+(embeddings, layers), which ModernBERT's and DeBERTa's runs override in part. What decides the order:
 
 - **Python's references** in the forward: an op's output lives while a variable of transformers' code holds it
   or autograd saved it; a rebound variable releases its old value at once, a function's locals at its return
@@ -71,20 +71,19 @@ from functools import partial
 from ..config import BertConfig
 from .emulation_attention import Attention
 from .emulation_heads import Head, Heads
+from .emulation_loop import Loop
 from .emulation_ops import ALBERT_LAYER, DISTILBERT_LAYER
 from .tape import (
     FLOAT,
     LONG,
     AttentionCopies,
     Biased,
-    Event,
     Node,
     Pair,
     Param,
     Rule,
     Storage,
     Tape,
-    backward,
     is_contiguous,
 )
 from .workload import Workload
@@ -95,7 +94,7 @@ LAYER_LINEARS: dict[str, Callable[[int, int], tuple[int, int]]] = {
     "up": lambda h, i: (h, i), "down": lambda h, i: (i, h)}
 
 
-class BertRun(Heads, Attention):
+class BertRun(Loop, Heads, Attention):
     """The run of BERT's classes (and of the families built like them, RoBERTa's encoder …), op by op."""
 
     LOOKUP_ADAPTERS = True  # whether its embeddings run LoRA on the word embeddings (`_lookup_lora`)
@@ -229,66 +228,6 @@ class BertRun(Heads, Attention):
         if self.qa and self.train:  # start and end positions
             self.ends = t.new(self.b * LONG)
         self.states: list[Storage] = []
-
-    def run(self, steps: int) -> list[Event]:
-        """The events of `steps` training steps, or inference forwards (`step_ends`: how many events each step's
-        end has seen)."""
-        self._setup()
-        self._adapt()
-        if not self.train:
-            return self._forwards(steps)
-        t = self.tape
-        trainer, course = self.w.loop == "trainer", self.w.loop == "course"
-        self.step_ends: list[int] = []
-        self.last_outputs = ()
-        last_loss: Storage | None = None
-        last_leaves: list[Param] = []
-        for _ in range(steps):
-            loss, logits, root = self._forward()  # out = model(**batch); loss = out.loss
-            assert loss is not None  # (training: the head's loss)
-            leaves, self.leaves = self.leaves, []
-            self._returned()
-            self._leave_autocast()
-            t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound, the last step's graph gone)
-            self._graph_gone(last_leaves)
-            if trainer:  # del out: the logits go before the backward
-                t.drop(*logits)
-            grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
-            backward(t, root, grad)
-            if trainer or self.bare and not course:  # del loss (the bare model's: computed outside it)
-                t.drop(loss)
-            if trainer:  # (the graph gone with it)
-                self._graph_gone(leaves)
-            self._optimizer()
-            for param in self.trained:  # zero_grad(set_to_none=True)
-                t.drop(param.node.grad)
-                param.node.grad = None
-            if course:  # nothing deleted: the outputs and the loss live on into the next step
-                self.last_outputs, last_loss, last_leaves = tuple(logits), loss, leaves
-            elif not trainer:  # out = None, after the optimizer's step (the graph gone with it)
-                t.drop(None if self.bare else loss, *logits)
-                self._graph_gone(leaves)
-            self.step_ends.append(len(t.events))
-        return t.events
-
-    def _forwards(self, steps: int) -> list[Event]:
-        """Inference: `out = model(**batch)` under `no_grad` (and autocast), again and again; the hand-written
-        loop lets each forward's outputs go before the next (`out = None`), the course's keeps them until the next
-        forward returns and `out` is rebound."""
-        t = self.tape
-        course = self.w.loop == "course"
-        self.step_ends = []
-        self.last_outputs = ()
-        for _ in range(steps):
-            _, outputs, _ = self._forward()
-            self._returned()
-            self._leave_autocast()
-            if course:
-                self.last_outputs = outputs
-            else:
-                t.drop(*outputs)
-            self.step_ends.append(len(t.events))
-        return t.events
 
     # Forward ------------------------------------------------------------------------------------------------
     def _forward(self) -> Head:
@@ -553,24 +492,3 @@ class BertRun(Heads, Attention):
         return normed, norm_node
 
     # The optimizer ------------------------------------------------------------------------------------------
-    def _optimizer(self) -> None:
-        """The optimizer's step (foreach): AdamW's states at the first step, then its `_foreach_sqrt` temporaries
-        each step; SGD with momentum its buffers at the first step (a clone of each gradient, in place after);
-        SGD nothing (every update in place)."""
-        t = self.tape
-        if self.w.optimizer != "adamw":
-            if self.w.optimizer == "sgd-momentum" and not self.states:
-                self.states = [t.new(param.data.nbytes) for param in self.trained]
-            return
-        if not self.states:
-            for param in self.trained:
-                self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
-        # _foreach_sqrt(exp_avg_sqs), a dtype's parameters at a time: the groups in the order C++'s unordered_map
-        # gives them back, the dtype met last first (a 16-bit model's own before LoRA's float32 adapters); each
-        # group's roots go as the next group's rebind them, the last as the step returns
-        groups: dict[int, list[Param]] = {}
-        for param in self.trained:
-            groups.setdefault(param.element or self.f, []).append(param)
-        roots = [[t.new(param.data.nbytes) for param in group] for group in reversed(groups.values())]
-        for made in roots:
-            t.drop(*reversed(made))

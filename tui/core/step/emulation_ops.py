@@ -133,12 +133,6 @@ class Run:
         self.leaves.append(leaf)
         return leaf.node
 
-    def _graph_gone(self, leaves: list[Param]) -> None:
-        """A step's graph goes (its loss and outputs released): its leaves (`_input_leaf`) with their gradients."""
-        for leaf in leaves:
-            self.tape.drop(leaf.node.grad, leaf.data)
-            leaf.node.grad = None
-
     def _checkpointed(self, layer: Callable[[Storage], tuple[Storage, Node]], x: Storage,
                       *inputs: Storage | None) -> tuple[Storage, Node]:
         """`layer(x)` (a layer's forward, which lets `x` go as it returns) under `torch.utils.checkpoint`
