@@ -10,6 +10,7 @@ and the FFN Linear layers) and under frozen embeddings, layers and bodies, plus 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,26 @@ def test_dora_computes_from_flags_or_its_adapter_folder_and_its_fits_are_replaye
     distil = run_json("compute", "--preset", "distilbert-base-uncased", "--head", "mlm", "--batch", "4", "--seq", "16",
                       "--lora-r", "4", "--lora-targets", "q_lin,v_lin", "--dora", "--precision", "fp32")
     assert "DoRA in float32 on distilbert" in distil["fits_allocator"]["not_replayed"]
+
+
+def test_checkpointing_a_frozen_body_says_it_costs_more_than_it_saves() -> None:
+    """#54: with nothing in the layers trained, checkpointing still runs every layer's backward (transformers'
+    enable_input_require_grads) and recomputes it: the CLI says so, with the core's two figures."""
+    from tui.core.units import short_flops
+
+    from .clirun import run
+
+    config = BertConfig(head="sequence-classification")
+    chosen = method(config, {"freeze": {"body": True}})
+    workload = Workload(batch=8, seq=64, device="cuda")
+    with_it = compute(config, replace(workload, checkpointing=True), method=chosen, fits=False)
+    without = compute(config, workload, method=chosen, fits=False)
+    assert with_it.flops_step > 2 * without.flops_step
+    argv = ["bert-base-uncased", "--head", "sequence-classification", "--batch", "8", "--seq", "64"]
+    code, _, err = run("compute", *argv, "--freeze-body", "--checkpointing")
+    said = " ".join(err.split())
+    assert code == 0 and "every layer runs its backward and is recomputed" in said
+    assert f"({short_flops(with_it.flops_step)} a step; without --checkpointing {short_flops(without.flops_step)})" \
+        in said
+    code, _, err = run("compute", *argv, "--freeze-layers", "3", "--checkpointing")  # (the layers after train)
+    assert code == 0 and "every layer runs its backward" not in err

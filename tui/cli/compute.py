@@ -7,6 +7,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ..core import ConfigError
 from ..plain import printable, say
@@ -105,7 +106,7 @@ def run(argv: Sequence[str]) -> int:
     from ..core.step.compute import compute, fits_replayed
     from ..core.step.method import method_of
     from ..core.step.workload import WORKLOAD, Workload
-    from ..core.units import parse_size, size_reading
+    from ..core.units import parse_size, short_flops, size_reading
     from ..formats.compute import (
         compute_csv,
         compute_data,
@@ -151,6 +152,12 @@ def run(argv: Sequence[str]) -> int:
                      f"{selection.config.hf_class} has none, so it changes nothing")
     if args.optimizer is not None and not workload.train:
         notes.append(f"--optimizer {args.optimizer}: an inference forward runs no optimizer, so it changes nothing")
+    if workload.checkpointing and method is not None and not method.layers_backward:
+        plain = compute(selection.config, replace(workload, checkpointing=False), method=method, fits=False)
+        notes.append(f"--checkpointing with nothing in the layers trained: transformers makes the embeddings' output "
+                     f"require a gradient for it, so every layer runs its backward and is recomputed "
+                     f"({short_flops(result.flops_step)} a step; without --checkpointing "
+                     f"{short_flops(plain.flops_step)})")
     if args.brief and args.format != "table":
         notes.append(f"--brief shortens the table; --format {args.format} is printed whole")
     reading = None if args.gpu_memory is None else size_reading(args.gpu_memory)
