@@ -391,3 +391,26 @@ def test_checkpointing_a_frozen_body_says_it_costs_more_than_it_saves() -> None:
         in said
     code, _, err = run("compute", *argv, "--freeze-layers", "3", "--checkpointing")  # (the layers after train)
     assert code == 0 and "every layer runs its backward" not in err
+
+
+@pytest.mark.parametrize(("spec", "leaf"), [({"freeze": {"embeddings": True}}, True),
+                                            ({"lora": {"r": 4, "target_modules": ["query", "value"]}}, True),
+                                            ({"lora": {"r": 4, "target_modules": ["word_embeddings", "query"]}}, False),
+                                            ({"freeze": {"layers": 1}}, False)])
+def test_the_peak_rule_holds_the_embeddings_output_checkpointing_makes_a_leaf(spec: dict[str, Any],
+                                                                               leaf: bool) -> None:
+    """transformers' enable_input_require_grads: where the word table does not train (nor LoRA on it), its lookup's
+    output (n·E, the weights' dtype) is a leaf held through the forward and the backward, and with its gradient
+    through the optimizer's step in a loop that keeps the graph past it; not where the table trains."""
+    config = BertConfig(head="sequence-classification", hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, vocab_size=1000)
+    chosen = method(config, spec)
+    workload = Workload(batch=4, seq=16, device="cuda", checkpointing=True, loop="hand-written")
+    expected = 4 * 16 * 64 * 4 if leaf else 0  # n·E float32 elements
+    result = compute(config, workload, method=chosen, fits=False)
+    held = {phase.name: dict(phase.held) for phase in result.phases}
+    label = "the word embeddings' output, a leaf (checkpointing)"
+    assert held["forward"].get(label, 0) == held["backward"].get(label, 0) == expected
+    assert held["optimizer"].get(f"{label}'s gradient", 0) == expected
+    plain = compute(config, replace(workload, checkpointing=False), method=chosen, fits=False)
+    assert all(label not in dict(phase.held) for phase in plain.phases)

@@ -142,17 +142,18 @@ def measure(config: BertConfig, workload: Workload, parameters: int, tensors: in
     # ELECTRA makes its mask from the projected (16-bit) states: the scores stay 16-bit; ALBERT from the embeddings.
     mask16 = stream16 and config.family.forward.mask_after_projection
     # The terms hold symbols, not the batch (but the causal-LM labels' view at batch 1 only): one set for b ≥ 2.
-    conventions, flops, saved, recompute, upcast = _terms(config, replace(workload, batch=min(workload.batch, 2)),
-                                                          stream16, mask16, method)
+    conventions, flops, saved, recompute, upcast, leaf = _terms(
+        config, replace(workload, batch=min(workload.batch, 2)), stream16, mask16, method)
     return _with_phases(Compute(config, workload, symbol_values(config, workload), flops, saved, recompute,
                                 parameters, tensors, _layout(config).buffers(config, conventions.weight),
                                 conventions,
-                                layer_parameters, loss_upcast=upcast, method=method, linear_copies=copies))
+                                layer_parameters, loss_upcast=upcast, method=method, linear_copies=copies,
+                                input_leaf=leaf))
 
 
 @lru_cache(maxsize=64)
 def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool, method: Method | None = None
-           ) -> tuple[Conventions, tuple[Flop, ...], tuple[Saved, ...], tuple[Saved, ...], bool]:
+           ) -> tuple[Conventions, tuple[Flop, ...], tuple[Saved, ...], tuple[Saved, ...], bool, Saved | None]:
     """The step's terms (they hold symbols, not values): the same for the same config and workload, kept."""
     runs = attention_run(config, workload)
     conventions = Conventions.of(runs, additive_mask(config, runs) and not mask16)
@@ -164,12 +165,12 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
         walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
                            _layout(config).names, config.body_prefix)
         if not workload.checkpointing:
-            return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast
+            return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast, None
         saved, recompute = _checkpointed_method(config, workload, conventions, method, walked.saves)
-        return conventions, tuple(walked.flops), saved, recompute, upcast
+        return conventions, tuple(walked.flops), saved, recompute, upcast, walked.leaf
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
-    return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast
+    return conventions, tuple(flop_terms(config, workload)), saved, recompute, upcast, None
 
 
 def _checkpointed_method(config: BertConfig, workload: Workload, c: Conventions, method: Method,

@@ -47,7 +47,7 @@ from .kinds import (
     SavesOnly,
     Step,
 )
-from .steps import CONTEXT, HELD
+from .steps import CONTEXT, HELD, WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +113,9 @@ class Walk:
     _component: str = ""
     _scope: str = ""  # the component, or the run of a stored layer: what `_once` counts within
     _layers: dict[tuple[object, ...], _Walked] = field(default_factory=dict)  # an encoder layer's walk, by entry
+    # checkpointing's `enable_input_require_grads` where the word table does not train: its lookup's output made a
+    # leaf that requires a gradient, held (not saved: no hook sees it) with that gradient until the graph goes
+    leaf: Saved | None = None
 
     def component(self, component: str, prefix: str, modules: tuple[Module, ...], run: str = "") -> None:
         """Walk `modules` as `component`, whose modules are named under `prefix`; `run` (its name): one run of a
@@ -209,7 +212,10 @@ class Walk:
             self.operands["rel"] = self.operands.get("rel", False) or trains
         else:  # (checkpointing: transformers' `enable_input_require_grads` makes the word embeddings' output
             # require a gradient whatever trains, so that the checkpointed layers run their backward)
-            self.flowing |= trains or (step.workload.checkpointing and step.workload.train)
+            checkpointing = step.workload.checkpointing and step.workload.train
+            if checkpointing and module.module == WORDS and not trains:
+                self.leaf = step.saved("the word embeddings' output, a leaf (checkpointing)", ("n", "E"), "weight")
+            self.flowing |= trains or checkpointing
 
     def _lookup_adapter(self, name: str, rank: int, step: Step) -> None:
         """LoRA on an embedding (peft 0.21, `lora.Embedding.forward`: `F.embedding(ids, lora_embedding_A.T) @

@@ -24,7 +24,9 @@ phase here is the bytes held at its start plus its largest working set, as named
   returns; the course's loop, the last forward's outputs as well.
 - a fine-tuning method (LoRA, frozen parts): the same rules over the method's terms (what its step saves, the
   gradients and states of what trains, one layer's trained parameters); a frozen body's backward runs through no
-  layer (none of the layers' transients). These rules were measured on full steps only.
+  layer (none of the layers' transients), unless checkpointing makes the word embeddings' output require a
+  gradient, which then holds it (a leaf where its table does not train) and its gradient until the graph goes.
+  These rules were measured on full steps only.
 
 Measured against real training steps on an NVIDIA H200 (torch 2.11, transformers 5.17; tests/fixtures/gpu): every
 peak within 3 % (tests/test_gpu.py). The transients were read off those measurements, phase by phase, where the
@@ -128,6 +130,19 @@ def outputs_bytes(result: Compute) -> int:
     return sum(tensors) * c.compute  # (the allocator rounds each to 512 bytes: not modelled here)
 
 
+LEAF = "the word embeddings' output, a leaf (checkpointing)"
+
+
+def _leaf(result: Compute, gradient: bool = False) -> list[tuple[str, int]]:
+    """Checkpointing under a method whose word table does not train: its lookup's output, which transformers'
+    `enable_input_require_grads` makes a leaf, held until the step's graph goes (`gradient`: and the gradient it
+    was given at the backward's end: the optimizer's step, in the loops that keep the graph past it)."""
+    nbytes = result.input_leaf_bytes
+    if not nbytes:
+        return []
+    return [(LEAF, nbytes), (f"{LEAF}'s gradient", nbytes)] if gradient else [(LEAF, nbytes)]
+
+
 def _kept(result: Compute) -> list[tuple[str, int]]:
     """What the loop keeps alive past the forward: `out`, unless the Trainer's loop dropped it."""
     kept = outputs_bytes(result) if result.workload.loop in ("hand-written", "course") else 0
@@ -154,7 +169,7 @@ def _lm(result: Compute) -> bool:
 def _forward(result: Compute) -> Phase:
     c, amp = result.conventions, result.workload.amp
     n, h, _, vocab, scores = _sizes(result)
-    held = [*_base(result), ("saved for backward", result.activations)]
+    held = [*_base(result), ("saved for backward", result.activations), *_leaf(result)]
     if outputs_bytes(result):
         held.append((OUTPUTS, outputs_bytes(result)))
         if result.workload.loop == "course":
@@ -170,7 +185,7 @@ def _forward(result: Compute) -> Phase:
 def _backward(result: Compute) -> Phase:
     c, amp = result.conventions, result.workload.amp
     n, h, i, vocab, scores = _sizes(result)
-    held = [*_base(result), ("saved for backward", result.activations)]
+    held = [*_base(result), ("saved for backward", result.activations), *_leaf(result)]
     if result.workload.checkpointing:
         held.append(("one layer recomputed", result.recompute_peak))
     held += _kept(result)
@@ -199,6 +214,8 @@ def _backward(result: Compute) -> Phase:
 
 def _optimizer(result: Compute) -> Phase:
     held = [*_base(result), ("gradients", result.gradients), *_kept(result)]
+    if result.workload.loop != "trainer":  # (the Trainer's `del loss` let the graph go before the step)
+        held += _leaf(result, gradient=True)
     transient = []
     if result.workload.optimizer == "adamw":
         transient.append(("foreach AdamW's temporaries (√v of every parameter)", result.gradients))

@@ -76,6 +76,9 @@ class Compute:
     # replay.
     replayed: bool = False
     reserved: int = 0
+    # checkpointing under a method whose word table does not train: its lookup's output, a leaf that requires a
+    # gradient (transformers' `enable_input_require_grads`), held with that gradient until the graph goes
+    input_leaf: Saved | None = None
 
     # FLOPs -------------------------------------------------------------------------------------------------
     def flops_by_component(self) -> dict[str, int]:
@@ -205,6 +208,11 @@ class Compute:
             per_batch, fixed = self._per_batch[1]
             return per_batch * self.workload.batch + fixed
         return sum(t.nbytes(self.values) for t in self.recompute_terms)
+
+    @property
+    def input_leaf_bytes(self) -> int:
+        """The word embeddings' output held as a leaf under checkpointing (`input_leaf`; its gradient as much)."""
+        return 0 if self.input_leaf is None else self.input_leaf.nbytes(self.values)
 
     @cached_property
     def weights(self) -> int:

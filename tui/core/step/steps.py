@@ -38,7 +38,8 @@ from .workload import Workload
 Modules = tuple[Module, ...]
 
 # Embeddings -----------------------------------------------------------------------------------------------------
-INPUT_IDS = Lookup("word_embeddings", "input ids (word embedding lookup)", ("n",))
+WORDS = "word_embeddings"  # the input embeddings (`get_input_embeddings`), as BERT names them
+INPUT_IDS = Lookup(WORDS, "input ids (word embedding lookup)", ("n",))
 EMBEDDINGS_NORM = (Norm("LayerNorm", size="residual", module="LayerNorm"),
                    Drop("dropout mask", ("n", "H"), "residual"))
 # BERT's positions are a slice of a buffer (nothing new to keep).
