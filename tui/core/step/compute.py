@@ -164,9 +164,10 @@ def _terms(config: BertConfig, workload: Workload, stream16: bool, mask16: bool,
     if method is not None:
         walked = flow.walk(method_parts(config, workload), _step(config, workload, conventions), method,
                            _layout(config).names, config.body_prefix)
-        if not workload.checkpointing:
-            return conventions, tuple(walked.flops), tuple(walked.saves) if workload.train else (), (), upcast, None
-        saved, recompute = _checkpointed_method(config, workload, conventions, method, walked.saves)
+        if workload.checkpointing:
+            saved, recompute = _checkpointed_method(config, workload, conventions, method, walked.saves)
+        else:
+            saved, recompute = tuple(walked.saves) if workload.train else (), ()
         return conventions, tuple(walked.flops), saved, recompute, upcast, walked.leaf
     saved = tuple(saved_terms(config, workload, conventions)) if workload.train else ()
     recompute = tuple(recompute_terms(config, workload, conventions)) if workload.checkpointing else ()
