@@ -121,3 +121,43 @@ def test_the_methods_fixture_regenerates_a_sample() -> None:
     assert len(grid) == len(recorded)
     for case, (config, workload, spec) in list(zip(recorded, grid))[::63]:
         assert measure(config, workload, method=spec).as_dict() == case["measured"]
+
+
+def test_the_history_diff_names_each_block_the_gpu_asked_for_that_the_derivation_lacks() -> None:
+    """`tests/fixtures/allocation/history.py` (the diff a GPU's recorded step is read with): a trace made of the
+    derived step's own blocks, as a snapshot writes them (with the entries it leaves out: requests to free,
+    segments), plus one temporary of the backward's, diffs to that temporary alone, with its stack."""
+    from tui.core.config import BertConfig
+    from tui.core.step import allocations
+    from tui.core.step.workload import Workload
+
+    tool = script(FIXTURES / "allocation" / "history.py")
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                        vocab_size=1000, max_position_embeddings=64)
+    run = allocations.emulator(config, Workload(batch=2, seq=16, precision="bf16", device="cuda", loop="trainer"))
+    derived = tool.derived_phases(run.run(3), run.phase_ends, 3)
+    assert list(derived) == ["forward", "backward", "optimizer"]
+    assert all(derived.values())
+
+    def entries(blocks: list[tuple[str, int]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for kind, size in blocks:
+            if kind == "f":
+                out.append({"action": "free_requested", "size": size, "frames": []})
+            out.append({"action": "alloc" if kind == "a" else "free_completed", "size": size - 5 * (kind == "a"),
+                        "frames": [{"name": "forward", "filename": "/x/modeling_bert.py", "line": 1}]})
+        return out
+
+    temporary = [{"action": "segment_alloc", "size": 2 << 20, "frames": []},
+                 {"action": "alloc", "size": 3 << 20, "frames": [{"name": "dgamma_blocks", "filename": "/a/ln.cu",
+                                                                  "line": 7}]},
+                 {"action": "free_completed", "size": 3 << 20, "frames": []}]
+    backward = entries(derived["backward"])
+    trace = backward[:9] + temporary + backward[9:]
+    gpu, where = tool.traced(trace)
+    assert len(gpu) == len(derived["backward"]) + 2
+    lines = tool.differences(gpu, where, derived["backward"])
+    assert len(lines) == 2 and "dgamma_blocks (ln.cu:7)" in lines[0] and "3,145,728" in lines[0]
+    assert lines[1].split()[:3] == ["+", "GPU", "f"]
+    assert tool.differences(*tool.traced(entries(derived["forward"])), derived["forward"]) == []
+    assert tool.peak_of(gpu) >= tool.peak_of(derived["backward"])

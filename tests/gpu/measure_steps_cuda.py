@@ -37,6 +37,10 @@ It writes one JSON object with the fixture's keys:
   them, on the host before the move to the card; the optimizer over what trains): `bert-tui compute`'s answer is
   the replay of the method's own allocation order (tests/fixtures/allocation_order.json checks it against peft's
   model with CUDA faked), to be checked on the card.
+- `histories` (not in the fixture): some `steps` again, the third step with the allocator's history recorded
+  (`torch.cuda.memory._record_memory_history`): a snapshot each in OUT.snapshots/ and `trace_ends`, where each
+  phase ends in its trace, for `tests/fixtures/allocation/history.py` to diff against the derived allocation
+  order block by block (a short run: `python tests/gpu/measure_steps_cuda.py o.json histories`).
 - `saved_and_flops`: bytes saved for backward by component and dtype, the recomputation peak with checkpointing,
   optimizer state bytes on the GPU and FlopCounterMode's forward and backward with the real CUDA kernels.
 
@@ -54,6 +58,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +71,7 @@ from tui.core.step.workload import Workload  # noqa: E402
 
 B, L = "bert-base-uncased", "bert-large-uncased"
 SC, MLM = "sequence-classification", "mlm"
-PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps", "replay_caps", "method_caps")
+PARTS = ("steps", "fits", "saved_and_flops", "held_out", "lm_caps", "replay_caps", "method_caps", "histories")
 
 
 def argv(model: str, head: str, b: int, s: int, precision: str, attention: str, *extra: str) -> list[str]:
@@ -240,8 +245,14 @@ METHOD_CAPS = [  # fits under a fine-tuning method, from the replay of its own o
     ("b-mlm-512-fp32-sdpa-ckpt-freeze-emb-24", cap(B, MLM, 512, "fp32", "sdpa", "24GiB", "--freeze-embeddings",
                                                    "--checkpointing")),
 ]
+# The third step of some `steps` with the allocator's history recorded: where the derived allocation order's backward
+# falls short of the GPU's (23.5 to 24.5 MiB in float32, about 52 MiB in 16 bits, wherever the backward peaks:
+# tests/fixtures/allocation/phases.py), for tests/fixtures/allocation/history.py to diff event by event
+HISTORIES = [(name, case) for name, case in STEPS + ODD_STEPS
+             if name in ("b-sc-8x512-bf16-sdpa", "b-sc-8x512-bf16-eager", "b-sc-8x512-fp32-sdpa",
+                         "b-sc-8x512-ampbf16-sdpa", "b-tok-12x200-ampfp16-sdpa")]
 CASES = {"steps": STEPS + ODD_STEPS, "fits": FITS, "saved_and_flops": SAVED_AND_FLOPS, "held_out": HELD_OUT,
-         "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS, "method_caps": METHOD_CAPS}
+         "lm_caps": LM_CAPS, "replay_caps": REPLAY_CAPS, "method_caps": METHOD_CAPS, "histories": HISTORIES}
 
 
 def method_of_argv(case_argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:
@@ -339,9 +350,12 @@ def _optimizer(model: Any, workload: Workload) -> Any:
     return torch.optim.SGD(params, lr=1e-4, momentum=0.9 if workload.optimizer == "sgd-momentum" else 0)
 
 
-def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> dict[str, Any]:
+def run_phases(config: BertConfig, workload: Workload, timing: bool = False,
+               mark: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Two steps of the case's loop (the course's keeps each step's outputs and loss until the next step rebinds
-    them; the others delete them), then the third phase by phase (absolute bytes)."""
+    them; the others delete them), then the third phase by phase (absolute bytes). `mark(phase)` is called as the
+    third step begins (`start`) and as each of its phases ends (`forward`, `backward`, `optimizer`)."""
+    mark = mark or (lambda phase: None)
     import torch
 
     from tui.reference import measure as M
@@ -383,12 +397,14 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
         step()
     memory: dict[str, int] = {"start": _allocated()}
     _peak_since(reset=True)
+    mark("start")
     out = forward()
     last.pop("out", None)
     loss = M.loss_of(out) if opt is not None else None
     last.pop("loss", None)
     memory["after_forward"] = _allocated()
     memory["peak_forward"] = _peak_since(reset=True)
+    mark("forward")
     if opt is not None:
         if workload.loop == "trainer":  # the outputs go before the backward; the hand-written loop keeps them
             del out
@@ -397,8 +413,10 @@ def run_phases(config: BertConfig, workload: Workload, timing: bool = False) -> 
         del loss
         memory["after_backward"] = _allocated()
         memory["peak_backward"] = _peak_since(reset=True)
+        mark("backward")
         opt.step()
         memory["peak_optimizer"] = _peak_since(reset=True)
+        mark("optimizer")
         opt.zero_grad(set_to_none=True)
     out = None
     if opt is not None:
@@ -568,6 +586,36 @@ def measure_lm_cap(name: str, case_argv: list[str], prediction: dict[str, Any], 
     return row
 
 
+def measure_history(name: str, case_argv: list[str], prediction: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """`measure_step`'s third step with the allocator's history recorded from its start (two steps first, as
+    measured): FOLDER/NAME.pickle (a `torch.cuda.memory` snapshot: every block the step allocates and frees, with
+    its size and the stack that asked for it) and `trace_ends`, how many entries of its trace each phase's end
+    (`forward`, `backward`, `optimizer`) had seen, beside the phase figures (less what the case began with)."""
+    import torch
+
+    config, workload = objects(prediction)
+    folder.mkdir(parents=True, exist_ok=True)
+    before = _clean()
+    ends: dict[str, int] = {}
+
+    def mark(phase: str) -> None:
+        if phase == "start":
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+        else:
+            torch.cuda.synchronize()
+            ends[phase] = len(torch.cuda.memory._snapshot()["device_traces"][0])
+
+    try:
+        measured = run_phases(config, workload, mark=mark)
+        torch.cuda.memory._dump_snapshot(str(folder / f"{name}.pickle"))
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    memory = {key: value - before for key, value in measured["memory_allocated"].items()}
+    _clean()
+    return {"case": name, "argv": case_argv, "memory_allocated": memory, "allocated_before_case": before,
+            "trace_ends": ends, "snapshot": f"{folder.name}/{name}.pickle"}
+
+
 def meta() -> dict[str, Any]:
     import torch
     import transformers
@@ -606,6 +654,8 @@ def main(args: list[str]) -> int:
             row = measure_fit(name, case_argv, prediction)
         elif part in ("lm_caps", "replay_caps", "method_caps"):
             row = measure_lm_cap(name, case_argv, prediction, output.with_name(output.stem + ".snapshots"))
+        elif part == "histories":
+            row = measure_history(name, case_argv, prediction, output.with_name(output.stem + ".snapshots"))
         else:
             row = measure_saved_and_flops(name, case_argv, prediction)
         document[part].append(row)

@@ -25,6 +25,8 @@ from .allocations_modernbert import ModernBertRun
 from .allocator import (
     HANDED_ON_STEPS_LIMIT,
     STEPS_LIMIT,
+    Block,
+    CachingAllocator,
     Op,
     Replay,
     allocation,
@@ -39,7 +41,7 @@ from .emulation_ops import ALBERT_LAYER, BERT_LAYER, DISTILBERT_LAYER, MPNET_LAY
 from .layouts import STEPS
 from .method import Method
 from .result import RUNS, RUNS_OUT, UNPROVEN
-from .tape import Event
+from .tape import CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE, Event
 from .workload import Workload
 
 # The runs that derive a family's step op by op, by the layer class whose code they follow (its record's
@@ -102,6 +104,34 @@ def _emulated(config: BertConfig, workload: Workload, steps: int, method: Method
         raise ValueError(refused)
     run = emulator(config, workload, method=method)
     return run.run(steps), run.step_ends
+
+
+def phase_peaks(config: BertConfig, workload: Workload, method: Method | None = None, steps: int = 3
+                ) -> dict[str, int]:
+    """The last of `steps` steps replayed phase by phase: what the allocator holds as the step begins (`start`)
+    and its allocated peak in each phase (`forward`, `backward`, `optimizer`; an inference forward's only
+    `forward`), each without the cuBLAS workspaces (all made by the first step, as `memory_bytes.peak` leaves
+    them out): what `torch.cuda.max_memory_allocated` reads phase by phase (tests/gpu/measure_steps_cuda.py)."""
+    refused = covers(config, workload, method)
+    if refused:
+        raise ValueError(refused)
+    run = emulator(config, workload, method=method)
+    events = run.run(steps)
+    workspaces = sum(CUBLAS_WORKSPACE if name.startswith("cublas ") else CUBLASLT_WORKSPACE
+                     for name in run.tape.workspaces)
+    phases = len(run.phase_ends) // steps
+    begin = run.step_ends[-2] if steps > 1 else 0
+    allocator = CachingAllocator()
+    live: dict[int, Block] = {}
+    with collector_paused():
+        allocator.run(events[:begin], live)
+        peaks = {"start": allocator.allocated - workspaces}
+        for phase, end in run.phase_ends[-phases:]:
+            allocator.peak_allocated = allocator.allocated
+            allocator.run(events[begin:end], live)
+            peaks[phase] = allocator.peak_allocated - workspaces
+            begin = end
+    return peaks
 
 
 def emulator(config: BertConfig, workload: Workload, batch: int | None = None, method: Method | None = None

@@ -24,7 +24,8 @@ class Loop(Run):
 
     def run(self, steps: int) -> list[Event]:
         """The events of `steps` training steps, or inference forwards (`step_ends`: how many events each step's
-        end has seen)."""
+        end has seen; `phase_ends`: each step's phases, `forward`, `backward` and `optimizer`, with how many
+        events each phase's end has seen)."""
         self._setup()
         self._adapt()
         if not self.train:
@@ -32,6 +33,7 @@ class Loop(Run):
         t = self.tape
         trainer, course = self.w.loop == "trainer", self.w.loop == "course"
         self.step_ends: list[int] = []
+        self.phase_ends: list[tuple[str, int]] = []
         self.last_outputs = ()
         last_loss: Storage | None = None
         last_leaves: list[Param] = []
@@ -43,6 +45,7 @@ class Loop(Run):
             self._leave_autocast()
             t.drop(last_loss)  # (the course's loop: `loss = out.loss` rebound, the last step's graph gone)
             self._graph_gone(last_leaves)
+            self.phase_ends.append(("forward", len(t.events)))
             if trainer:  # del out: the logits go before the backward
                 t.drop(*logits)
             grad = t.new(loss.nbytes)  # loss.backward(): ones_like(loss)
@@ -51,7 +54,9 @@ class Loop(Run):
                 t.drop(loss)
             if trainer:  # (the graph gone with it)
                 self._graph_gone(leaves)
+            self.phase_ends.append(("backward", len(t.events)))
             self._optimizer()
+            self.phase_ends.append(("optimizer", len(t.events)))
             for param in self.trained:  # zero_grad(set_to_none=True)
                 t.drop(param.node.grad)
                 param.node.grad = None
@@ -70,11 +75,13 @@ class Loop(Run):
         t = self.tape
         course = self.w.loop == "course"
         self.step_ends = []
+        self.phase_ends = []
         self.last_outputs = ()
         for _ in range(steps):
             _, outputs, _ = self._forward()
             self._returned()
             self._leave_autocast()
+            self.phase_ends.append(("forward", len(t.events)))
             if course:
                 self.last_outputs = outputs
             else:
