@@ -48,7 +48,8 @@ class FakeHub:
     served: Counter[str] = field(default_factory=Counter)  # body bytes served per "repo/file"
     requests: list[str] = field(default_factory=list)  # "METHOD /path [Range]"
     url: str = ""
-    delay: float = 0.0  # seconds before each answer: a slow link, for the explorer's cancel test
+    gate: threading.Event | None = None  # where given, each answer waits until it is set: a link held open,
+    # for the explorer's cancel test
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # "repo/file" → headers it answers with
     loops: set[str] = field(default_factory=set)  # "repo/file" that redirects to itself
     drips: dict[str, float] = field(default_factory=dict)  # "repo/file" → seconds between its body's bytes
@@ -96,8 +97,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: bool) -> None:
             hub.requests.append(f"{self.command} {self.path} {self.headers.get('Range', '')}".strip())
-            if hub.delay:
-                time.sleep(hub.delay)
+            if hub.gate is not None:
+                hub.gate.wait(timeout=60)  # (a guard: the test sets it)
             match = _RESOLVE.match(unquote(self.path.split("?")[0]))
             if not match:
                 return self._error(404, "EntryNotFound")
@@ -210,7 +211,9 @@ class Server:
         self.hub = hub
         self._server = _QuietServer(("127.0.0.1", 0), _handler(hub))
         hub.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # (it looks for `stop()` every 20 ms, not the default half second: 36 tests each wait for it)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

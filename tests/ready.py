@@ -29,6 +29,19 @@ async def until(pilot: Any, condition: Callable[[], object], what: str) -> None:
         await asyncio.sleep(0)
 
 
+async def until_offered(pilot: Any, text: str) -> None:
+    """Let the app run until the command palette's highlighted command names `text` (its search is a worker)."""
+    from textual.command import CommandList
+
+    def offered() -> bool:
+        for results in pilot.app.screen.query(CommandList):
+            index = results.highlighted
+            return index is not None and text in str(results.get_option_at_index(index).prompt)
+        return False
+
+    await until(pilot, offered, f"the command palette offering {text!r}")
+
+
 async def until_ready(pilot: Any) -> None:
     """Let the app run until its fields are mounted and the keys typed meanwhile are handled."""
     await until(pilot, lambda: pilot.app.ready, "its form's fields mounted")

@@ -16,7 +16,7 @@ from tui.explorer.widgets.param_tree import ParamTreeView
 from tui.presets import load_catalog
 
 from .hf_cases import hf_total
-from .ready import type_text
+from .ready import type_text, until_offered
 
 NARROW = (80, 24)
 WIDE = (120, 40)
@@ -218,7 +218,7 @@ async def test_palette_switches_preset() -> None:
     async with app.run_test(size=NARROW) as pilot:
         await pilot.press("ctrl+p")
         await pilot.press(*"bert-large-uncased")
-        await pilot.pause(0.3)
+        await until_offered(pilot, "bert-large-uncased")
         await pilot.press("enter")
         await pilot.pause()
         assert total_shown(app) == hf_total("bert-large-uncased/none") == 335_141_888

@@ -94,13 +94,21 @@ def test_the_transformers_fixture_regenerates_byte_for_byte() -> None:
         encoding="utf-8")
 
 
+NEEDS_PEFT = pytest.mark.skipif(importlib.util.find_spec("peft") is None,
+                                reason="peft (in the [verify] extra) is not installed")
+
+
 @live_marks
-@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
-def test_the_peft_fixture_regenerates() -> None:
-    """Every case as peft builds it now (the versions in the header aside)."""
+@NEEDS_PEFT
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 7])
+def test_the_peft_fixture_regenerates(every: int) -> None:
+    """Every case as peft builds it now (the versions in the header aside): all of them under `-m slow`, every
+    7th in the default run."""
     generator = script(FIXTURES / "generate_peft.py")
-    rows = [generator.run(entry) for entry in generator.CASES]
-    assert rows == fixture("peft_params.json")["cases"]
+    recorded = fixture("peft_params.json")["cases"]
+    assert len(generator.CASES) == len(recorded)
+    for entry, case in list(zip(generator.CASES, recorded))[::every]:
+        assert generator.run(entry) == case
 
 
 @pytest.mark.parametrize("part", ["h200_caps", "lm_caps", "method_caps", "peaks"])
@@ -111,15 +119,17 @@ def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) ->
 
 
 @live_marks
-@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
-def test_the_methods_fixture_regenerates_a_sample() -> None:
-    """Every 63rd step of compute_methods.json measured again (the whole takes a minute or more)."""
+@NEEDS_PEFT
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 149])
+def test_the_methods_fixture_regenerates(every: int) -> None:
+    """The steps of compute_methods.json measured again: all of them under `-m slow` (a minute or more), every
+    149th in the default run."""
     from tui.reference.measure import measure
 
     recorded = fixture("compute_methods.json")["cases"]
     grid = script(FIXTURES / "generate_methods.py").grid()
     assert len(grid) == len(recorded)
-    for case, (config, workload, spec) in list(zip(recorded, grid))[::63]:
+    for case, (config, workload, spec) in list(zip(recorded, grid))[::every]:
         assert measure(config, workload, method=spec).as_dict() == case["measured"]
 
 

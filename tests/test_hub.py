@@ -208,30 +208,50 @@ async def test_the_explorer_opens_an_id_in_a_worker_and_marks_what_the_repositor
         assert f"{SHARDED}@main" in summary(app)
 
 
-async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(hub: FakeHub) -> None:
+async def test_a_slow_fetch_keeps_the_explorer_answering_and_escape_cancels_it(
+        hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import threading
+
     from textual.widgets import Input
 
+    from tui.explorer import dialogs
     from tui.explorer.dialogs import OpenScreen
 
     from .test_app import app_for
 
-    hub.delay = 1.0
+    hub.gate = threading.Event()  # the Hub answers nothing until the test lets it
+    finished = threading.Event()  # the fetch in its thread has returned (or raised)
+    fetch = dialogs.open_hub
+
+    def open_hub(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fetch(*args, **kwargs)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(dialogs, "open_hub", open_hub)
     app = app_for("bert-tiny")
-    async with app.run_test(size=(80, 24)) as pilot:
-        before = app.main.model
-        await pilot.press("o")
-        field = app.screen.query_one(Input)
-        field.value = REPO
-        await field.action_submit()
-        await pilot.pause()
-        shown = status(app)  # "fetching … config.json" or "reading the header of …", with how to cancel
-        assert "tiny-org/bert-pretraining" in shown and "(Escape cancels)" in shown
-        await pilot.press("x", "y", "backspace")  # typing goes on while it fetches
-        assert isinstance(app.screen, OpenScreen)
-        await pilot.press("escape")
-        assert not isinstance(app.screen, OpenScreen)
-        await pilot.pause(4.5)  # the fetch in its thread ends meanwhile; its result must be dropped
-        assert app.main.model is before and app.main.stored is None  # the cancelled fetch changed nothing
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            before = app.main.model
+            await pilot.press("o")
+            field = app.screen.query_one(Input)
+            field.value = REPO
+            await field.action_submit()
+            await pilot.pause()
+            shown = status(app)  # "fetching … config.json" or "reading the header of …", with how to cancel
+            assert "tiny-org/bert-pretraining" in shown and "(Escape cancels)" in shown
+            await pilot.press("x", "y", "backspace")  # typing goes on while it fetches
+            assert isinstance(app.screen, OpenScreen)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, OpenScreen)
+            hub.gate.set()  # the Hub answers now: the fetch ends in its thread, and its result must be dropped
+            assert await asyncio.get_running_loop().run_in_executor(None, finished.wait, 60)
+            await pilot.pause()
+            assert app.main.model is before and app.main.stored is None  # the cancelled fetch changed nothing
+    finally:
+        hub.gate.set()
 
 
 def test_a_model_type_bert_tui_does_not_count_is_refused_by_name(fake_hub: FakeHub) -> None:

@@ -86,10 +86,12 @@ def test_keys_typed_before_the_first_paint_are_applied_in_order(tmp_path: Path) 
         wait_for(lambda: b"116,761,344" in terminal.output, 20)  # bert-base with V = 40000
         assert b"116,761,344" in terminal.output
         target = tmp_path / "out.json"
+        painted = len(terminal.output)
         terminal.type(F3)
-        time.sleep(0.5)
+        wait_for(lambda: b"embeddings" in terminal.output[painted:], 20)  # the tree is painted (it has the focus)
+        painted = len(terminal.output)
         terminal.type("x")
-        time.sleep(0.5)
+        wait_for(lambda: b"Export the breakdown" in terminal.output[painted:], 20)  # the dialog is painted
         terminal.type(CTRL_U + str(target) + ENTER)
         wait_for(target.exists, 10)
         terminal.type(CTRL_Q)

@@ -10,7 +10,7 @@ from textual.widgets import Select
 from tui.explorer.dialogs import ConfirmScreen, SavePresetScreen
 from tui.presets import load_catalog
 
-from .ready import type_text
+from .ready import type_text, until_offered
 from .test_app import WIDE, app_for, total_shown
 from .test_explain_screens import text_of_screen
 
@@ -29,7 +29,7 @@ async def test_save_appears_in_selector_and_palette_at_once(isolated_user_preset
         saved = load_catalog().get("six-layers")
         assert saved.config.num_hidden_layers == 6 and not saved.builtin
         await pilot.press("ctrl+p", *"six-layers")
-        await pilot.pause(0.3)
+        await until_offered(pilot, "six-layers")
         await pilot.press("enter")
         await pilot.pause()
         assert total_shown(app) == 109_482_240 - 6 * 7_087_872
