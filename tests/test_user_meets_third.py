@@ -322,6 +322,11 @@ def test_item_8_the_answer_leads_and_brief_fits_a_24_line_terminal() -> None:
     assert whole.index(answer) <= 5
     brief = run(*argv, "--brief").stdout.splitlines()
     assert brief.index(answer) <= 5 and len(brief) <= 24 and any("(--gpu-memory)" in line for line in brief)
+    # every size's row, how they were found said in a sentence (the whole table says it in a paragraph)
+    rows = [line for line in whole if " GiB  batch" in line]
+    assert rows and [line for line in brief if " GiB  batch" in line] == rows
+    assert any("derived op by op" in line for line in whole) and not any("derived op by op" in line for line in brief)
+    assert len(brief) <= len(whole) // 4
 
 
 def test_item_20_options_that_change_nothing_are_said_so() -> None:

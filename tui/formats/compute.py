@@ -285,7 +285,7 @@ def compute_text(result: Compute, title: str, full: Compute | None = None, brief
         lines += textwrap.wrap(full_line(result, full), WIDTH)
     lines += ["", *answer_lines(result), ""]
     if brief:
-        return "\n".join([*lines, *fits_lines(result)]) + "\n"
+        return "\n".join([*lines, *fits_lines(result, brief=True)]) + "\n"
     lines += flops_lines(result) + [""] + memory_lines(result) + [""] + fits_lines(result) + [""]
     lines += ["conventions:"] + [wrapped for line in convention_lines(result)
                                  for wrapped in textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")]
@@ -402,6 +402,7 @@ def loop_says(workload: Workload) -> str:
     return COURSE_INFERENCE if workload.loop == "course" else ""
 
 
+LOOP_BRIEF = {"course": "the course's loop", "hand-written": "the loop with del out", "trainer": "the Trainer's loop"}
 LOOP_SAYS = {"course": "the course's loop (nothing deleted): outputs live until the next forward",
              "hand-written": "the loop with del out: its outputs live through the backward and the step",
              "trainer": "the Trainer's loop: only the loss outlives the forward"}
@@ -438,13 +439,21 @@ def fits_basis(result: Compute) -> str:
     return f"largest batch whose {'reserved peak' if result.stranded else 'peak'} fits"
 
 
-def fits_lines(result: Compute) -> list[str]:
+def fits_lines(result: Compute, brief: bool = False) -> list[str]:
+    """The fits table with how it was found (`brief`: in one line, the table and what the step's batch does)."""
     w = result.workload
-    lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
-    said = replayed_says(w) if result.replayed else rule_says(result)
-    lines += textwrap.wrap(said, WIDTH, initial_indent="  ", subsequent_indent="  ")
-    if loop_says(w):
-        lines.append(f"  {loop_says(w)}")
+    if brief:
+        how = (f"the caching allocator replayed over the {'step' if w.train else 'forward'}"
+               if result.replayed else "the peak rule")
+        lines = [f"{fits_basis(result)}, at sequence {w.seq:,}", *textwrap.wrap(
+            f"({how}; {HEADROOM}; {LOOP_BRIEF[w.loop] if loop_says(w) else 'one forward at a time'}; without "
+            "--brief: why)", WIDTH, initial_indent="  ", subsequent_indent="  ")]
+    else:
+        lines = [f"{fits_basis(result)}, at sequence {w.seq:,}:", f"  {HEADROOM}", f"  ({HEADROOM_WHY})"]
+        said = replayed_says(w) if result.replayed else rule_says(result)
+        lines += textwrap.wrap(said, WIDTH, initial_indent="  ", subsequent_indent="  ")
+        if loop_says(w):
+            lines.append(f"  {loop_says(w)}")
     for fit in result.fits:
         lines.append(f"  {size_label(fit):>10}  {fit_answer(fit)}" + ("  (--gpu-memory)" if fit.asked else ""))
     return lines + [wrapped for line in batch_says(result)
