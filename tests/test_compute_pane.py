@@ -14,6 +14,7 @@ from tui.core.step.compute import compute
 from tui.core.step.workload import Workload
 from tui.core.units import short_bytes
 from tui.explorer.app import make_app
+from tui.formats.compute import answer_lines
 from tui.explorer.widgets.compute import ComputePane
 from tui.presets import load_catalog
 
@@ -55,6 +56,20 @@ async def test_compute_pane_mounts_on_f5_and_follows_edits() -> None:
         await settled(pilot)
         deeper = compute(BertConfig(num_hidden_layers=24), Workload(batch=8, seq=128, device="cuda"))
         assert short_bytes(deeper.total) in result_text(app)
+
+
+async def test_the_answer_leads_the_pane_with_no_size_typed_too() -> None:
+    """What the step's batch does on every card of the fits table is the pane's first line, as the command line's
+    (it was below the FLOPs, the memory and the table: off a 24-line screen)."""
+    app = make_app(load_catalog())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f5")
+        await settled(pilot)
+        result = compute(BertConfig(), Workload(batch=32, seq=128, device="cuda"))
+        lines = result_text(app).splitlines()
+        assert lines[0] == answer_lines(result, None)[0] == ("this step's batch, 32: runs on every size of the table "
+                                                             "below")
+        assert lines.index(lines[0]) < min(i for i, line in enumerate(lines) if line.startswith("FLOPs"))
 
 
 async def test_a_refused_sequence_keeps_the_last_result_marked_stale() -> None:

@@ -245,7 +245,7 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     if runs != result.workload.attention:  # a family transformers builds without sdpa: the math path runs
         text.append(f"attention runs {runs}: {result.config.model_type} has no {result.workload.attention} "
                     "in transformers\n", style="dim")
-    if pending is None and any(fit.asked for fit in result.fits):  # the answer first: on the card typed
+    if pending is None and result.fits:  # the answer first: on the card typed, else on every size of the table
         text.append(answer_lines(result, None)[0] + "\n", style="bold")
     if result.method is not None:
         text.append(method_line(result) + "\n", style="bold")
