@@ -60,7 +60,7 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
         return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(derived)})"
     if config.add_cross_attention:
         return "cross-attention (add_cross_attention): its allocation order is not derived yet"
-    refused = run.refuses(config, workload)
+    refused = run.refuses(config, workload) or (run.refuses_method(workload, method) if method else None)
     if refused:
         return refused
     # a config.json's step setting changes the order only for the heads it matters to (ModernBERT's mean pooling:
@@ -81,12 +81,6 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
     refused = STEPS[config.model_type].no_checkpointing
     if workload.checkpointing and refused:
         return f"checkpointing: {config.model_type}'s classes do not checkpoint ({refused})"
-    forward = config.family.forward
-    if method is not None and method.dora and workload.precision == "fp32" and (
-            not forward.encoder_dropout or forward.layer in (DISTILBERT_LAYER, ModernBertRun.LAYER)):
-        return (f"DoRA in float32 on {config.model_type}: a projection's output meets the residual as it is, and "
-                "its gradient accumulates out of place on a GPU (derived so), which runs recorded with fake "
-                "tensors cannot show: not checked yet")
     if method is not None and not run.LOOKUP_ADAPTERS and any(".lora_embedding_" in name for name, *_ in method.layout):
         return f"LoRA on {config.model_type}'s word embeddings: its allocation order is not derived yet"
     return None

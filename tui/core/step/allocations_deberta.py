@@ -66,6 +66,7 @@ class DebertaRun(BertRun):
         self.disentangled = c.relative_attention
         self.c2p, self.p2c = bool(self.disentangled and c.pos_att_c2p), bool(self.disentangled and c.pos_att_p2c)
         self.span = c.position_buckets or c.max_relative_positions or c.max_position_embeddings  # att_span
+        self.token_rows.add(2 * self.span)  # (the relative embeddings' projections read them as (1, 2·span, H))
         self.scale_terms = 1 + c.pos_att_c2p + c.pos_att_p2c
 
         def linear(inputs: int, outputs: int, bias: bool = True) -> Pair:

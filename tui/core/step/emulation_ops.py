@@ -74,6 +74,7 @@ class Run:
         self.examples = workload.batch if batch is None else batch  # (batch: the program's symbolic one)
         self.b, self.s = self.examples * (workload.choices if self.choices else 1), workload.seq  # (b·C sequences)
         self.n = self.b * self.s
+        self.token_rows = {self.n}  # the rows of a Linear whose input is 3-D (its input's gradient a view)
         self.h, self.i = config.hidden_size, config.intermediate_size
         self.heads = config.num_attention_heads
         self.mlm = config.head in ("mlm", "causal-lm")  # the LM head (the decoder tied to the word table)
@@ -288,7 +289,7 @@ class Run:
         def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
             # (the engine checks the outputs in order: each cast or summed down, then the input gradient goes)
             grads = [None if not node.wants(i) else t.new(narrow[i]) if narrow[i] else
-                     t.new(broadcast) if i and broadcast else t.hold(given) for i in range(2)]
+                     t.view(t.new(broadcast)) if i and broadcast else t.hold(given) for i in range(2)]
             self._finish(t, given, node)
             return grads
         return rule
@@ -396,19 +397,23 @@ class Run:
             wants_input, wants_weight = node.wants(last), node.wants(last - 1)
             if wants_input or wants_weight:
                 t.product("backward")
+            # (each handed on as a view: the input's viewed back to 3-D where it has token rows, the weight's
+            # transposed, the bias's summed down with keepdim: a second gradient is summed apart, `Tape.view`)
             if bias:
                 grad = t.new(rows * inputs * lp) if wants_input else None
                 weight = t.new(outputs * inputs * lp) if wants_weight else None
                 self._applied(t, node)  # (the bias's gradient: summed down as the engine checks the outputs)
-                grads = [t.new(outputs * lp) if node.wants(0) else None, weight]
+                grads = [t.view(t.new(outputs * lp)) if node.wants(0) else None, weight and t.view(weight)]
             else:
-                grads = [t.new(outputs * inputs * lp) if wants_weight else None]
+                grads = [t.view(t.new(outputs * inputs * lp)) if wants_weight else None]
                 grad = t.new(rows * inputs * lp) if wants_input else None
             self._finish(t, given, node)
             if select and grad is not None:
                 whole = t.new(select * self.f)
                 t.drop(grad)
                 grad = whole
+            elif grad is not None and rows in self.token_rows:
+                grad = t.view(grad)
             return [*grads, grad]
         return rule
 

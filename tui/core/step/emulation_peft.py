@@ -110,7 +110,8 @@ class Linears(Run):
             self._applied(t, node)
             for i, grad in enumerate(grads):
                 if grad is not None and (i == vector or element != FLOAT):
-                    grads[i] = t.new(width * FLOAT if i == vector else size * element)
+                    made = t.new(width * FLOAT if i == vector else size * element)
+                    grads[i] = t.view(made) if i == vector else made  # (the vector's: summed down, a view)
                     t.drop(grad)
             self._finish(t, given, node)
             return grads

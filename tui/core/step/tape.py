@@ -6,8 +6,10 @@ what every family's forward runs on (`emulation`, its op rules in `emulation_ops
   first (`CompareNodeTaskTime`: the highest sequence number; a parameter's AccumulateGrad before all). A node
   allocates its outputs, then its input gradient goes, then what it saved (`release_variables`), then its
   outputs go to the next nodes' buffers; a second gradient for one buffer is added into the first and released
-  (`InputBuffer::accumulate`), unless the first is a view or another holder keeps it (`can_accumulate_inplace`):
-  then the sum is a new block and both are released. The gradient of the loss lives until the backward ends.
+  (`InputBuffer::accumulate`), unless the first is a view (`Tape.view`: a Linear's input gradient viewed back to
+  3-D, a weight's transposed, a broadcast operand's summed down) or another holder keeps it
+  (`can_accumulate_inplace`): then the sum is a new block and both are released (`Tape.sums` logs each sum).
+  The gradient of the loss lives until the backward ends.
 - cuBLAS workspaces: a thread's first product allocates 32 MiB and its first `addmm` 1 MiB more, never freed
   (the backward runs on a thread of its own).
 """
@@ -123,6 +125,10 @@ class Tape:
     packing: Frame | None = None  # a checkpointed layer's forward: its nodes pack what they save (hold nothing)
     recomputing: Recomputation | None = None  # its recomputation in the backward
     thread: str = "main"  # the thread products run on (a recomputation: the backward's)
+    sums: list[tuple[int, int, int]] = field(default_factory=list)  # each second gradient summed into a first
+    # that is its storage's whole: (how many events came before, the first, the sum: 0 where it was added into the
+    # first, a new block where the first is a view or another holder keeps it) — what a run recorded with fake
+    # tensors cannot tell apart (`tests/fixtures/allocation/compare.py`'s `as_recorded`)
 
     def new(self, nbytes: int) -> Storage:
         storage = self._allocate(nbytes)
@@ -148,6 +154,14 @@ class Tape:
                 storage.refs -= 1
                 if storage.refs == 0:
                     self.events.append(("f", storage.id, 0))
+
+    @staticmethod
+    def view(storage: Storage) -> View:
+        """`storage`, a gradient just made, handed on as a view of itself, as PyTorch hands on a Linear's input
+        gradient (viewed back to 3-D), a weight's (transposed) and a broadcast operand's (summed with keepdim,
+        viewed down): its base lives with it, so the engine cannot sum a second gradient into it
+        (`can_accumulate_inplace` wants the storage's only user) and sums the two into a new block."""
+        return View(storage, storage.nbytes)
 
     def product(self, thread: str, addmm: bool = False) -> None:
         """A matrix product on `thread`: its first asks cuBLAS for a workspace (and its first addmm, cuBLASLt)."""
@@ -255,8 +269,11 @@ def backward(tape: Tape, root: Node, grad: Storage) -> None:
                 elif isinstance(dest.buffer, View) or dest.buffer.refs > 1:  # (a view, or a first another
                     # holder keeps, cannot take the sum: `can_accumulate_inplace`; a new one, both released)
                     first, dest.buffer = dest.buffer, tape.new(dest.buffer.nbytes)
+                    if not isinstance(first, View) or first.nbytes == first.base.nbytes:
+                        tape.sums.append((len(tape.events) - 1, first.id, dest.buffer.id))
                     tape.drop(output, first)
                 else:  # added into the first, then released
+                    tape.sums.append((len(tape.events), dest.buffer.id, 0))
                     tape.drop(output)
             waits[id(dest)] -= 1
             if waits[id(dest)] == 0:
