@@ -120,10 +120,10 @@ def test_the_allocation_generator_lists_exactly_the_fixtures_cases(part: str) ->
 
 @live_marks
 @NEEDS_PEFT
-@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 149])
+@pytest.mark.parametrize("every", [pytest.param(11, marks=pytest.mark.slow), 149])
 def test_the_methods_fixture_regenerates(every: int) -> None:
-    """The steps of compute_methods.json measured again: all of them under `-m slow` (a minute or more), every
-    149th in the default run."""
+    """Steps of compute_methods.json measured again: every 11th under `-m slow`, every 149th in the default run
+    (all of them: `python tests/fixtures/generate_methods.py`, minutes)."""
     from tui.reference.measure import measure
 
     recorded = fixture("compute_methods.json")["cases"]
