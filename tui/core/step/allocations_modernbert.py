@@ -50,7 +50,6 @@ from .tape import (
     View,
     view_strides,
 )
-from .method import Method
 from .workload import Workload
 
 
@@ -66,14 +65,6 @@ class ModernBertRun(BertRun):
         if config.head == "multiple-choice":
             return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the "
                     "recorder cannot run without data), so its order is not derived yet")
-        return None
-
-    @staticmethod
-    def refuses_method(workload: Workload, method: Method) -> str | None:
-        if method.dora and workload.precision == "fp32" and any(".Wqkv.lora_" in name for name, *_ in method.layout):
-            return ("DoRA on ModernBERT's Wqkv in float32: the engine sums its output's gradient apart in every "
-                    "layer but the first (real tensors: tests/test_engine_sums.py), where the derived order sums it "
-                    "in place: not derived yet")
         return None
 
     def _setup(self) -> None:
@@ -256,7 +247,8 @@ class ModernBertRun(BertRun):
         else:
             normed, normed_node = t.hold(x), x_node
         qkv, qkv_node = self._dense(layer["qkv"], normed, normed_node, n, 3 * h)
-        unbind = t.node(self._cat_backward(n * 3 * h * self.lp), [qkv_node], inputs=3)  # (its backward: a stack)
+        # (its backward: a stack, viewed back to (b, s, 3H): a view, which a second gradient is summed apart from)
+        unbind = t.node(self._cat_backward(n * 3 * h * self.lp, viewed=True), [qkv_node], inputs=3)
         q_view, k_view, v_view = (t.node(self._pass(), [(unbind, slot)]) for slot in range(3))
         q, q_node = self._rotate(q_view, table)
         k, k_node = self._rotate(k_view, table)

@@ -86,7 +86,6 @@ from .tape import (
     Tape,
     is_contiguous,
 )
-from .method import Method
 from .workload import Workload
 
 # A layer's Linear: (inputs, outputs) from H and I.
@@ -104,11 +103,6 @@ class BertRun(Loop, Heads, Attention):
     def refuses(config: BertConfig, workload: Workload) -> str | None:
         """Why this run does not derive `config`'s step (None: it does); the refusals every run shares are
         `allocations.covers`'."""
-        return None
-
-    @staticmethod
-    def refuses_method(workload: Workload, method: Method) -> str | None:
-        """Why this run does not derive its step under `method` (None: it does)."""
         return None
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------

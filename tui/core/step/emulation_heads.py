@@ -253,13 +253,14 @@ class Heads(Linears):
             t.drop(x, hidden, logits, start_loss, end_loss, starts, ends)
         return loss, (start, end), loss_node
 
-    def _cat_backward(self, size: int) -> Rule:
-        """A split's backward: its outputs' gradients concatenated, then released in order."""
+    def _cat_backward(self, size: int, viewed: bool = False) -> Rule:
+        """A split's backward: its outputs' gradients concatenated, then released in order (`viewed`: handed on
+        as a view, where the split's input was a view of the tensor whose gradient it is)."""
         def rule(t: Tape, given: Sequence[Storage | None], node: Node) -> Sequence[Storage | None]:
             whole = t.new(size)
             t.drop(*given)
             t.release(node)
-            return [whole]
+            return [t.view(whole) if viewed else whole]
         return rule  # type: ignore[return-value]  # (given its inputs' list: see `backward`)
 
     def _classification_loss(self, head: Node, rows: int, classes: int, logits: Storage, element: int = 0
