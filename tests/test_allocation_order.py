@@ -293,12 +293,17 @@ def test_a_methods_program_read_off_one_symbolic_run_is_each_batchs_run(name: st
 
 
 def test_the_methods_recorded_cover_every_family_and_every_kind() -> None:
-    """The method cases recorded with peft's model or parts frozen: every family, LoRA, IA3 and frozen parts,
-    every precision kind."""
+    """The method cases recorded with peft's model or parts frozen: every family under each kind (LoRA, DoRA, IA3,
+    frozen parts; XLM-R and CamemBERT are RoBERTa's code), every precision kind."""
     methods = [case for case in CASES.values() if "method" in case]
-    assert {BertConfig(**case["config"]).family.name for case in methods} >= set(FAMILIES) - {"xlm-roberta",
-                                                                                                "camembert"}
-    assert {next(iter(case["method"])) for case in methods} == {"lora", "ia3", "freeze"}
+
+    def kind(method: dict[str, Any]) -> str:
+        name = next(iter(method))
+        return "dora" if name == "lora" and method["lora"].get("use_dora") else name
+
+    recorded = {(BertConfig(**case["config"]).family.name, kind(case["method"])) for case in methods}
+    families = set(FAMILIES) - {"xlm-roberta", "camembert"}
+    assert recorded >= {(family, kind) for family in families for kind in ("lora", "dora", "ia3", "freeze")}
     assert {case["workload"]["precision"] for case in methods} >= {"fp32", "bf16", "amp-bf16"}
 
 
