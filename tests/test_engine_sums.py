@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,7 @@ def engine(config: BertConfig, workload: Workload, spec: dict[str, Any] | None) 
     for event in profiled.events():
         shapes = event.input_shapes
         if event.name == "aten::add" and len(shapes) >= 2 and shapes[0] and shapes[0] == shapes[1]:
-            elements = 1
-            for size in shapes[0]:
-                elements *= size
-            sums[elements] += 1
+            sums[prod(shapes[0])] += 1
     return sums
 
 

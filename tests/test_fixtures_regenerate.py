@@ -145,7 +145,7 @@ def test_the_history_diff_names_each_block_the_gpu_asked_for_that_the_derivation
     config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
                         vocab_size=1000, max_position_embeddings=64)
     run = allocations.emulator(config, Workload(batch=2, seq=16, precision="bf16", device="cuda", loop="trainer"))
-    derived = tool.derived_phases(run.run(3), run.phase_ends, 3)
+    derived = tool.derived_phases(run.run(3), run.last_phases())
     assert list(derived) == ["forward", "backward", "optimizer"]
     assert all(derived.values())
 

@@ -113,18 +113,16 @@ def phase_peaks(config: BertConfig, workload: Workload, method: Method | None = 
     events = run.run(steps)
     workspaces = sum(CUBLAS_WORKSPACE if name.startswith("cublas ") else CUBLASLT_WORKSPACE
                      for name in run.tape.workspaces)
-    phases = len(run.phase_ends) // steps
-    begin = run.step_ends[-2] if steps > 1 else 0
+    phases = run.last_phases()
     allocator = CachingAllocator()
     live: dict[int, Block] = {}
     with collector_paused():
-        allocator.run(events[:begin], live)
+        allocator.run(events[:phases[0][1]], live)
         peaks = {"start": allocator.allocated - workspaces}
-        for phase, end in run.phase_ends[-phases:]:
+        for phase, begin, end in phases:
             allocator.peak_allocated = allocator.allocated
             allocator.run(events[begin:end], live)
             peaks[phase] = allocator.peak_allocated - workspaces
-            begin = end
     return peaks
 
 

@@ -68,6 +68,17 @@ class Loop(Run):
             self.step_ends.append(len(t.events))
         return t.events
 
+    def last_phases(self) -> list[tuple[str, int, int]]:
+        """The last step's phases after `run`: each one's name, its first event and how many events its end has
+        seen (the step begins where the one before it ended: after its `zero_grad`)."""
+        per_step = len(self.phase_ends) // len(self.step_ends)
+        begin = self.step_ends[-2] if len(self.step_ends) > 1 else 0
+        phases = []
+        for phase, end in self.phase_ends[-per_step:]:
+            phases.append((phase, begin, end))
+            begin = end
+        return phases
+
     def _forwards(self, steps: int) -> list[Event]:
         """Inference: `out = model(**batch)` under `no_grad` (and autocast), again and again; the hand-written
         loop lets each forward's outputs go before the next (`out = None`), the course's keeps them until the next
