@@ -7,7 +7,10 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
 - Targets: a module whose name equals a `target_modules` entry or ends with `.entry` (a string is a regex the
   whole name must match; `all-linear`: every Linear but the output embeddings, or for sequence classification the
   model's `score`/`classifier`). None: peft's default for the model type, and its refusal where it has none. A
-  module inside one of `modules_to_save` is never a target. `layers_to_transform` keeps the modules whose first
+  module inside one of `modules_to_save` is never a target, nor one inside the heads sequence classification
+  saves (its peft model adds them first); token classification and question answering add theirs after the
+  adapters are made, so a target there is adapted and then cannot be saved whole: peft refuses it, as does a
+  target whose name ends, as text, in a module saved. `layers_to_transform` keeps the modules whose first
   numbered segment is one of those indices.
 - A targeted Linear becomes `X.base_layer.{weight,bias}`, `X.lora_A.default.weight` [r, in] and
   `X.lora_B.default.weight` [out, r] (and `X.lora_magnitude_vector.default.weight` [out] with DoRA); an
@@ -38,6 +41,9 @@ TASK_TYPES = {"sequence-classification": "SEQ_CLS", "token-classification": "TOK
               "question-answering": "QUESTION_ANS", "causal-lm": "CAUSAL_LM", "none": "FEATURE_EXTRACTION"}
 TASK_SAVES = {"SEQ_CLS": ("classifier", "score"), "TOKEN_CLS": ("classifier", "score"),
               "QUESTION_ANS": ("qa_outputs",)}
+# The task types whose peft model class adds its heads to `modules_to_save` before it makes the adapters, so that
+# no target is ever inside them; the others add them after: a target there is adapted, then cannot be saved whole
+SAVED_BEFORE_ADAPTING = frozenset({"SEQ_CLS"})
 SEQ_CLS_HEAD_NAMES = ("score", "classifier")
 BIASES = ("none", "all", "lora_only")
 ALL_LINEAR = "all-linear"
@@ -218,10 +224,14 @@ def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: tup
     params = list(tree.root.params())
     modules = _modules(params)
     task = task_type(config)
-    saved_names = (*method.modules_to_save, *TASK_SAVES.get(task or "", ()))
+    task_saves = TASK_SAVES.get(task or "", ())
+    saved_names = (*method.modules_to_save, *task_saves)
+    # what peft's target matching keeps clear of: the method's own, and the task's where it adds them first
+    guarded = (*method.modules_to_save, *(task_saves if task in SAVED_BEFORE_ADAPTING else ()))
     containers = _containers(modules)
     saved = _saved(saved_names, modules, containers)
-    return params, modules, task, saved, _targets(config, method, modules, containers, saved_names, task, defaults)
+    return params, modules, task, saved, _targets(config, method, modules, containers, (guarded, saved_names),
+                                                  task, defaults)
 
 
 def _modules(params: list[Param]) -> dict[str, _Module]:
@@ -263,8 +273,12 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
 
 
 def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], containers: set[str],
-             saved_names: tuple[str, ...], task: str | None,
+             names: tuple[tuple[str, ...], tuple[str, ...]], task: str | None,
              defaults: tuple[str, ...] | None) -> list[str]:
+    """The modules adapted: those `target_modules` names (peft's default where None), but none inside a module
+    named by `guarded` (peft's `check_target_module_exists`); then any whose name ends, as text, in one of
+    `saved_names` (peft's `_set_trainable` wraps it) is refused, as peft refuses it."""
+    guarded, saved_names = names
     wanted = lora.target_modules
     if wanted is None:
         if defaults is None:
@@ -272,22 +286,12 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
                               f"{config.model_type!r}: name the modules to adapt (--lora-targets, --ia3-targets)")
         wanted = defaults
     linear = [name for name, module in modules.items() if module.kind == "linear"]
-    if wanted == ALL_LINEAR:
-        excluded = _output_layer(config, modules, task)
-        wanted_names: set[str] | None = set(linear) - excluded
-        # peft adapts it, then cannot save the LoRA layer whole (a TypeError)
-        for key in (k for k in linear if k not in excluded):
-            if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
-                raise ConfigError("target_modules", ALL_LINEAR, f"adapts {key}, which {task or 'modules_to_save'} "
-                                  f"also saves whole: peft refuses it (modules_to_save cannot wrap a LoRA layer); "
-                                  f"name the modules to adapt instead")
-    else:
-        wanted_names = None
+    wanted_names = set(linear) - _output_layer(config, modules, task) if wanted == ALL_LINEAR else None
     found: list[str] = []
     elsewhere = []  # targets in layers that `layers_to_transform` leaves out
     for key in [*modules, *sorted(containers)]:
-        if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in saved_names):
-            continue  # peft never adapts inside a module it saves whole
+        if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in guarded):
+            continue  # peft never adapts inside a module it was told to save whole before adapting
         if wanted_names is not None:
             hit = key in wanted_names
         elif isinstance(wanted, str):
@@ -309,13 +313,21 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
         said = wanted if isinstance(wanted, str) else ", ".join(wanted)
         raise ConfigError("target_modules", said, f"matches no module of {config.hf_class} (peft refuses it); its "
                           f"Linear modules end in: {', '.join(sorted({n.rsplit('.', 1)[-1] for n in linear}))}")
+    said = wanted if isinstance(wanted, str) else ",".join(wanted)
+
+    def who(name: str) -> str:
+        return "modules_to_save" if name in lora.modules_to_save else f"peft's {task} model"
+
     for key in found:  # peft's `_set_trainable` then wraps it, by its text rule, and cannot (a TypeError)
         clash = next((name for name in saved_names if key.endswith(name)), None)
         if clash is not None:
-            said = wanted if isinstance(wanted, str) else ",".join(wanted)
             raise ConfigError("target_modules", said, f"adapts {key}, whose name ends in {clash!r}, which "
-                              f"modules_to_save also names: peft refuses it (modules_to_save cannot wrap a LoRA "
-                              f"layer)")
+                              f"{who(clash)} also saves whole: peft refuses it (modules_to_save cannot wrap an "
+                              f"adapted layer); name the modules to adapt without it")
+        inside = next((name for name in saved_names if re.match(rf"(^|.*\.){name}\..*", key)), None)
+        if inside is not None:  # a module saved whole that holds an adapted one: peft copies it, adapter and all
+            raise ConfigError("target_modules", said, f"adapts {key}, inside {inside!r}, which {who(inside)} "
+                              f"saves whole after the adapters are made: not modelled")
         module = modules.get(key)
         if module is None or module.kind == "other":
             raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")
