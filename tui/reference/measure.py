@@ -125,8 +125,9 @@ def dtype_of(workload: Workload) -> Any:
 def prepare(model: Any, workload: Workload) -> Any:
     """Training or evaluation mode, and checkpointing, as the workload asks."""
     model.train(workload.mode == "train")
-    if workload.checkpointing:
-        model.gradient_checkpointing_enable()
+    if workload.checkpointing:  # (transformers 5.23 renamed it; the old name warns)
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
     return model
 
 

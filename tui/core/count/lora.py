@@ -1,7 +1,7 @@
 """LoRA as `peft` builds it: the parameters of `get_peft_model(model, LoraConfig(...))`, named, shaped and marked
 trainable as peft marks them, and `get_nb_trainable_parameters()`'s two figures, from the config alone.
 
-Read from peft 0.21 (`tuners/lora/layer.py`, `tuners/tuners_utils.py`, `utils/other.py`, `peft_model.py`) and
+Read from peft 0.22 (`tuners/lora/layer.py`, `tuners/tuners_utils.py`, `utils/other.py`, `peft_model.py`) and
 checked against it name by name (tests/fixtures/peft_params.json, written by tests/fixtures/generate_peft.py):
 
 - Targets: a module whose name equals a `target_modules` entry or ends with `.entry` (a string is a regex the
@@ -19,8 +19,9 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
 - Trainable: the adapters; `bias="all"` every parameter named `bias`, `"lora_only"` the adapted modules' biases;
   each module whose name ends with a `modules_to_save` entry (as text: `pre_classifier` ends with `classifier`)
   is wrapped as `X.original_module.*` (frozen) and `X.modules_to_save.default.*` (a trained copy, counted in
-  the total too). The task type adds peft's own: `classifier` and `score` for sequence and token
-  classification, `qa_outputs` for question answering.
+  the total too). The task type adds peft's own: `classifier`, `score` and `pre_classifier` for sequence and
+  token classification, `qa_outputs` for question answering. (peft 0.21 differs only where it refuses: it did not
+  name `pre_classifier`, so DistilBERT's was adapted under `all-linear` and then could not be saved whole.)
 - Everything is prefixed `base_model.model.`. A tied tensor is listed once, where `named_parameters()` meets it
   first.
 """
@@ -39,8 +40,10 @@ PREFIX = "base_model.model."
 # The task type a head's class is fine-tuned under, and the modules its peft model class saves by itself.
 TASK_TYPES = {"sequence-classification": "SEQ_CLS", "token-classification": "TOKEN_CLS",
               "question-answering": "QUESTION_ANS", "causal-lm": "CAUSAL_LM", "none": "FEATURE_EXTRACTION"}
-TASK_SAVES = {"SEQ_CLS": ("classifier", "score"), "TOKEN_CLS": ("classifier", "score"),
-              "QUESTION_ANS": ("qa_outputs",)}
+# (peft 0.22's `CLASSIFIER_MODULE_NAMES`: DistilBERT's `pre_classifier` is made new with the head, so it is saved
+# too — and, named before the adapters are made, never adapted, where 0.21 adapted it and then refused to save it)
+TASK_SAVES = {"SEQ_CLS": ("classifier", "score", "pre_classifier"),
+              "TOKEN_CLS": ("classifier", "score", "pre_classifier"), "QUESTION_ANS": ("qa_outputs",)}
 # The task types whose peft model class adds its heads to `modules_to_save` before it makes the adapters, so that
 # no target is ever inside them; the others add them after: a target there is adapted, then cannot be saved whole
 SAVED_BEFORE_ADAPTING = frozenset({"SEQ_CLS"})
@@ -407,7 +410,7 @@ def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
     the adapter's name (`lora_A.weight`, `lora_magnitude_vector`), a saved module's copy under the module's own
     name (`classifier.weight`). Under `bias="all"` peft's `get_peft_model_state_dict` also keeps every key of
     the state dict holding "bias", trained or not, before it renames the saved modules: a saved module's frozen
-    original's bias and its copy's under `modules_to_save.` are written too (checked with peft 0.21.2)."""
+    original's bias and its copy's under `modules_to_save.` are written too (checked with peft 0.21.2 and 0.22.0)."""
     out = []
     for param in adapted.params:
         if not param.trainable:

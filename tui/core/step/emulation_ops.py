@@ -327,13 +327,14 @@ class Run:
         return rule
 
     def _product(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
-                 copy: bool = False, select: int = 0, element: int = 0, selected: bool = False
-                 ) -> tuple[Storage, Node]:
+                 copy: bool = False, select: int = 0, element: int = 0, selected: bool = False,
+                 viewed: bool = False) -> tuple[Storage, Node]:
         """A Linear on `rows` rows of `inputs` (default H): `addmm` with a bias, `mm` without; its output and node
         chain (`_linear`). Under autocast it runs on 16-bit copies: the bias's and the weight's (cached, `_cast`),
         then the input's where it is float32 (a select view: the rows it picks, its own node before the copy).
         `element`: its tensors' bytes an element outside autocast, where they are not the model's (LoRA's float32
-        adapters in a 16-bit model); `selected`: the select's node is made already (`x_node`)."""
+        adapters in a 16-bit model); `selected`: the select's node is made already (`x_node`); `viewed`: the weight
+        is given as a view (peft's `lora_embedding_B.T`), not a leaf, so autocast's copy of it is not cached."""
         t, inputs = self.tape, inputs or self.h
         if not self.amp:  # (its node saves its inputs before the product runs: a recomputation can stop there)
             node = self._linear(params, x_node, x, rows, inputs, outputs, copy=copy,
@@ -344,7 +345,7 @@ class Run:
         if select and not selected:  # (the view is taken before the Linear runs)
             x_node = t.node(self._grads(select * FLOAT), [x_node])
         bias_copy, bias_node = self._cast(bias) if bias else (None, None)
-        weight_copy, weight_node = self._cast(weight)
+        weight_copy, weight_node = self._cast(weight, cached=not viewed)
         wide = x.nbytes == (select or rows * inputs) * FLOAT
         if wide:
             x = t.new(rows * inputs * self.lp)
@@ -355,16 +356,20 @@ class Run:
         out = t.new(rows * outputs * self.lp)
         if wide:
             t.drop(x)
-        # (a frozen parameter's copy is not cached: made for this product, it goes as it returns)
-        t.drop(*(copy for param, copy in ((weight, weight_copy), (bias, bias_copy))
-                 if param is not None and copy is not None and not param.trains))
+        # (a frozen parameter's copy, or a view's, is not cached: made for this product, it goes as it returns)
+        t.drop(*(copy for param, copy, cached in ((weight, weight_copy, not viewed), (bias, bias_copy, True))
+                 if param is not None and copy is not None and not (param.trains and cached)))
         return out, node
 
-    def _cast(self, param: Param) -> tuple[Storage, Node]:
+    def _cast(self, param: Param, cached: bool = True) -> tuple[Storage, Node]:
         """Autocast's 16-bit copy of a float32 parameter, made at its first use in a forward and cached (its node
-        shared: the gradients of every use are summed before it casts them back)."""
+        shared: the gradients of every use are summed before it casts them back); not `cached`: a view of it,
+        copied for each use."""
         if not param.trains:  # (autocast caches the copies of leaves that need a gradient only)
             return self.tape.new(param.data.nbytes // FLOAT * self.lp), param.node
+        if not cached:
+            return (self.tape.new(param.data.nbytes // FLOAT * self.lp),
+                    self.tape.node(self._grads(param.data.nbytes), [param.node]))
         if id(param) not in self.casts:
             copy = self.tape.new(param.data.nbytes // FLOAT * self.lp)
             self.casts[id(param)] = copy, self.tape.node(self._grads(param.data.nbytes), [param.node])

@@ -155,18 +155,20 @@ class Linears(Run):
 
     def _lookup_lora(self, table: Param, result: Storage, result_node: Node, ids: Storage, rows: int, width: int
                      ) -> tuple[Storage, Node]:
-        """peft's `lora.Embedding.forward` after its base lookup made `result` (`rows` of `width`):
-        `F.embedding(ids, lora_embedding_A.T)` (float32, `rows × r`: its backward a `V × r` table, which the
-        parameter's AccumulateGrad copies to its own `r × V` layout), `@ lora_embedding_B.T` (a product: under
-        autocast in 16 bits), `* scaling`, `result + ·`, `.to(result's dtype)`."""
+        """peft's `lora.Embedding.forward` after its base lookup made `result` (`rows` of `width`): its
+        `_embedding_forward` (peft 0.22) `F.embedding(ids, lora_embedding_A.T)` (float32, `rows × r`: its backward
+        a `V × r` table, which the parameter's AccumulateGrad copies to its own `r × V` layout) `@
+        lora_embedding_B.T` (a product: under autocast in 16 bits), returned; then `* scaling`, `result + ·`,
+        `.to(result's dtype)`."""
         t = self.tape
         a, b = table.lookup_adapters  # type: ignore[misc]
         rank = b.data.nbytes // (width * FLOAT)
         after = t.new(rows * rank * FLOAT)
         after_node = t.node(self._lookup_backward(a.data.nbytes), [a.node], [ids])
-        up, up_node = self._product((b, None), after, after_node, rows, width, rank, element=FLOAT)
+        up, up_node = self._product((b, None), after, after_node, rows, width, rank, element=FLOAT, viewed=True)
+        t.drop(after)  # (`after_A`: `_embedding_forward`'s local, as it returns; the product keeps it to train B)
         summed, node, scaled = self._lora_sum(result, result_node, up, up_node, rows * width)
-        t.drop(after, scaled)  # (`after_A` and `adapter_output`: the forward's locals, as it returns)
+        t.drop(scaled)  # (`adapter_output`: the forward's local, as it returns)
         return summed, node
 
     def _lookup_backward(self, nbytes: int) -> Rule:

@@ -10,7 +10,7 @@ requires a gradient yet (`Walk.flowing`), and:
 - a Linear keeps its input when its weight trains (once, where several read one tensor), and under autocast its
   weight's 16-bit copy when its input requires a gradient; its output requires one when its input does, or its
   weight or bias trains, or it carries an adapter. Its backward runs one product per gradient it computes;
-- a LoRA adapter (peft 0.21, `lora.Linear.forward`: `result + lora_B(lora_A(dropout(x))) * scaling`) keeps
+- a LoRA adapter (peft 0.22, `lora.Linear.forward`: `result + lora_B(lora_A(dropout(x))) * scaling`) keeps
   what `lora_A` reads — the input itself, or a new tensor: the float32 copy peft makes of a 16-bit input (its
   adapters are float32 whatever the model's dtype: `_cast_input_dtype`), the dropout's output (and the dropout
   its mask, when the input requires a gradient), or autocast's 16-bit copy — and the `tokens × r` that `lora_B`
@@ -218,7 +218,7 @@ class Walk:
             self.flowing |= trains or checkpointing
 
     def _lookup_adapter(self, name: str, rank: int, step: Step) -> None:
-        """LoRA on an embedding (peft 0.21, `lora.Embedding.forward`: `F.embedding(ids, lora_embedding_A.T) @
+        """LoRA on an embedding (peft 0.22, `lora.Embedding.forward`: `F.embedding(ids, lora_embedding_A.T) @
         lora_embedding_B.T * scaling`): the `tokens × r` lookup kept for B's gradient (float32; under autocast the
         product's 16-bit copy of it, and of B, cached), the product's FLOPs (both its gradients in the backward;
         the lookup's own backward is no product)."""
@@ -334,7 +334,7 @@ class Walk:
             self.flowing = flowing or any(t.output for t in trains)
 
     def _scaled_input(self, linear: Linear, name: str, x: int, step: Step) -> None:
-        """IA3 on a feed-forward module (peft 0.21, `ia3.Linear.forward`): `(x.to(float32) * ia3_scaling)` keeps
+        """IA3 on a feed-forward module (peft 0.22, `ia3.Linear.forward`): `(x.to(float32) * ia3_scaling)` keeps
         the float32 input for the vector's gradient (a new tensor where x is 16-bit, else x itself, kept once)
         and, where x requires a gradient, the scaling vector (`1 * ia3_l.flatten()`, float32)."""
         label, rows, din = f"IA3 on {name}", linear.rows, linear.din
@@ -356,7 +356,7 @@ class Walk:
 
     def _dora(self, name: str, t: Trains, rows: tuple[str, ...], din: str, dout: str, wide: int, flowing: bool,
               step: Step) -> None:
-        """DoRA beside LoRA (peft 0.21, `DoraLinearLayer.forward`, no dropout): the adapters' weight made from
+        """DoRA beside LoRA (peft 0.22, `DoraLinearLayer.forward`, no dropout): the adapters' weight made from
         `eye(in)` (its two products, forward only; what they keep is packed, then goes with a graph nothing reads:
         the eye — under autocast its 16-bit copy — and `lora_A`'s output), the weight norm (kept by the division
         of the magnitude), the base output less its bias (float32 under autocast, a 16-bit output less a float32
