@@ -165,6 +165,8 @@ def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1
     ({"target_modules": 7}, "target_modules: 7: must be a list of module names"),
     ({"bias": "some"}, "lora_bias: 'some': must be one of"),
     ({"exclude_modules": ["key"]}, "exclude_modules: ['key']: changes the adapter's parameters"),
+    # a key bert-tui does not know, set, is refused (unset, as later peft releases write their new keys, it is not)
+    ({"shard_adapters": {"n": 2}}, "shard_adapters: {'n': 2}: not a key of peft's LoraConfig or IA3Config"),
 ])
 def test_a_bad_adapter_config_is_refused_in_one_line_naming_the_key(tmp_path: Path, change: dict[str, Any],
                                                                       said: str) -> None:
@@ -178,6 +180,23 @@ def test_a_bad_adapter_config_is_refused_in_one_line_naming_the_key(tmp_path: Pa
     (copy / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
     code, out, err = run_cli("count", str(copy))
     assert code == 2 and not out and said in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_keys_that_change_no_parameter_or_are_unset_are_counted_as_without_them(tmp_path: Path) -> None:
+    """An initialisation (Astra's config, IA3's init), peft's runtime settings, or a key of a later release left
+    unset: the count is the adapter's without them."""
+    import shutil
+
+    shutil.copytree(ADAPTERS / "base-bert", tmp_path / "base-bert")
+    copy = tmp_path / "adapter"
+    shutil.copytree(ADAPTERS / "bert-seqcls-dora", copy)
+    _, plain, _ = run_cli("count", str(copy), "--format", "json")
+    config = json.loads((copy / "adapter_config.json").read_text(encoding="utf-8"))
+    config.update({"astra_config": {"ratio": 0.5}, "init_lora_weights": "astra", "runtime_config": {},
+                   "a_later_key": None, "another": False})
+    (copy / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run_cli("count", str(copy), "--format", "json")
+    assert code == 0 and json.loads(out)["total"] == json.loads(plain)["total"], err
 
 
 def test_an_adapter_config_that_is_not_json_or_too_large_is_refused(tmp_path: Path) -> None:

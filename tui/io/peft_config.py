@@ -24,10 +24,14 @@ MAX_ADAPTER_CONFIG_BYTES = 1024 * 1024
 # task_type → the head whose class peft fine-tunes under it
 TASK_HEADS = {"SEQ_CLS": "sequence-classification", "TOKEN_CLS": "token-classification",
               "QUESTION_ANS": "question-answering", "FEATURE_EXTRACTION": "none", "CAUSAL_LM": "causal-lm"}
-# Keys that change no parameter's name or shape.
+# Keys that change no parameter's name or shape (an initialisation: PiSSA, OLoRA, LoftQ, Astra, IA3's ones).
 NEUTRAL = {"lora_alpha", "lora_dropout", "use_rslora", "init_lora_weights", "fan_in_fan_out", "inference_mode",
            "alpha_pattern", "peft_version", "revision", "auto_mapping", "megatron_core", "qalora_group_size",
-           "ensure_weight_tying", "loftq_config", "base_model_name_or_path", "peft_type", "task_type"}
+           "ensure_weight_tying", "loftq_config", "base_model_name_or_path", "peft_type", "task_type",
+           "astra_config", "runtime_config", "init_ia3_weights"}
+# Keys read into the method (`Lora`, `Ia3`).
+READ = {"r", "target_modules", "bias", "modules_to_save", "use_dora", "layers_to_transform", "rank_pattern",
+        "feedforward_modules"}
 # Keys that change parameters in ways not modelled: refused when set (not null, false, empty).
 REFUSED = ("lora_bias", "exclude_modules", "target_parameters", "layers_pattern", "layer_replication",
            "trainable_token_indices", "megatron_config", "use_qalora", "alora_invocation_tokens", "arrow_config",
@@ -71,6 +75,13 @@ def load_adapter(path: Path) -> Adapter:
         if data.get(key) not in (None, False, [], {}, ""):
             raise SourceError(config_path, key, f"{_said(data[key])}: changes the adapter's parameters in a way "
                               "bert-tui does not model")
+    # a key of a later peft (or of none), set: what it does to the parameters is not known, so it is not counted
+    unknown = next((key for key, value in data.items() if key not in NEUTRAL | READ and key not in REFUSED
+                    and value not in (None, False, [], {}, "")), None)
+    if unknown is not None:
+        raise SourceError(config_path, unknown, f"{_said(data[unknown])}: not a key of peft's LoraConfig or "
+                          "IA3Config as bert-tui models them (peft 0.22): it may change the adapter's parameters, "
+                          "so it is not counted")
     task = data.get("task_type")
     if task is not None and task not in TASK_HEADS:
         raise SourceError(config_path, "task_type", f"{_said(task)}: must be one of {', '.join(TASK_HEADS)} or null")
