@@ -11,7 +11,7 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
   saves (its peft model adds them first); token classification and question answering add theirs after the
   adapters are made, so a target there is adapted and then cannot be saved whole: peft refuses it, as does a
   target whose name ends, as text, in a module saved. `layers_to_transform` keeps the modules whose first
-  numbered segment is one of those indices.
+  numbered segment is one of those indices, of those a name's ending picks (one named whole is adapted anyway).
 - A targeted Linear becomes `X.base_layer.{weight,bias}`, `X.lora_A.default.weight` [r, in] and
   `X.lora_B.default.weight` [out, r] (and `X.lora_magnitude_vector.default.weight` [out] with DoRA); an
   Embedding `X.base_layer.weight`, `X.lora_embedding_A.default` [r, V] and `X.lora_embedding_B.default` [E, r].
@@ -295,13 +295,14 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     for key in [*modules, *sorted(containers)]:
         if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in guarded):
             continue  # peft never adapts inside a module it was told to save whole before adapting
+        whole = False  # named whole: peft's `check_target_module_exists` asks no layer of it
         if wanted_names is not None:
             hit = key in wanted_names
         elif isinstance(wanted, str):
             hit = re.fullmatch(wanted, key) is not None
         else:
-            hit = _named(key, tuple(wanted))
-        if hit and isinstance(lora, Lora) and lora.layers_to_transform is not None:
+            hit, whole = _named(key, tuple(wanted)), key in wanted
+        if hit and not whole and isinstance(lora, Lora) and lora.layers_to_transform is not None:
             index = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
             hit = index is not None and int(index.group("idx")) in lora.layers_to_transform
             if not hit:
@@ -456,9 +457,19 @@ def compare_adapter(adapted: Adapted, stored: list[tuple[str, tuple[int, ...]]])
 
 
 def _wrapped(params: list[Param], outer: str) -> list[PeftParam]:
-    """A module to save as peft wraps it: the original's tensors (frozen), then the trained copy's."""
-    own = [p for p in params if p.name.startswith(f"{outer}.") and not p.tied_to]
+    """A module to save as peft wraps it: the original's tensors (frozen), then the trained copy's. The copy is a
+    deep copy of the module alone, so a tensor it shares with one outside (an LM decoder's weight, tied to the word
+    embeddings) is a tensor of its own there, listed where the module meets it; one shared within stays one."""
+    own = [p for p in params if p.name.startswith(f"{outer}.")]
+    copied: list[Param] = []
+    outside: set[str] = set()
+    for param in own:
+        if param.tied_to is not None:
+            if param.tied_to.startswith(f"{outer}.") or param.tied_to in outside:
+                continue
+            outside.add(param.tied_to)
+        copied.append(param)
     return [*(PeftParam(f"{PREFIX}{outer}.original_module.{p.name[len(outer) + 1:]}", p.shape, False, "original")
-              for p in own),
+              for p in own if not p.tied_to),
             *(PeftParam(f"{PREFIX}{outer}.modules_to_save.default.{p.name[len(outer) + 1:]}", p.shape, True, "copy")
-              for p in own)]
+              for p in copied)]

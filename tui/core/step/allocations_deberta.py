@@ -427,7 +427,7 @@ class DebertaRun(BertRun):
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)  # (`_mlm` releases x)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm)
         t.drop(gelu)
-        product, product_node = self._dense((self.word, None), normed, norm_node, n, vocab)
+        product, product_node = self._dense((self.decoder or self.word, None), normed, norm_node, n, vocab)
         logits = t.new(n * vocab * self.f)  # (autocast: the 16-bit product and the float32 bias, a float32 sum)
         node = t.node(self._add_backward(broadcast=vocab * self.f, narrow=(self._narrowed(n * vocab), 0)),
                       [product_node, self.decoder_bias.node])

@@ -181,7 +181,7 @@ class ModernBertRun(BertRun):
         act, act_node = self._dense_activation(self.transform, x, x_node, n, h, h, keep=True)  # (`_mlm` releases x)
         normed, norm_node = self._layer_norm(act, act_node, self.transform_norm)
         t.drop(act)
-        logits, node = self._dense((self.word, self.lm_bias), normed, norm_node, n, self.c.vocab_size)
+        logits, node = self._dense((self.decoder or self.word, self.lm_bias), normed, norm_node, n, self.c.vocab_size)
         t.drop(normed)
         return logits, node
 

@@ -312,7 +312,8 @@ class Heads(Linears):
         gelu, gelu_node = self._dense_activation(self.transform, x, x_node, n, self.h, h, keep=True)
         normed, norm_node = self._layer_norm(gelu, gelu_node, self.transform_norm, h)
         t.drop(gelu)
-        logits, decoder_node = self._dense((self.word, self.decoder_bias), normed, norm_node, n, vocab, inputs=h)
+        logits, decoder_node = self._dense((self.decoder or self.word, self.decoder_bias), normed, norm_node, n, vocab,
+                                            inputs=h)
         t.drop(normed)
         return logits, decoder_node
 

@@ -20,12 +20,14 @@ def _paired(pair: tuple[Param, Param] | None, param: Param, role: str) -> tuple[
 
 
 def adapt(t: Tape, run_params: list[Param], element: int, method: Method
-          ) -> tuple[list[Param], dict[int, Param]]:
+          ) -> tuple[list[Param], dict[int, Param], Param | None]:
     """The model as the method makes it, before it moves to the device: its frozen parameters out of the
     graph, LoRA's adapters (float32 whatever the model's precision: peft's `autocast_adapter_dtype`) and
     `modules_to_save`'s trained copies, each moved just after the module it adapts or copies (`Module.to`'s
     walk). Given the run's parameters (`named_parameters()`'s order) and its element, it gives back the peft
-    model's (the optimizer's: those that train) and each `modules_to_save` copy by its original's id."""
+    model's (the optimizer's: those that train), each `modules_to_save` copy by its original's id, and the copy of
+    the LM decoder's weight where a saved LM head unties it from the word table (`Method.unties`: the decoder
+    reads it, the lookup the frozen table)."""
     base = [entry for entry in method.layout if entry[1] in ("base", "original")]
     if [numel * element for *_, numel in base] != [param.data.nbytes for param in run_params]:
         raise ValueError("the method's parameters are not the run's (their order or sizes differ)")
@@ -35,6 +37,7 @@ def adapt(t: Tape, run_params: list[Param], element: int, method: Method
             param.freeze()
     after: dict[int, list[Event]] = {}  # the tensors a module's last one moved brings after it, by its id
     copies: dict[int, Param] = {}
+    decoder: Param | None = None
     params: list[Param] = []
     anchor = 0
     for name, role, _, numel in method.layout:
@@ -44,9 +47,12 @@ def adapt(t: Tape, run_params: list[Param], element: int, method: Method
             continue
         if role == "copy":  # (a copy in the model's dtype; the original, frozen, is not run)
             module, _, rest = name.partition(".modules_to_save.default.")
-            original = named[f"{module}.original_module.{rest}"]
-            param = Param(t, original.data.nbytes)
-            copies[id(original)] = param
+            if f"{module}.{rest}" == method.unties:  # (the decoder's weight, the word table's no longer)
+                param = decoder = Param(t, numel * element)
+            else:
+                original = named[f"{module}.original_module.{rest}"]
+                param = Param(t, original.data.nbytes)
+                copies[id(original)] = param
         elif role not in ("ia3", "ia3-input", "magnitude", "lora_A", "lora_B"):
             raise ValueError(f"{role}: its step is not derived yet")
         else:  # (float32, as peft keeps its adapters), on the base layer's weight (or an embedding's table)
@@ -74,4 +80,4 @@ def adapt(t: Tape, run_params: list[Param], element: int, method: Method
         if event[0] == "a":
             moved += after.get(event[1], [])
     t.events[:] = moved
-    return params, copies
+    return params, copies, decoder

@@ -98,6 +98,7 @@ class Run:
         # the model's locals until it returns: its attention mask, the embeddings' output (`embedding_output`)
         self.model_locals: tuple[Storage | None, ...] = ()
         self.leaves: list[Param] = []  # tensors made leaves that require a gradient (`_input_leaf`), this step's
+        self.decoder: Param | None = None  # the LM decoder's weight where it is not the word table (`_adapt`)
 
     # A fine-tuning method ------------------------------------------------------------------------------------
     def _adapt(self) -> None:
@@ -105,7 +106,9 @@ class Run:
         `modules_to_save` copy where the run held its original."""
         if self.method is None:
             return
-        self.params, copies = adapt(self.tape, self.params, self.f, self.method)
+        self.params, copies, decoder = adapt(self.tape, self.params, self.f, self.method)
+        if decoder is not None:  # (a saved LM head's copy: the decoder's weight of its own)
+            self.decoder = decoder
         if not copies:
             return
 

@@ -47,6 +47,7 @@ class Method:
     # what the allocation order reads (`emulation_methods.adapt`); compared, so that two methods that train the
     # same tensors but run differently (IA3 scaling a square module's input or its output) are not one in a cache
     layout: tuple[tuple[str, str, bool, int], ...] = ()
+    unties: str = ""  # a tensor a saved module's copy unties from one outside it (the LM head's decoder weight)
 
     @property
     def reached(self) -> tuple[int, int]:
@@ -143,6 +144,7 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
         raise ConfigError("use_dora", True, f"DoRA on an embedding ({dora_tables[0]}) is counted, but its step is "
                           "not modelled yet: its magnitude scales the lookup by the table's norms")
     trained: set[str] = set()
+    copies: dict[str, str] = {}  # trained as a saved module's copy (and that module): a tensor of its own
     sizes: list[tuple[str, int]] = []
     adapters = adapter_tensors = 0
     for param in adapted.params:
@@ -151,22 +153,29 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
             adapters += param.numel
             adapter_tensors += 1
         elif param.role == "copy":
+            module = name.partition(".modules_to_save.default.")[0]
             name = name.replace(".modules_to_save.default.", ".")
+            copies[name] = module
         elif param.role == "base":
             name = name.replace(".base_layer.", ".")
         if param.trainable:
             trained.add(name)
             sizes.append((name, param.numel))
-    for name, target in _tied(tree).items():
-        if target in trained:
+    tied = _tied(tree)
+    for name, target in tied.items():
+        if target in trained and target not in copies:  # (a copy's decoder is not the word table it copied)
             trained.add(name)
+    # a copied tensor that was tied to one outside its module is untied (a tie within the module stays one tensor)
+    unties = next((copied for copied, module in sorted(copies.items()) for name, target in tied.items()
+                   if copied in (name, target) and name.startswith(f"{module}.") != target.startswith(f"{module}.")),
+                  "")
     label += f", dropout {dropout:g}" if dropout else ""
     # (IA3's vector [1, in] scales a feed-forward module's input, [out, 1] another's output)
     layout = tuple((p.name.removeprefix(PREFIX), "ia3-input" if p.role == "ia3" and p.shape[0] == 1 < p.numel
                     else p.role, p.trainable, p.numel) for p in adapted.params)
     return Method(label, _modules(tree), frozenset(trained), tuple(adapted.ranks.items()), dropout > 0,
                   adapted.total, len(adapted.params), adapted.trainable, sum(p.trainable for p in adapted.params),
-                  adapters, adapter_tensors, tuple(sizes), layout=layout)
+                  adapters, adapter_tensors, tuple(sizes), layout=layout, unties=unties)
 
 
 def _of_frozen(tree: ParamTree, frozen: Trained) -> Method:
