@@ -283,3 +283,22 @@ def test_parts_frozen_on_the_command_line() -> None:
     assert code == 2 and "--freeze-body: BertModel has no head" in err
     code, _, err = run_cli("count", "--freeze-layers", "13")
     assert code == 2 and "--freeze-layers 13: must be between 0 and num_hidden_layers (12)" in err
+
+
+def test_a_module_saved_inside_another_saved_is_refused_by_name() -> None:
+    """`modules_to_save=["dense", "pooler"]`: peft wraps the pooler, then its copy's `dense` again (a wrapper
+    in a wrapper, with names of its own making), which is not modelled: refused, naming both."""
+    config = BertConfig(head="none", num_hidden_layers=2)
+    with pytest.raises(ConfigError) as refused:
+        adapt(build_tree(config), config, Lora(target_modules=("query",), modules_to_save=("dense", "pooler")))
+    assert refused.value.field == "modules_to_save"
+    assert "saves pooler.dense inside pooler" in refused.value.rule
+
+
+def test_a_saved_name_that_breaks_peft_s_pattern_is_refused_with_its_flag() -> None:
+    """peft reads a `modules_to_save` entry inside a regular expression: `(` breaks it, for LoRA and IA3."""
+    for argv, flag in ((("--lora-targets", "query", "--lora-save", "("), "--lora-save"),
+                       (("--ia3", "--ia3-save", "["), "--ia3-save")):
+        code, out, err = run_cli("count", "--preset", "bert-tiny", *argv)
+        assert code == 2 and not out and err.startswith(f"bert-tui count: error: {flag} ") and "Traceback" not in err
+        assert "breaks peft's pattern" in err and err.count("\n") == 1

@@ -262,7 +262,11 @@ def ia3_of(args: argparse.Namespace) -> Ia3 | None:
     listed = _listed("--ia3-targets", args.ia3_targets)
     targets: tuple[str, ...] | str | None = (ALL_LINEAR if listed == (ALL_LINEAR,) else listed) or None
     feedforward = None if args.ia3_feedforward is None else _listed("--ia3-feedforward", args.ia3_feedforward)
-    return Ia3(targets, feedforward, _listed("--ia3-save", args.ia3_save))
+    try:
+        return Ia3(targets, feedforward, _listed("--ia3-save", args.ia3_save))
+    except ConfigError as error:
+        raise UsageError(f"{IA3_FLAG_OF.get(error.field, '--ia3')} {printable(str(error.value))}: {error.rule}") \
+            from None
 
 
 def lora_of(args: argparse.Namespace) -> Lora | None:

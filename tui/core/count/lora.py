@@ -10,18 +10,20 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
   module inside one of `modules_to_save` is never a target, nor one inside the heads sequence classification
   saves (its peft model adds them first); token classification and question answering add theirs after the
   adapters are made, so a target there is adapted and then cannot be saved whole: peft refuses it, as does a
-  target whose name ends, as text, in a module saved. `layers_to_transform` keeps the modules whose first
+  target that is a module saved, or ends in `.` and its name. `layers_to_transform` keeps the modules whose first
   numbered segment is one of those indices, of those a name's ending picks (one named whole is adapted anyway).
 - A targeted Linear becomes `X.base_layer.{weight,bias}`, `X.lora_A.default.weight` [r, in] and
   `X.lora_B.default.weight` [out, r] (and `X.lora_magnitude_vector.default.weight` [out] with DoRA); an
   Embedding `X.base_layer.weight`, `X.lora_embedding_A.default` [r, V] and `X.lora_embedding_B.default` [E, r].
   `rank_pattern` gives a module its own r (the first key that `(.*\\.)?(KEY)$` matches).
 - Trainable: the adapters; `bias="all"` every parameter named `bias`, `"lora_only"` the adapted modules' biases;
-  each module whose name ends with a `modules_to_save` entry (as text: `pre_classifier` ends with `classifier`)
-  is wrapped as `X.original_module.*` (frozen) and `X.modules_to_save.default.*` (a trained copy, counted in
-  the total too). The task type adds peft's own: `classifier`, `score` and `pre_classifier` for sequence and
-  token classification, `qa_outputs` for question answering. (peft 0.21 differs only where it refuses: it did not
-  name `pre_classifier`, so DistilBERT's was adapted under `all-linear` and then could not be saved whole.)
+  each module whose name is a `modules_to_save` entry or ends in `.entry` is wrapped as `X.original_module.*`
+  (frozen) and `X.modules_to_save.default.*` (a trained copy, counted in the total too; a tensor it shared with
+  one outside is its own there); one saved inside another saved is refused (peft wraps it again in the copy).
+  The task type adds peft's own: `classifier`, `score` and `pre_classifier` for sequence and token
+  classification, `qa_outputs` for question answering. (peft 0.21 matched the entries as text, so that
+  `classifier` wrapped `pre_classifier` and `lm_head` ELECTRA's `generator_lm_head`, and DistilBERT's
+  `pre_classifier` was adapted under `all-linear`, then could not be saved whole.)
 - Everything is prefixed `base_model.model.`. A tied tensor is listed once, where `named_parameters()` meets it
   first.
 """
@@ -92,6 +94,7 @@ class Lora:
                 re.compile(key)
             except re.error as problem:
                 raise ConfigError("rank_pattern", key, f"is not a regular expression: {problem}") from None
+        _check_saved(self.modules_to_save)
         if isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, int | float) or \
                 not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", self.lora_dropout, "must be a probability from 0 up to (not) 1")
@@ -134,6 +137,7 @@ class Ia3:
             except re.error as problem:
                 raise ConfigError("target_modules", self.target_modules, f"is not a regular expression: "
                                   f"{problem}") from None
+        _check_saved(self.modules_to_save)
 
 
     kind = "ia3"
@@ -150,6 +154,17 @@ class Ia3:
 
     def step_refusal(self) -> ConfigError | None:
         return None
+
+
+def _check_saved(names: tuple[str, ...]) -> None:
+    """peft reads each `modules_to_save` entry inside a regular expression (`(^|.*\\.)NAME($|\\..*)`, keeping
+    targets out of it): one that breaks it, peft refuses."""
+    for name in names:
+        try:
+            re.compile(rf"(^|.*\.){name}($|\..*)")
+        except re.error as problem:
+            raise ConfigError("modules_to_save", name, f"breaks peft's pattern for it (a regular expression): "
+                              f"{problem}") from None
 
 
 def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
@@ -269,9 +284,14 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
             first.setdefault(".".join(parts[:end]), index)
     wrapped: list[str] = []
     for key in sorted({*modules, *containers}, key=lambda key: (first.get(key, len(modules)), key.count("."))):
-        # peft's `_set_trainable`: the name ends with the entry, as text (`pre_classifier` ends with `classifier`)
-        if any(key.endswith(name) for name in names) and not any(key.startswith(f"{outer}.") for outer in wrapped):
-            wrapped.append(key)
+        # peft's `_set_trainable` (0.22's `_is_valid_match`): the name is the entry or ends in `.entry`
+        if not _named(key, names):
+            continue
+        outer = next((outer for outer in wrapped if key.startswith(f"{outer}.")), None)
+        if outer is not None:  # (peft wraps it again inside the copy it made of the outer one)
+            raise ConfigError("modules_to_save", ", ".join(names), f"saves {key} inside {outer}, which it saves "
+                              f"whole too: peft wraps the copy's module again, which is not modelled")
+        wrapped.append(key)
     return wrapped
 
 
@@ -279,8 +299,8 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
              names: tuple[tuple[str, ...], tuple[str, ...]], task: str | None,
              defaults: tuple[str, ...] | None) -> list[str]:
     """The modules adapted: those `target_modules` names (peft's default where None), but none inside a module
-    named by `guarded` (peft's `check_target_module_exists`); then any whose name ends, as text, in one of
-    `saved_names` (peft's `_set_trainable` wraps it) is refused, as peft refuses it."""
+    named by `guarded` (peft's `check_target_module_exists`); then any that is one of `saved_names` or ends in
+    `.` and one (peft's `_set_trainable` wraps it) is refused, as peft refuses it."""
     guarded, saved_names = names
     wanted = lora.target_modules
     if wanted is None:
@@ -322,11 +342,11 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     def who(name: str) -> str:
         return "modules_to_save" if name in lora.modules_to_save else f"peft's {task} model"
 
-    for key in found:  # peft's `_set_trainable` then wraps it, by its text rule, and cannot (a TypeError)
-        clash = next((name for name in saved_names if key.endswith(name)), None)
+    for key in found:  # peft's `_set_trainable` then wraps it, and cannot (a TypeError)
+        clash = next((name for name in saved_names if _named(key, (name,))), None)
         if clash is not None:
-            raise ConfigError("target_modules", said, f"adapts {key}, whose name ends in {clash!r}, which "
-                              f"{who(clash)} also saves whole: peft refuses it (modules_to_save cannot wrap an "
+            raise ConfigError("target_modules", said, f"adapts {key}, which {clash!r} names and "
+                              f"{who(clash)} saves whole too: peft refuses it (modules_to_save cannot wrap an "
                               f"adapted layer); name the modules to adapt without it")
         inside = next((name for name in saved_names if re.match(rf"(^|.*\.){name}\..*", key)), None)
         if inside is not None:  # a module saved whole that holds an adapted one: peft copies it, adapter and all
