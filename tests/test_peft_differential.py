@@ -1,0 +1,110 @@
+"""LoRA and IA3 as peft builds them, on configurations drawn at random (seeded): every family and head, targets
+drawn from the model's own module names and the heads' (`classifier`, `qa_outputs`, `pre_classifier`, …),
+`all-linear`, regular expressions, `modules_to_save`, biases, DoRA, `layers_to_transform`. Each is counted by
+bert-tui and built by `get_peft_model` (the `verify` extra, on the meta device): where bert-tui counts, peft
+builds the same parameters (names, shapes, `requires_grad`, in order); where peft refuses, bert-tui refuses. Where
+bert-tui refuses by name and peft builds (a tied tensor adapted, a module saved inside another saved) the case is
+not modelled, which is allowed: nothing is counted wrong. The fixture's cases (tests/fixtures/peft_params.json)
+hold what was found this way."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+from tui.core import BertConfig, ConfigError, build_tree
+from tui.core.config import FAMILIES
+from tui.core.count.lora import Ia3, Lora, adapt, adapt_ia3, task_type
+
+from .test_fixtures_regenerate import FIXTURES, live_marks, script
+
+HEADS_NAMES = ["classifier", "pooler", "qa_outputs", "score", "pre_classifier", "dense", "attention", "output"]
+SAVED_NAMES = ["classifier", "pooler", "qa_outputs", "pre_classifier", "dense", "LayerNorm", "lm_head", "cls"]
+REGEXES = [r".*(query|classifier)", r".*\.dense", r".*layer\.0\..*", r".*(q_lin|pre_classifier)"]
+
+
+def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
+    """A family, a head and a method's keys (None: a config the family cannot take)."""
+    sizes = script(FIXTURES / "generate_peft.py")
+    family = rng.choice(sorted(FAMILIES))
+    head = rng.choice(list(FAMILIES[family].heads))
+    try:
+        config = BertConfig(**{**sizes.SMALL, **sizes.FAMILY_SIZES.get(family, {}), "model_type": family,
+                               "head": head})
+    except ConfigError:
+        return None
+    leaves = sorted({p.name.rsplit(".", 1)[0].rsplit(".", 1)[-1] for p in build_tree(config).root.params()})
+    ia3 = rng.random() < 0.25
+    spec: dict[str, Any] = {}
+    r = rng.random()
+    if r < 0.15 and not ia3:
+        spec["target_modules"] = "all-linear"
+    elif r < 0.25:
+        spec["target_modules"] = rng.choice(REGEXES)
+    elif r >= 0.3:  # (else peft's default for the family)
+        spec["target_modules"] = sorted(set(rng.sample(leaves + HEADS_NAMES, rng.randint(1, 4))))
+    if rng.random() < 0.3:
+        spec["modules_to_save"] = sorted(set(rng.sample(SAVED_NAMES, rng.randint(1, 2))))
+    if ia3:
+        if isinstance(spec.get("target_modules"), list) and rng.random() < 0.5:
+            spec["feedforward_modules"] = rng.sample(spec["target_modules"], 1)
+        elif "target_modules" in spec:
+            spec["feedforward_modules"] = []
+    else:
+        spec["r"] = rng.randint(1, 4)
+        spec["bias"] = rng.choice(["none", "all", "lora_only"])
+        spec["use_dora"] = rng.random() < 0.2
+        if rng.random() < 0.15 and isinstance(spec.get("target_modules"), list):
+            spec["layers_to_transform"] = [rng.randint(0, 2)]
+    return config, ia3, spec
+
+
+def peft_builds(config: BertConfig, ia3: bool, spec: dict[str, Any]) -> list[list[Any]] | None:
+    """`get_peft_model`'s parameters (None: peft refuses)."""
+    from peft import IA3Config, LoraConfig, get_peft_model
+
+    model = script(FIXTURES / "generate.py").build_family_model(config)
+    method = IA3Config if ia3 else LoraConfig
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            built = get_peft_model(model, method(task_type=task_type(config), **copy.deepcopy(spec)))
+        except (ValueError, TypeError, KeyError, RuntimeError, NotImplementedError, AttributeError):
+            return None
+    return [[name, list(p.shape), p.requires_grad] for name, p in built.named_parameters()]
+
+
+def bert_tui_counts(config: BertConfig, ia3: bool, spec: dict[str, Any]) -> list[list[Any]] | None:
+    """bert-tui's peft parameters (None: refused by name)."""
+    keys = {key: tuple(value) if isinstance(value, list) else value for key, value in spec.items()}
+    try:
+        adapted = adapt_ia3(build_tree(config), config, Ia3(**keys)) if ia3 else \
+            adapt(build_tree(config), config, Lora(**keys))
+    except ConfigError:
+        return None
+    return [[p.name, list(p.shape), p.trainable] for p in adapted.params]
+
+
+@live_marks
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
+@pytest.mark.parametrize(("seed", "count"), [(20261207, 150), pytest.param(7, 600, marks=pytest.mark.slow)])
+def test_what_bert_tui_counts_peft_builds_the_same(seed: int, count: int) -> None:
+    rng = random.Random(seed)
+    differing, refused_only = [], 0
+    for _ in range(count):
+        drawn = draw(rng)
+        if drawn is None:
+            continue
+        ours, theirs = bert_tui_counts(*drawn), peft_builds(*drawn)
+        if ours is None:
+            refused_only += theirs is not None  # (not modelled: refused by name)
+        elif ours != theirs:
+            differing.append((drawn[0].model_type, drawn[0].head, drawn[2], "peft refuses" if theirs is None else
+                              "different parameters"))
+    assert not differing, differing
+    assert refused_only < count // 10  # (a check that refuses what peft builds often has stopped checking)
