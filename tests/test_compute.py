@@ -786,3 +786,20 @@ def test_an_inference_forward_holds_what_its_loop_and_autocast_keep() -> None:
     cache = held["course", "fp32", "causal-lm"]["the key/value cache it returns (use_cache)"]
     assert cache == 2 * 12 * n * 768 * 4
     assert held["course", "fp32", "causal-lm"][LAST] == n * config.vocab_size * 4 + cache
+
+
+@pytest.mark.parametrize(("family", "head"), [("modernbert", "sequence-classification"), ("bert", "causal-lm")])
+def test_a_step_moved_across_one_sequence_is_the_step_measured_there(family: str, head: str) -> None:
+    """Terms of one sequence only (ModernBERT's eager attention keeping Wqkv's whole output at batch 1, the
+    causal-LM labels' view): the fits table's batches 2 and 3, read off a batch-1 step, are those steps measured
+    afresh, and batch 1 read off batch 2 is batch 1's."""
+    from tui.core.step.compute import at_batch
+
+    config = BertConfig(head=head, num_hidden_layers=2).as_family(family)
+    for precision in ("fp32", "bf16"):
+        one, two = (Workload(batch=b, seq=32, precision=precision, attention="eager", device="cuda") for b in (1, 2))
+        for start, batch, fresh in ((one, 2, two), (one, 3, replace(two, batch=3)), (two, 1, one)):
+            moved = at_batch(compute(config, start, fits=False), batch)
+            measured = compute(config, fresh, fits=False)
+            assert moved.activations == measured.activations
+            assert moved.phase_peaks() == measured.phase_peaks()

@@ -262,9 +262,10 @@ def not_replayed(result: Compute) -> str | None:
 
 def at_batch(result: Compute, batch: int) -> Compute:
     """`result`'s workload at another batch (no fits table). The terms do not depend on the batch, only their
-    values do (but the causal-LM labels' view, present at batch 1 only: measured afresh there)."""
+    values do, but on either side of one sequence (`Saved.batch_one`: the causal-LM labels' view, ModernBERT's
+    eager attention keeping Wqkv's whole output): measured afresh across it."""
     workload = replace(result.workload, batch=batch)
-    if result.config.head == "causal-lm" and workload.train and (batch == 1) != (result.workload.batch == 1):
+    if (batch == 1) != (result.workload.batch == 1):
         return measure(result.config, workload, result.parameters, result.parameter_tensors, result.layer_parameters,
                        result.method, result.linear_copies)
     return _with_phases(_same_terms(result, replace(result, workload=workload, fits=(),

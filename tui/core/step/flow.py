@@ -360,7 +360,8 @@ class Walk:
         `eye(in)` (its two products, forward only; what they keep is packed, then goes with a graph nothing reads:
         the eye — under autocast its 16-bit copy — and `lora_A`'s output), the weight norm (kept by the division
         of the magnitude), the base output less its bias (float32 under autocast, a 16-bit output less a float32
-        bias), `m/‖·‖ - 1` where that output needs a gradient, the adapters' output and `m/‖·‖`."""
+        bias), `m/‖·‖ - 1` where that output needs a gradient (its input does, or its bias trains), the adapters'
+        output and `m/‖·‖`."""
         label, rank = f"DoRA on {name}", t.rank
         amp = step.workload.amp and step.c.compute != 4
         self._save(step, f"{label}: eye (lora_A's input)", (din, din), "compute" if amp else 4)
@@ -379,7 +380,7 @@ class Walk:
             base = 4 if amp and t.biased else "compute"
             self._save(step, f"{label}: base output less its bias" if t.biased else f"{label}: base output",
                        (*rows, dout), base, wide)
-        if flowing:
+        if flowing or t.bias:  # (the base output needs a gradient: its input does, or its bias trains)
             self._save(step, f"{label}: m/‖W‖ - 1", (dout,), 4, wide)
         self._save(step, f"{label}: lora_B's output", (*rows, dout), "compute" if amp else 4, wide)
         self._save(step, f"{label}: m/‖W‖", (dout,), 4, wide)

@@ -31,7 +31,7 @@ class Saved:
     factors: tuple[str, ...]
     size: int
     coef: int = 1
-    batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view)
+    batch_one: bool = False  # present only at batch 1 (the causal-LM labels' view, ModernBERT's eager q, k, v)
 
     def elements(self, values: dict[str, int]) -> int:
         return self.coef * prod(map(values.__getitem__, self.factors))
@@ -308,6 +308,13 @@ class Attention:
         if not c.fused:
             if self.values_only:
                 yield step.saved("values (split into heads)", ("n", "H"), "heads")
+            elif self.fused_qkv and (step.workload.batch == 1 or step.holds(("one_head",))):
+                # one sequence or one head: the products' reshapes are views, so v keeps the projection's whole
+                # output, and q and k (the rotary embedding's outputs) are kept as they are
+                one = step.workload.batch == 1
+                yield step.saved("queries and keys (after the rotary embedding)", ("n", "H"), "heads", 2, one)
+                yield step.saved("values: a view of the Q/K/V projection's whole output", ("n", "H"), "heads", 3,
+                                 one)
             else:
                 yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "heads", 3)
             softmax = 4 if self.softmax32 else c.softmax
@@ -399,7 +406,7 @@ class SpanLoss(SavesOnly):
 @dataclass(frozen=True, slots=True)
 class ShiftedLabels(SavesOnly):
     """The causal-LM loss pads the labels by one and shifts them; with one sequence the shifted view is already
-    contiguous, so it keeps the padded storage (one label more). The only term not linear in b."""
+    contiguous, so it keeps the padded storage (one label more): a term of one sequence only (`batch_one`)."""
 
     when: When = ()
 

@@ -132,7 +132,9 @@ def _modules(tree: ParamTree) -> frozenset[str]:
 
 def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -> Method:
     """An adapter as peft builds it on `tree`'s class (LoRA's)."""
-    embedding = [name for name in adapted.targets if name.endswith("embeddings") and
+    tables = {p.name.removeprefix(PREFIX).partition(".lora_embedding_")[0] for p in adapted.params
+              if ".lora_embedding_" in p.name}  # (the Embeddings adapted, whatever their names: MPNet's
+    embedding = [name for name in adapted.targets if name in tables and  # relative_attention_bias is one)
                  not name.endswith("word_embeddings")]
     if embedding:
         raise ConfigError("target_modules", embedding[0], "LoRA on this embedding is counted, but its step is "
