@@ -298,7 +298,9 @@ def _step(config: BertConfig, workload: Workload, c: Conventions, layer_input: b
              "mask_given": workload.padding_mask,
              "mean_pooling": MEAN_POOLING in config.step_keys,
              "window_mask": sliding and workload.attention == "sdpa" and workload.seq >= HALF_WINDOW,
-             "rows16": c.fused and c.compute == 4, **config_facts(config)}
+             "rows16": c.fused and c.compute == 4,
+             "one_sequence": workload.batch * (workload.choices if config.head == "multiple-choice" else 1) == 1,
+             **config_facts(config)}
     return Step(workload, c, facts)
 
 

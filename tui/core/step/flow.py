@@ -380,7 +380,8 @@ class Walk:
             base = 4 if amp and t.biased else "compute"
             self._save(step, f"{label}: base output less its bias" if t.biased else f"{label}: base output",
                        (*rows, dout), base, wide)
-        if flowing or t.bias:  # (the base output needs a gradient: its input does, or its bias trains)
+        if flowing or (t.bias and not self.training.dropout):  # (the base output needs a gradient: its input
+            # does, or the bias it has trains — with dropout the base product is made again, without the bias)
             self._save(step, f"{label}: m/‖W‖ - 1", (dout,), 4, wide)
         self._save(step, f"{label}: lora_B's output", (*rows, dout), "compute" if amp else 4, wide)
         self._save(step, f"{label}: m/‖W‖", (dout,), 4, wide)
