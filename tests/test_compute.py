@@ -803,3 +803,14 @@ def test_a_step_moved_across_one_sequence_is_the_step_measured_there(family: str
             measured = compute(config, fresh, fits=False)
             assert moved.activations == measured.activations
             assert moved.phase_peaks() == measured.phase_peaks()
+
+
+def test_electra_pretraining_with_a_mask_is_refused_at_one_token_too() -> None:
+    """ElectraForPreTraining's loss reads the attention mask whenever one is given (its active tokens: a boolean
+    index kept for the backward), a single token included, where the mask pads nothing."""
+    config = BertConfig(head="pretraining", num_hidden_layers=1).as_family("electra")
+    for seq in (1, 4):
+        with pytest.raises(ConfigError) as refused:
+            compute(config, Workload(batch=1, seq=seq, padding_mask=True))
+        assert refused.value.field == "padding_mask"
+    assert compute(config, Workload(batch=1, seq=1, padding_mask=True, mode="inference")).activations == 0

@@ -93,3 +93,49 @@ def test_what_bert_tui_computes_under_a_method_torch_measures(seed: int, count: 
             differing.append((config.model_type, config.head, spec, workload, ours, theirs))
     assert not differing, differing
     assert compared > count // 3  # (a check that refuses most of what it draws has stopped checking)
+
+
+def draw_full(rng: random.Random) -> tuple[Any, Workload]:
+    """A family's small config of one, two or four heads and a workload (training, inference, every optimizer,
+    one sequence and one token too)."""
+    generator = script(FIXTURES / "generate_compute.py")
+    family = rng.choice(sorted(FAMILIES))
+    heads = rng.choice([1, 2, 4])
+    changes: dict[str, Any] = {"num_attention_heads": heads, "hidden_size": heads * 2 * rng.randint(1, 4),
+                               "num_hidden_layers": rng.randint(1, 3), "intermediate_size": rng.randint(4, 40)}
+    if family in ("electra", "albert"):
+        changes["embedding_size"] = rng.randint(2, 12)
+    config = generator.family_config(family, rng.choice(list(FAMILIES[family].heads)), **changes)
+    train = rng.random() < 0.8
+    return config, Workload(batch=rng.choice([1, 1, 2, 3]), seq=rng.randint(1, 9),
+                            mode="train" if train else "inference", precision=rng.choice(PRECISIONS),
+                            optimizer=rng.choice(generator.OPTIMIZERS), attention=rng.choice(ATTENTIONS),
+                            padding_mask=rng.random() < 0.3, choices=rng.randint(1, 3),
+                            checkpointing=train and rng.random() < 0.3 and family not in generator.NO_CHECKPOINTING)
+
+
+@pytest.mark.slow
+@live_marks
+def test_what_bert_tui_computes_for_a_full_step_torch_measures() -> None:
+    """Full fine-tuning and inference, 300 steps drawn (seeded) beside the fixtures' grids: equal or refused."""
+    from tui.reference.measure import measure
+
+    rng = random.Random(20261207)
+    differing, compared = [], 0
+    for _ in range(300):
+        config, workload = draw_full(rng)
+        try:
+            result = compute(config, workload)
+        except ConfigError:
+            continue
+        theirs = figures(measure(config, workload).as_dict())
+        ours = figures({"flops": {"forward": result.flops_forward, "backward": result.flops_backward},
+                        "activations": {"by_component": result.activations_by_component(),
+                                        "recompute_peak": result.recompute_peak},
+                        "weights": result.weights, "gradients": result.gradients, "optimizer": result.optimizer})
+        ours["saved"], theirs["saved"] = (sum(saved["saved"].values()) for saved in (ours, theirs))  # (the full
+        compared += 1  # step's components are the layer's and its parts, torch's each layer's: their sums)
+        if ours != theirs:
+            differing.append((config, workload, ours, theirs))
+    assert not differing, differing
+    assert compared > 200

@@ -378,7 +378,7 @@ DISTILBERT = StepLayout(DISTILBERT_EMBEDDINGS, DISTILBERT_LAYER, DISTILBERT_HEAD
 ELECTRA = StepLayout(ELECTRA_EMBEDDINGS, BERT_LAYER, ELECTRA_HEADS, names=ELECTRA_NAMES,
                      refusals=(Refusal("padding_mask", "ElectraForPreTraining's loss keeps only the unpadded tokens "
                                        "(a count the config cannot tell): not modelled; run it without a padding mask",
-                                       lambda c, w: w.padded and w.train and c.head == "pretraining" or None),))
+                                       lambda c, w: w.padding_mask and w.train and c.head == "pretraining" or None),))
 ALBERT = StepLayout(ALBERT_EMBEDDINGS, ALBERT_LAYER, ALBERT_HEADS, stored=ALBERT_STORED, names=ALBERT_NAMES,
                     run=ALBERT_RUN, no_checkpointing="its layers are shared, run L times",
                     refusals=(Refusal("num_labels", "AlbertForPreTraining's sentence-order loss reads its scores two "
