@@ -277,11 +277,13 @@ class ModernBertRun(BertRun):
         t.drop(gated, up, normed2)  # (the MLP's temporaries and locals, then its argument)
         out = t.new(n * h * self.f)
         out_node = t.node(self._add_backward(narrow=cast_down), [sum_node, down_node])
+        # (eager attention's weights, returned with its output, are the layer's until it returns: first to go
+        # where nothing saved them, the attention needing no gradient though what follows it does)
         if out_node.live and t.packing is None:
-            t.drop(down, summed, attended)
-        else:  # (nothing saved: eager attention's weights returned with its output, the layer's until it returns)
+            t.drop(self.weights, down, summed, attended)
+        else:  # (nothing saved)
             t.drop(self.weights, attended, summed, down)
-            self.weights = None
+        self.weights = None
         t.drop(x)  # (the caller's name, rebound)
         return out, out_node
 
