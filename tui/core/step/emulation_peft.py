@@ -117,6 +117,22 @@ class Linears(Run):
             return grads
         return rule
 
+    def _sub_backward(self, size: int, own: int, element: int, bias: int) -> Rule:
+        """`result - bias` (DoRA's base output less its bias, broadcast over the rows, in `element`s): the
+        gradient handed on to the result (cast to its `own` element where it was narrower), and, where the bias
+        trains, its negation summed down to the bias (a view); the negation goes last."""
+        def rule(t: Tape, given: Storage, node: Node) -> Sequence[Storage | None]:
+            negated = t.new(size * element) if node.wants(1) else None
+            grads: list[Storage | None] = [None, None]  # (the engine checks them in order: cast, then summed)
+            if node.wants(0):
+                grads[0] = t.new(size * own) if own != element else t.hold(given)
+            if negated is not None:
+                grads[1] = t.view(t.new(bias))
+            self._finish(t, given, node)
+            t.drop(negated)
+            return grads
+        return rule
+
     def _float32(self, x: Storage, x_node: Node, size: int, view: int = 0) -> tuple[Storage, Node, Storage | None]:
         """`x.to(float32)` ahead of the adapters (peft's `_cast_input_dtype`, IA3's cast): a copy of `size`
         elements where x is 16-bit, its gradient cast back (`view`: the bytes of the view of x read, the first
@@ -261,7 +277,7 @@ class Linears(Run):
         elif bias is not None:  # base_result - bias (a 16-bit result less a float32 bias: float32)
             element = max(own, bias.data.nbytes // outputs)
             base = t.new(size * element)
-            base_node = t.node(self._grads(size * own) if element != own else self._pass(), [result_node])
+            base_node = t.node(self._sub_backward(size, own, element, bias.data.nbytes), [result_node, bias.node])
         else:
             element, base, base_node = own, t.hold(result), result_node
         less = t.new(outputs * FLOAT)  # mag_norm_scale - 1
