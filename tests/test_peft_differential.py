@@ -108,3 +108,33 @@ def test_what_bert_tui_counts_peft_builds_the_same(seed: int, count: int) -> Non
                               "different parameters"))
     assert not differing, differing
     assert refused_only < count // 10  # (a check that refuses what peft builds often has stopped checking)
+
+
+@live_marks
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft (in the [verify] extra) is not installed")
+def test_a_saved_lm_head_s_adapter_file_is_predicted_key_by_key(tmp_path: Any) -> None:
+    """`modules_to_save=["cls"]` on a masked LM, saved by peft: its file holds the copy's state dict — the decoder
+    weight (untied from the word table, a tensor of its own) and both names of the bias the copy shares within
+    itself (`predictions.bias`, `predictions.decoder.bias`); bert-tui's count of the folder predicts each."""
+    import json
+
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    from .clirun import run
+
+    config = transformers.BertConfig(vocab_size=96, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=24, max_position_embeddings=40)
+    config.save_pretrained(tmp_path / "base")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = get_peft_model(transformers.BertForMaskedLM(config),
+                               LoraConfig(r=2, target_modules=["value"], modules_to_save=["cls"]))
+        model.save_pretrained(tmp_path / "adapter")
+    path = tmp_path / "adapter" / "adapter_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), "base_model_name_or_path": "../base"}),
+                    encoding="utf-8")
+    code, out, err = run("count", str(tmp_path / "adapter"), "--head", "mlm", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)["adapter_file"]
+    assert data["clean"] and data["held"] == data["expected"]

@@ -204,7 +204,7 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
                                      "ia3"))
             continue
         out.append(PeftParam(f"{PREFIX}{param.name}", param.shape, False, "base"))
-    return Adapted(tuple(out), tuple(targets), tuple(saved), task)
+    return Adapted(tuple(out), tuple(targets), tuple(saved), task, aliases=_aliases(params, saved))
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +232,14 @@ def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
     params, _, task, saved, targets = _plan(tree, config, lora, config.family.lora_targets)
     ranks = {name: _rank(lora, name) for name in targets}
     return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks,
-                   lora.bias)
+                   lora.bias, _aliases(params, saved))
+
+
+def _aliases(params: list[Param], saved: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Each saved module's tensors tied to another of its own: a key of the copy's state dict (as peft writes it:
+    without the adapter's name), not a parameter of its own."""
+    return tuple((f"{PREFIX}{p.name}", p.shape) for outer in saved for p in params
+                 if p.name.startswith(f"{outer}.") and p.tied_to is not None and p.tied_to.startswith(f"{outer}."))
 
 
 def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: tuple[str, ...] | None
@@ -443,6 +450,7 @@ def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
             if param.role == "magnitude":
                 name = name.removesuffix(".weight")
         out.append((name, param.shape))
+    out += list(adapted.aliases)
     if adapted.bias == "all":
         written = {name for name, _ in out}
         out += [(name, param.shape) for param in adapted.params if "bias" in param.name

@@ -48,6 +48,9 @@ class Adapted:
     task_type: str | None
     ranks: dict[str, int] = field(default_factory=dict)
     bias: str = "none"  # LoRA's `bias`: under "all" peft's file holds every bias of the model (`saved_tensors`)
+    # a saved module's tensors its copy shares within itself (BERT's `cls.predictions.decoder.bias`, the
+    # predictions' `bias`): one parameter, but a key of its state dict, which peft's file holds (`saved_tensors`)
+    aliases: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def trainable(self) -> int:
