@@ -296,8 +296,9 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
             continue
         outer = next((outer for outer in wrapped if key.startswith(f"{outer}.")), None)
         if outer is not None:  # (peft wraps it again inside the copy it made of the outer one)
-            raise ConfigError("modules_to_save", ", ".join(names), f"saves {key} inside {outer}, which it saves "
-                              f"whole too: peft wraps the copy's module again, which is not modelled")
+            entry = next(name for name in names if _named(key, (name,)))
+            raise ConfigError("modules_to_save", entry, f"saves {key} inside {outer}, which is saved whole too: "
+                              f"peft wraps the copy's module again, which is not modelled")
         wrapped.append(key)
     return wrapped
 
