@@ -59,9 +59,18 @@ def draw(rng: random.Random) -> tuple[Any, Workload, dict[str, Any]]:
 
 
 def figures(result: Any) -> dict[str, Any]:
+    """What torch measured (`Measured.as_dict()`), as the comparison reads it."""
     return {"flops": (result["flops"]["forward"], result["flops"]["backward"]),
             "saved": result["activations"]["by_component"], "recompute": result["activations"]["recompute_peak"],
             "state": (result["weights"], result["gradients"], result["optimizer"])}
+
+
+def core_figures(result: Any) -> dict[str, Any]:
+    """What bert-tui computed (a `Compute`), read as torch's."""
+    return figures({"flops": {"forward": result.flops_forward, "backward": result.flops_backward},
+                    "activations": {"by_component": result.activations_by_component(),
+                                    "recompute_peak": result.recompute_peak},
+                    "weights": result.weights, "gradients": result.gradients, "optimizer": result.optimizer})
 
 
 @live_marks
@@ -82,10 +91,7 @@ def test_what_bert_tui_computes_under_a_method_torch_measures(seed: int, count: 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             theirs = figures(measure(config, workload, method=spec).as_dict())
-        ours = figures({"flops": {"forward": result.flops_forward, "backward": result.flops_backward},
-                        "activations": {"by_component": result.activations_by_component(),
-                                        "recompute_peak": result.recompute_peak},
-                        "weights": result.weights, "gradients": result.gradients, "optimizer": result.optimizer})
+        ours = core_figures(result)
         if config.model_type == "albert":  # torch names its stored layers, the core each run: their sums
             ours["saved"], theirs["saved"] = (sum(saved["saved"].values()) for saved in (ours, theirs))
         compared += 1
@@ -129,10 +135,7 @@ def test_what_bert_tui_computes_for_a_full_step_torch_measures() -> None:
         except ConfigError:
             continue
         theirs = figures(measure(config, workload).as_dict())
-        ours = figures({"flops": {"forward": result.flops_forward, "backward": result.flops_backward},
-                        "activations": {"by_component": result.activations_by_component(),
-                                        "recompute_peak": result.recompute_peak},
-                        "weights": result.weights, "gradients": result.gradients, "optimizer": result.optimizer})
+        ours = core_figures(result)
         ours["saved"], theirs["saved"] = (sum(saved["saved"].values()) for saved in (ours, theirs))  # (the full
         compared += 1  # step's components are the layer's and its parts, torch's each layer's: their sums)
         if ours != theirs:

@@ -37,6 +37,7 @@ REFUSED = ("lora_bias", "exclude_modules", "target_parameters", "layers_pattern"
            "trainable_token_indices", "megatron_config", "use_qalora", "alora_invocation_tokens", "arrow_config",
            "corda_config", "eva_config", "kasa_config", "lora_ga_config", "monteclora_config", "velora_config",
            "use_bdlora")
+KNOWN = NEUTRAL | READ | set(REFUSED)
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,11 @@ def load_adapter(path: Path) -> Adapter:
         raise SourceError(config_path, "peft_type", f"{_said(method)}: only LORA and IA3 adapters are modelled "
                           "(prefix and prompt tuning and the other methods are not)")
     for key in REFUSED:
-        if data.get(key) not in (None, False, [], {}, ""):
+        if _set(data.get(key)):
             raise SourceError(config_path, key, f"{_said(data[key])}: changes the adapter's parameters in a way "
                               "bert-tui does not model")
     # a key of a later peft (or of none), set: what it does to the parameters is not known, so it is not counted
-    unknown = next((key for key, value in data.items() if key not in NEUTRAL | READ and key not in REFUSED
-                    and value not in (None, False, [], {}, "")), None)
+    unknown = next((key for key, value in data.items() if key not in KNOWN and _set(value)), None)
     if unknown is not None:
         raise SourceError(config_path, unknown, f"{_said(data[unknown])}: not a key of peft's LoraConfig or "
                           "IA3Config as bert-tui models them (peft 0.22): it may change the adapter's parameters, "
@@ -112,6 +112,11 @@ def load_adapter(path: Path) -> Adapter:
     except _Bad as bad:
         raise SourceError(config_path, bad.key, bad.problem) from None
     return Adapter(folder, lora, base, task, present)
+
+
+def _set(value: object) -> bool:
+    """Whether a key is set: not null, false or empty (as peft writes the keys it leaves alone)."""
+    return value not in (None, False, [], {}, "")
 
 
 class _Bad(ValueError):

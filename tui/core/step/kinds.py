@@ -308,10 +308,9 @@ class Attention:
         if not c.fused:
             if self.values_only:
                 yield step.saved("values (split into heads)", ("n", "H"), "heads")
-            elif self.fused_qkv and (step.holds(("one_sequence",)) or step.holds(("one_head",))):
+            elif self.fused_qkv and ((one := step.holds(("one_sequence",))) or step.holds(("one_head",))):
                 # one sequence or one head: the products' reshapes are views, so v keeps the projection's whole
                 # output, and q and k (the rotary embedding's outputs) are kept as they are
-                one = step.holds(("one_sequence",))
                 yield step.saved("queries and keys (after the rotary embedding)", ("n", "H"), "heads", 2, one)
                 yield step.saved("values: a view of the Q/K/V projection's whole output", ("n", "H"), "heads", 3,
                                  one)

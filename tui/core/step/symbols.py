@@ -77,7 +77,8 @@ def additive_mask(config: BertConfig, workload: Workload) -> bool:
 
 def config_facts(config: BertConfig) -> dict[str, bool]:
     """The config's facts the modules' conditions read (the workload's are `_step`'s)."""
-    return {"regression": config.num_labels == 1, "project": projects(config), "one_head": config.num_attention_heads == 1,
+    return {"regression": config.num_labels == 1, "project": projects(config),
+             "one_head": config.num_attention_heads == 1,
              "token_types": config.type_vocab_size > 0, "relative": config.relative_attention,
              "c2p": config.pos_att_c2p, "p2c": config.pos_att_p2c, "share": config.share_att_key,
              "norm_rel": config.norm_rel_ebd, "position_biased": config.position_biased_input,
