@@ -14,6 +14,7 @@ import pytest
 
 from tui.core import FAMILIES, BertConfig, build_tree, closed_form_total, report
 from tui.core.config import families_with
+from tui.core.count.families import bare_modules
 from tui.presets import load_catalog
 
 from .hf_cases import load_hf_cases
@@ -33,7 +34,7 @@ def test_names_shapes_and_order_match_transformers(case: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
-def test_totals_class_and_ties_match_transformers(case: dict[str, Any]) -> None:
+def test_totals_class_ties_and_modules_without_parameters_match_transformers(case: dict[str, Any]) -> None:
     config = config_of(case)
     tree = build_tree(config)
     assert config.hf_class == case["class"]
@@ -41,6 +42,7 @@ def test_totals_class_and_ties_match_transformers(case: dict[str, Any]) -> None:
     assert closed_form_total(config) == case["total"]
     assert {p.name: p.tied_to for p in tree.tied_params()} == case["tied"]
     assert report(tree)["total"] == case["total"]
+    assert sorted(bare_modules(config)) == sorted(case["bare"])  # what a peft target name can match beside the tree
 
 
 def test_fixtures_cover_every_preset_and_head() -> None:

@@ -1,5 +1,6 @@
 """LoRA and IA3 as peft builds them, on configurations drawn at random (seeded): every family and head, targets
-drawn from the model's own module names and the heads' (`classifier`, `qa_outputs`, `pre_classifier`, …),
+drawn from the model's own module names (those without parameters too: a dropout) and the heads' (`classifier`,
+`qa_outputs`, `pre_classifier`, …),
 `all-linear`, regular expressions, `modules_to_save`, biases, DoRA, `layers_to_transform`. Each is counted by
 bert-tui and built by `get_peft_model` (the `verify` extra, on the meta device): where bert-tui counts, peft
 builds the same parameters (names, shapes, `requires_grad`, in order); where peft refuses, bert-tui refuses. Where
@@ -19,13 +20,15 @@ import pytest
 
 from tui.core import BertConfig, ConfigError, build_tree
 from tui.core.config import FAMILIES
+from tui.core.count.families import bare_modules
 from tui.core.count.lora import Ia3, Lora, adapt, adapt_ia3, task_type
 
 from .test_fixtures_regenerate import FIXTURES, live_marks, script
 
 HEADS_NAMES = ["classifier", "pooler", "qa_outputs", "score", "pre_classifier", "dense", "attention", "output"]
-SAVED_NAMES = ["classifier", "pooler", "qa_outputs", "pre_classifier", "dense", "LayerNorm", "lm_head", "cls"]
-REGEXES = [r".*(query|classifier)", r".*\.dense", r".*layer\.0\..*", r".*(q_lin|pre_classifier)"]
+SAVED_NAMES = ["classifier", "pooler", "qa_outputs", "pre_classifier", "dense", "LayerNorm", "lm_head", "cls",
+               "dropout"]
+REGEXES = [r".*(query|classifier)", r".*\.dense", r".*layer\.0\..*", r".*(q_lin|pre_classifier)", r".*(value|drop)"]
 
 
 def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
@@ -39,6 +42,8 @@ def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
     except ConfigError:
         return None
     leaves = sorted({p.name.rsplit(".", 1)[0].rsplit(".", 1)[-1] for p in build_tree(config).root.params()})
+    if rng.random() < 0.2:  # the modules without parameters too (dropouts, activations): peft refuses them
+        leaves = sorted({*leaves, *(name.rsplit(".", 1)[-1] for name in bare_modules(config))})
     ia3 = rng.random() < 0.25
     spec: dict[str, Any] = {}
     r = rng.random()

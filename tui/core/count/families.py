@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from ..config import FAMILIES, FLAG_FIELDS, LM_HEADS, BertConfig
 from ..poly import Poly, add, value
 from .layout import (
+    B,
     M,
     P,
     Spec,
     Stack,
+    bare,
     build,
     embedding,
     formula,
@@ -36,23 +38,26 @@ WORD = ("word", "tie")  # the word embeddings and the LM decoder's weight: one t
 LM_BIAS = ("lm-bias", None)  # the LM head's own bias: always the tensor
 DECODER_BIAS = ("lm-bias", "tie")  # the decoder's bias: the head's bias while tied
 
+DROPOUT = B("dropout")  # the modules without parameters (`B`): what peft's target names can match beside the tree
+
+
 def _attention(name: str, when: str | None = None) -> M:
     """BertAttention: Q/K/V, then the output projection and its LayerNorm (a cross-attention's K and V read the
     encoder's states, H wide in transformers 5.x)."""
     return M(name, (
-        M("self", tuple(linear(part, "H", "H", heads=True) for part in ("query", "key", "value"))),
-        M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+        M("self", (*(linear(part, "H", "H", heads=True) for part in ("query", "key", "value")), DROPOUT)),
+        M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"), DROPOUT)),
     ), when=when)
 
 
 BERT_LAYER = M("layer", (
     _attention("attention"),
     _attention("crossattention", when="add_cross_attention"),
-    M("intermediate", (linear("dense", "I", "H"),)),
-    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
+    M("intermediate", (linear("dense", "I", "H"), B("intermediate_act_fn"))),
+    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"), DROPOUT)),
 ))
 ENCODER = M("encoder", (Stack("layer", "L", BERT_LAYER),))
-POOLER = M("pooler", (linear("dense", "H", "H"),), when="pooler")
+POOLER = M("pooler", (linear("dense", "H", "H"), B("activation")), when="pooler")
 DECODER = M("decoder", (P("weight", ("V", "H"), "weight", share=WORD), P("bias", ("V",), "bias", share=DECODER_BIAS)))
 
 BERT_BASE: tuple[Spec, ...] = (
@@ -61,13 +66,14 @@ BERT_BASE: tuple[Spec, ...] = (
         embedding("position_embeddings", "P"),
         embedding("token_type_embeddings", "T"),
         layer_norm("LayerNorm"),
+        DROPOUT,
     )),
     ENCODER,
     POOLER,
 )
 BERT_PREDICTIONS = M("predictions", (
     P("bias", ("V",), "bias", share=LM_BIAS),
-    M("transform", (linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+    M("transform", (linear("dense", "H", "H"), B("transform_act_fn"), layer_norm("LayerNorm"))),
     DECODER,
 ))
 NSP = linear("seq_relationship", "2", "H")
@@ -77,10 +83,10 @@ BERT_CLASSES: dict[str, tuple[Spec, ...]] = {
     "causal-lm": (BODY, M("cls", (BERT_PREDICTIONS,))),
     "pretraining": (BODY, M("cls", (BERT_PREDICTIONS, NSP))),
     "next-sentence": (BODY, M("cls", (NSP,))),
-    "sequence-classification": (BODY, linear("classifier", "N", "H")),
-    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "sequence-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
+    "token-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
     "question-answering": (BODY, linear("qa_outputs", "N", "H")),
-    "multiple-choice": (BODY, linear("classifier", "1", "H")),
+    "multiple-choice": (BODY, DROPOUT, linear("classifier", "1", "H")),
 }
 
 # RobertaEmbeddings registers its position table last; the LM head is `lm_head` with the bias first.
@@ -89,6 +95,7 @@ ROBERTA_BASE: tuple[Spec, ...] = (
         embedding("word_embeddings", "V", share=WORD),
         embedding("token_type_embeddings", "T"),
         layer_norm("LayerNorm"),
+        DROPOUT,
         embedding("position_embeddings", "P"),
     )),
     ENCODER,
@@ -100,105 +107,119 @@ ROBERTA_LM = M("lm_head", (
 ROBERTA_HEADS: dict[str, Spec] = {
     "mlm": ROBERTA_LM,
     "causal-lm": ROBERTA_LM,
-    "sequence-classification": M("classifier", (linear("dense", "H", "H"), linear("out_proj", "N", "H"))),
+    "sequence-classification": M("classifier", (linear("dense", "H", "H"), DROPOUT, linear("out_proj", "N", "H"))),
     "token-classification": linear("classifier", "N", "H"),
     "question-answering": linear("qa_outputs", "N", "H"),
     "multiple-choice": linear("classifier", "1", "H"),
 }
-ROBERTA_CLASSES = {"none": (), **{head: (BODY, spec) for head, spec in ROBERTA_HEADS.items()}}
+ROBERTA_DROPOUT = ("token-classification", "multiple-choice")  # the class's own dropout beside the head
+ROBERTA_CLASSES = {"none": (), **{head: (BODY, *((DROPOUT,) if head in ROBERTA_DROPOUT else ()), spec)
+                                  for head, spec in ROBERTA_HEADS.items()}}
 # XLM-RoBERTa's and CamemBERT's generated classes assign the head before the body: it registers first
 # (and so owns the tied word embeddings).
-HEAD_FIRST_CLASSES = {"none": (), **{head: (spec, BODY) for head, spec in ROBERTA_HEADS.items()}}
+HEAD_FIRST_CLASSES = {"none": (), **{head: (spec, BODY, *((DROPOUT,) if head in ROBERTA_DROPOUT else ()))
+                                     for head, spec in ROBERTA_HEADS.items()}}
 
 
 # DistilBERT: `transformer.layer.N`, no token types, no pooler; sinusoidal positions still register a table.
 DISTILBERT_LAYER = M("layer", (
-    M("attention", (*(linear(part, "H", "H", heads=True) for part in ("q_lin", "k_lin", "v_lin")),
+    M("attention", (DROPOUT, *(linear(part, "H", "H", heads=True) for part in ("q_lin", "k_lin", "v_lin")),
                     linear("out_lin", "H", "H"))),
     layer_norm("sa_layer_norm"),
-    M("ffn", (linear("lin1", "I", "H"), linear("lin2", "H", "I"))),
+    M("ffn", (DROPOUT, linear("lin1", "I", "H"), linear("lin2", "H", "I"), B("activation"))),
     layer_norm("output_layer_norm"),
 ))
 DISTILBERT_BASE: tuple[Spec, ...] = (
     M("embeddings", (embedding("word_embeddings", "V", share=WORD), embedding("position_embeddings", "P"),
-                     layer_norm("LayerNorm"))),
+                     layer_norm("LayerNorm"), DROPOUT)),
     M("transformer", (Stack("layer", "L", DISTILBERT_LAYER),)),
 )
 DISTILBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
     "none": (),
-    "mlm": (BODY, linear("vocab_transform", "H", "H"), layer_norm("vocab_layer_norm"),
-            M("vocab_projector", (P("weight", ("V", "H"), "weight", share=WORD), P("bias", ("V",), "bias")))),
-    "sequence-classification": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "N", "H")),
-    "token-classification": (BODY, linear("classifier", "N", "H")),
-    "question-answering": (BODY, linear("qa_outputs", "N", "H")),
-    "multiple-choice": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "1", "H")),
+    "mlm": (B("activation"), BODY, linear("vocab_transform", "H", "H"), layer_norm("vocab_layer_norm"),
+            M("vocab_projector", (P("weight", ("V", "H"), "weight", share=WORD), P("bias", ("V",), "bias"))),
+            B("mlm_loss_fct")),
+    "sequence-classification": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "N", "H"), DROPOUT),
+    "token-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
+    "question-answering": (BODY, linear("qa_outputs", "N", "H"), DROPOUT),
+    "multiple-choice": (BODY, linear("pre_classifier", "H", "H"), linear("classifier", "1", "H"), DROPOUT),
 }
 
 # ALBERT: embeddings of width E mapped to H in the encoder; G groups of K layers stored, run L times.
 ALBERT_LAYER = M("layer", (
     layer_norm("full_layer_layer_norm"),
     M("attention", (*(linear(part, "H", "H", heads=True) for part in ("query", "key", "value")),
-                    linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+                    B("attention_dropout"), B("output_dropout"), linear("dense", "H", "H"), layer_norm("LayerNorm"))),
     linear("ffn", "I", "H"),
     linear("ffn_output", "H", "I"),
+    B("activation"),
+    DROPOUT,
 ))
 ALBERT_BASE: tuple[Spec, ...] = (
     M("embeddings", (embedding("word_embeddings", "V", "E", share=WORD), embedding("position_embeddings", "P", "E"),
-                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"))),
+                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"), DROPOUT)),
     M("encoder", (linear("embedding_hidden_mapping_in", "H", "E"),
                   Stack("albert_layer_groups", "G", M("group", (Stack("albert_layers", "K", ALBERT_LAYER),))))),
     linear("pooler", "H", "H", when="pooler"),
+    B("pooler_activation", when="pooler"),
 )
 E_DECODER = M("decoder", (P("weight", ("V", "E"), "weight", share=WORD), P("bias", ("V",), "bias", share=DECODER_BIAS)))
 ALBERT_PREDICTIONS = M("predictions", (
     P("bias", ("V",), "bias", share=LM_BIAS), layer_norm("LayerNorm", "E"), linear("dense", "E", "H"), E_DECODER,
+    B("activation"),
 ))
 ALBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
     "none": (),
-    "pretraining": (BODY, ALBERT_PREDICTIONS, M("sop_classifier", (linear("classifier", "N", "H"),))),
+    "pretraining": (BODY, ALBERT_PREDICTIONS, M("sop_classifier", (DROPOUT, linear("classifier", "N", "H")))),
     "mlm": (BODY, ALBERT_PREDICTIONS),
-    "sequence-classification": (BODY, linear("classifier", "N", "H")),
-    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "sequence-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
+    "token-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
     "question-answering": (BODY, linear("qa_outputs", "N", "H")),
-    "multiple-choice": (BODY, linear("classifier", "1", "H")),
+    "multiple-choice": (BODY, DROPOUT, linear("classifier", "1", "H")),
 }
 
 # ELECTRA: BERT's encoder; embeddings of width E, projected to H only when E ≠ H; no pooler.
 ELECTRA_BASE: tuple[Spec, ...] = (
     M("embeddings", (embedding("word_embeddings", "V", "E", share=WORD), embedding("position_embeddings", "P", "E"),
-                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"))),
+                     embedding("token_type_embeddings", "T", "E"), layer_norm("LayerNorm", "E"), DROPOUT)),
     linear("embeddings_project", "H", "E", when="project"),
     ENCODER,
 )
 ELECTRA_GENERATOR = (
-    M("generator_predictions", (layer_norm("LayerNorm", "E"), linear("dense", "E", "H"))),
+    M("generator_predictions", (B("activation"), layer_norm("LayerNorm", "E"), linear("dense", "E", "H"))),
     M("generator_lm_head", (P("weight", ("V", "E"), "weight", share=WORD), P("bias", ("V",), "bias"))),
 )
 ELECTRA_CLASSES: dict[str, tuple[Spec, ...]] = {
     "none": (),
-    "pretraining": (BODY, M("discriminator_predictions", (linear("dense", "H", "H"), linear("dense_prediction", "1", "H")))),
+    "pretraining": (BODY, M("discriminator_predictions", (linear("dense", "H", "H"), B("activation"),
+                                                         linear("dense_prediction", "1", "H")))),
     "mlm": (BODY, *ELECTRA_GENERATOR),
     "causal-lm": (BODY, *ELECTRA_GENERATOR),
-    "sequence-classification": (BODY, M("classifier", (linear("dense", "H", "H"), linear("out_proj", "N", "H")))),
-    "token-classification": (BODY, linear("classifier", "N", "H")),
+    "sequence-classification": (BODY, M("classifier", (linear("dense", "H", "H"), B("activation"), DROPOUT,
+                                                       linear("out_proj", "N", "H")))),
+    "token-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
     "question-answering": (BODY, linear("qa_outputs", "N", "H")),
-    "multiple-choice": (BODY, M("sequence_summary", (linear("summary", "H", "H"),)), linear("classifier", "1", "H")),
+    "multiple-choice": (BODY, M("sequence_summary", (linear("summary", "H", "H"), B("activation"),
+                                                     B("first_dropout"), B("last_dropout"))),
+                        linear("classifier", "1", "H")),
 }
 
 # MPNet: `attention.attn.q/k/v/o`, one relative attention bias (R buckets × A heads) after the layers.
 MPNET_LAYER = M("layer", (
-    M("attention", (M("attn", (*(linear(part, "H", "H", heads=True) for part in ("q", "k", "v")), linear("o", "H", "H"))),
-                    layer_norm("LayerNorm"))),
-    M("intermediate", (linear("dense", "I", "H"),)),
-    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
+    M("attention", (M("attn", (*(linear(part, "H", "H", heads=True) for part in ("q", "k", "v")),
+                               linear("o", "H", "H"), DROPOUT)),
+                    layer_norm("LayerNorm"), DROPOUT)),
+    M("intermediate", (linear("dense", "I", "H"), B("intermediate_act_fn"))),
+    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"), DROPOUT)),
 ))
 MPNET_BASE: tuple[Spec, ...] = (
     M("embeddings", (embedding("word_embeddings", "V", share=WORD), embedding("position_embeddings", "P"),
-                     layer_norm("LayerNorm"))),
+                     layer_norm("LayerNorm"), DROPOUT)),
     M("encoder", (Stack("layer", "L", MPNET_LAYER), embedding("relative_attention_bias", "R", "A"))),
     POOLER,
 )
-MPNET_CLASSES = {"none": (), **{head: (BODY, spec) for head, spec in ROBERTA_HEADS.items() if head != "causal-lm"}}
+MPNET_CLASSES = {"none": (), **{head: (BODY, *((DROPOUT,) if head in ROBERTA_DROPOUT else ()), spec)
+                                for head, spec in ROBERTA_HEADS.items() if head != "causal-lm"}}
 
 
 # ModernBERT: `model.`; fused Q/K/V (3H × H) and a gated MLP (2I × H); no positions table (rotary), no token
@@ -213,23 +234,26 @@ def _mb_norm(name: str, when: str | None = None) -> M:
 
 MODERNBERT_LAYER = M("layer", (
     _mb_norm("attn_norm", when="!first"),
-    M("attn", (_mb_linear("Wqkv", "3H", "H", "attention_bias"), _mb_linear("Wo", "H", "H", "attention_bias"))),
+    B("attn_norm", when="first"),  # an Identity
+    M("attn", (_mb_linear("Wqkv", "3H", "H", "attention_bias"), _mb_linear("Wo", "H", "H", "attention_bias"),
+               B("out_drop"))),
     _mb_norm("mlp_norm"),
-    M("mlp", (_mb_linear("Wi", "2I", "H", "mlp_bias"), _mb_linear("Wo", "H", "I", "mlp_bias"))),
+    M("mlp", (_mb_linear("Wi", "2I", "H", "mlp_bias"), B("act"), B("drop"), _mb_linear("Wo", "H", "I", "mlp_bias"))),
 ))
 MODERNBERT_BASE: tuple[Spec, ...] = (
-    M("embeddings", (embedding("tok_embeddings", "V", share=WORD), _mb_norm("norm"))),
+    M("embeddings", (embedding("tok_embeddings", "V", share=WORD), _mb_norm("norm"), B("drop"))),
     Stack("layers", "L", MODERNBERT_LAYER),
     _mb_norm("final_norm"),
+    B("rotary_emb"),
 )
-MODERNBERT_HEAD = M("head", (_mb_linear("dense", "H", "H", "classifier_bias"), _mb_norm("norm")))
+MODERNBERT_HEAD = M("head", (_mb_linear("dense", "H", "H", "classifier_bias"), B("act"), _mb_norm("norm")))
 MODERNBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
     "none": (),
     "mlm": (BODY, MODERNBERT_HEAD, M("decoder", (P("weight", ("V", "H"), "weight", share=WORD),
                                                  P("bias", ("V",), "bias", when="decoder_bias")))),
-    **{head: (BODY, MODERNBERT_HEAD, linear("classifier", "N", "H"))
+    **{head: (BODY, MODERNBERT_HEAD, B("drop"), linear("classifier", "N", "H"))
        for head in ("sequence-classification", "token-classification", "question-answering")},
-    "multiple-choice": (BODY, MODERNBERT_HEAD, linear("classifier", "1", "H")),
+    "multiple-choice": (BODY, MODERNBERT_HEAD, B("drop"), linear("classifier", "1", "H")),
 }
 
 
@@ -240,12 +264,13 @@ MODERNBERT_CLASSES: dict[str, tuple[Spec, ...]] = {
 DEBERTA_LAYER = M("layer", (
     M("attention", (
         M("self", (*(linear(part, "H", "H", heads=True) for part in ("query_proj", "key_proj", "value_proj")),
+                   B("pos_dropout", when="relative_attention"),
                    linear("pos_key_proj", "H", "H", when="pos_key_proj"),
-                   linear("pos_query_proj", "H", "H", when="pos_query_proj"))),
-        M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"))),
+                   linear("pos_query_proj", "H", "H", when="pos_query_proj"), DROPOUT)),
+        M("output", (linear("dense", "H", "H"), layer_norm("LayerNorm"), DROPOUT)),
     )),
-    M("intermediate", (linear("dense", "I", "H"),)),
-    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"))),
+    M("intermediate", (linear("dense", "I", "H"), B("intermediate_act_fn"))),
+    M("output", (linear("dense", "H", "I"), layer_norm("LayerNorm"), DROPOUT)),
 ))
 DEBERTA_BASE: tuple[Spec, ...] = (
     M("embeddings", (
@@ -254,30 +279,32 @@ DEBERTA_BASE: tuple[Spec, ...] = (
         embedding("token_type_embeddings", "T", "E", when="token_types"),
         M("embed_proj", (P("weight", ("H", "E"), "weight"),), when="project"),
         layer_norm("LayerNorm"),
+        DROPOUT,
     )),
     M("encoder", (
         Stack("layer", "L", DEBERTA_LAYER),
         embedding("rel_embeddings", "2D", when="relative_attention"),
         layer_norm("LayerNorm", when="norm_rel_ebd"),
         M("conv", (M("conv", (P("weight", ("H", "H", "C"), "weight"), P("bias", ("H",), "bias"))),
-                   layer_norm("LayerNorm")), when="conv"),
+                   layer_norm("LayerNorm"), DROPOUT), when="conv"),
     )),
 )
-DEBERTA_POOLER = M("pooler", (linear("dense", "H", "H"),), when="pooler")  # ContextPooler
+DEBERTA_POOLER = M("pooler", (linear("dense", "H", "H"), DROPOUT), when="pooler")  # ContextPooler
 DEBERTA_CLASSES: dict[str, tuple[Spec, ...]] = {
     "none": (),
     # `legacy`: BERT's head on width E with the decoder tied; otherwise `lm_predictions`, which multiplies by
     # the word embeddings and registers no decoder at all.
     "mlm": (BODY,
             M("cls", (M("predictions", (P("bias", ("V",), "bias", share=LM_BIAS),
-                                        M("transform", (linear("dense", "E", "H"), layer_norm("LayerNorm", "E"))),
+                                        M("transform", (linear("dense", "E", "H"), B("transform_act_fn"),
+                                                        layer_norm("LayerNorm", "E"))),
                                         E_DECODER)),), when="legacy"),
             M("lm_predictions", (M("lm_head", (P("bias", ("V",), "bias"), linear("dense", "H", "H"),
-                                               layer_norm("LayerNorm"))),), when="!legacy")),
-    "sequence-classification": (BODY, DEBERTA_POOLER, linear("classifier", "N", "H")),
-    "token-classification": (BODY, linear("classifier", "N", "H")),
+                                               B("transform_act_fn"), layer_norm("LayerNorm"))),), when="!legacy")),
+    "sequence-classification": (BODY, DEBERTA_POOLER, linear("classifier", "N", "H"), DROPOUT),
+    "token-classification": (BODY, DROPOUT, linear("classifier", "N", "H")),
     "question-answering": (BODY, linear("qa_outputs", "N", "H")),
-    "multiple-choice": (BODY, DEBERTA_POOLER, linear("classifier", "1", "H")),
+    "multiple-choice": (BODY, DEBERTA_POOLER, linear("classifier", "1", "H"), DROPOUT),
 }
 
 
@@ -325,6 +352,13 @@ def parts_of(config: BertConfig) -> tuple[Spec, ...]:
     if not parts:
         return family.base
     return tuple(M(config.body, family.base) if part is BODY else part for part in parts)
+
+
+def bare_modules(config: BertConfig) -> list[str]:
+    """The modules of `config.hf_class` that hold no parameter (dropouts, activations, Identity, rotary tables),
+    full names as `named_modules()` gives them: a target name can match one, and peft cannot adapt it."""
+    values, facts = symbols_and_facts(config)
+    return bare(parts_of(config), values, facts)
 
 
 def build_tree(config: BertConfig) -> ParamTree:

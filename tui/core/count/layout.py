@@ -54,7 +54,16 @@ class Stack:
     layer: M
 
 
-Spec = Union[P, M, Stack]
+@dataclass(frozen=True, slots=True)
+class B:
+    """A module that registers no parameter (a dropout, an activation, an Identity): never a node of the tree,
+    but a name in `named_modules()`, which peft's target matching reads (`bare`)."""
+
+    name: str
+    when: str | None = None
+
+
+Spec = Union[P, M, Stack, B]
 
 
 def _mentions(spec: Spec, fact: str) -> bool:
@@ -85,6 +94,29 @@ def build(title: str, parts: tuple[Spec, ...], values: Mapping[str, int], facts:
     return _Engine(values, facts).root(title, parts)
 
 
+def bare(parts: tuple[Spec, ...], values: Mapping[str, int], facts: Mapping[str, bool]) -> list[str]:
+    """The full names of the modules without parameters (`B`), every layer's own, as `named_modules()` has
+    them: what a target name can match beside the tree's modules."""
+    found: list[str] = []
+
+    def walk(prefix: str, specs: tuple[Spec, ...], engine: _Engine) -> None:
+        for spec in specs:
+            if isinstance(spec, Stack):
+                first = _mentions(spec.layer, "first")
+                for index in range(engine.size(spec.length)):
+                    inner = _Engine(values, {**facts, "first": index == 0}) if first else engine
+                    walk(f"{prefix}{spec.name}.{index}.", spec.layer.children, inner)
+            elif not engine.holds(spec.when):
+                continue
+            elif isinstance(spec, B):
+                found.append(f"{prefix}{spec.name}")
+            elif isinstance(spec, M):
+                walk(f"{prefix}{spec.name}.", spec.children, engine)
+
+    walk("", parts, _Engine(values, facts))
+    return found
+
+
 class _Engine:
     def __init__(self, values: Mapping[str, int], facts: Mapping[str, bool]) -> None:
         self.values = values
@@ -102,6 +134,8 @@ class _Engine:
         for spec in specs:
             if isinstance(spec, Stack):  # beside other children: a module of its own (`encoder.layer`)
                 nodes.append(Module(f"{prefix}{spec.name}", spec.name, self.stack(f"{prefix}{spec.name}", spec)))
+            elif isinstance(spec, B):
+                continue
             elif spec.when is None or self.holds(spec.when):
                 nodes.append(self.param(prefix, spec) if isinstance(spec, P) else self.module(prefix, spec))
         return nodes
@@ -161,6 +195,8 @@ def formula(parts: tuple[Spec, ...], facts: Mapping[str, bool]) -> list[tuple[st
 
     def walk(prefix: str, specs: tuple[Spec, ...], multiplier: tuple[str, ...]) -> None:
         for spec in specs:
+            if isinstance(spec, B):
+                continue
             if isinstance(spec, Stack):
                 walk(f"{prefix}{spec.name}.", spec.layer.children, (*multiplier, spec.length))
             elif spec.when == "!first":  # in every layer but the first: (L − 1) of them

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ..config import BertConfig, ConfigError
+from .families import bare_modules
 from .trained import Adapted, PeftParam, Trained, of_adapted, targets_text
 from .tree import Param, ParamTree
 
@@ -255,7 +256,9 @@ def _plan(tree: ParamTree, config: BertConfig, method: Lora | Ia3, defaults: tup
     guarded = (*method.modules_to_save, *(task_saves if task in SAVED_BEFORE_ADAPTING else ()))
     containers = _containers(modules)
     saved = _saved(saved_names, modules, containers)
-    return params, modules, task, saved, _targets(config, method, modules, containers, (guarded, saved_names),
+    # a name can match a module that holds others, or one with no parameters at all (a dropout): peft refuses both
+    others = containers | set(bare_modules(config))
+    return params, modules, task, saved, _targets(config, method, modules, others, (guarded, saved_names),
                                                   task, defaults)
 
 
@@ -303,12 +306,13 @@ def _saved(names: tuple[str, ...], modules: dict[str, _Module], containers: set[
     return wrapped
 
 
-def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], containers: set[str],
+def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], others: set[str],
              names: tuple[tuple[str, ...], tuple[str, ...]], task: str | None,
              defaults: tuple[str, ...] | None) -> list[str]:
     """The modules adapted: those `target_modules` names (peft's default where None), but none inside a module
     named by `guarded` (peft's `check_target_module_exists`); then any that is one of `saved_names` or ends in
-    `.` and one (peft's `_set_trainable` wraps it) is refused, as peft refuses it."""
+    `.` and one (peft's `_set_trainable` wraps it) is refused, as peft refuses it, and so is any of `others`
+    (a module that holds others, or none: peft cannot wrap it)."""
     guarded, saved_names = names
     wanted = lora.target_modules
     if wanted is None:
@@ -320,7 +324,7 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     wanted_names = set(linear) - _output_layer(config, modules, task) if wanted == ALL_LINEAR else None
     found: list[str] = []
     elsewhere = []  # targets in layers that `layers_to_transform` leaves out
-    for key in [*modules, *sorted(containers)]:
+    for key in [*modules, *sorted(others)]:
         if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in guarded):
             continue  # peft never adapts inside a module it was told to save whole before adapting
         whole = False  # named whole: peft's `check_target_module_exists` asks no layer of it
@@ -361,6 +365,9 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
             raise ConfigError("target_modules", said, f"adapts {key}, inside {inside!r}, which {who(inside)} "
                               f"saves whole after the adapters are made: not modelled")
         module = modules.get(key)
+        if module is None and not any(name.startswith(f"{key}.") for name in modules):
+            raise ConfigError("target_modules", key, "holds no parameters (a dropout, an activation, an Identity): "
+                              "peft cannot adapt it (it refuses the target as not supported)")
         if module is None or module.kind == "other":
             raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")
         if any(p.tied_to for p in module.params):
