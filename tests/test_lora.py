@@ -27,9 +27,11 @@ def adapted_of(case: dict[str, Any]) -> Adapted:
 
 def lora_of(keys: dict[str, Any]) -> Lora:
     keys = dict(keys)
-    for name in ("target_modules", "modules_to_save", "layers_to_transform"):
+    for name in ("target_modules", "modules_to_save", "layers_to_transform", "exclude_modules", "layers_pattern"):
         if isinstance(keys.get(name), list):
             keys[name] = tuple(keys[name])
+    if isinstance(keys.get("layers_pattern"), str):  # (peft takes one name or a list, as the adapter reader does)
+        keys["layers_pattern"] = (keys["layers_pattern"],)
     if "rank_pattern" in keys:
         keys["rank_pattern"] = tuple(keys["rank_pattern"].items())
     return Lora(**keys)
@@ -47,7 +49,7 @@ def test_every_peft_parameter_name_shape_and_trainable_flag(case: dict[str, Any]
 def test_what_peft_refuses_is_refused_by_name(case: dict[str, Any]) -> None:
     with pytest.raises(ConfigError) as refused:
         adapted_of(case)
-    assert refused.value.field in ("target_modules", "feedforward_modules")
+    assert refused.value.field in ("target_modules", "feedforward_modules", "exclude_modules", "layers_to_transform")
 
 
 def test_the_fixture_covers_every_family() -> None:
@@ -164,7 +166,10 @@ def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1
     ({"base_model_name_or_path": "../nowhere-at-all"}, "nowhere-at-all"),
     ({"target_modules": 7}, "target_modules: 7: must be a list of module names"),
     ({"bias": "some"}, "lora_bias: 'some': must be one of"),
-    ({"exclude_modules": ["key"]}, "exclude_modules: ['key']: changes the adapter's parameters"),
+    ({"layer_replication": [[0, 2]]}, "layer_replication: [[0, 2]]: changes the adapter's parameters"),
+    ({"exclude_modules": 7}, "exclude_modules: 7: must be a list of module names"),
+    ({"exclude_modules": ["query", "value"]}, "exclude_modules query,value (adapter_config.json): holds back every"),
+    ({"layers_pattern": "layer"}, "layers_pattern: 'layer': needs layers_to_transform"),
     # a key bert-tui does not know, set, is refused (unset, as later peft releases write their new keys, it is not)
     ({"shard_adapters": {"n": 2}}, "shard_adapters: {'n': 2}: not a key of peft's LoraConfig or IA3Config"),
 ])
@@ -180,6 +185,26 @@ def test_a_bad_adapter_config_is_refused_in_one_line_naming_the_key(tmp_path: Pa
     (copy / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
     code, out, err = run_cli("count", str(copy))
     assert code == 2 and not out and said in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_adapter_s_exclude_modules_and_layers_pattern_are_counted(tmp_path: Path) -> None:
+    """DoRA r=4 on query and value, biases `lora_only`, H = 16: a query held back by `exclude_modules` trains
+    lora_A (4 × 16), lora_B (16 × 4), its magnitude (16) and its bias (16) fewer — 160 (peft's rules, by hand);
+    `layers_pattern` with `layers_to_transform` [2] keeps layer 2's two of the six."""
+    import shutil
+
+    shutil.copytree(ADAPTERS / "base-bert", tmp_path / "base-bert")
+    copy = tmp_path / "adapter"
+    shutil.copytree(ADAPTERS / "bert-seqcls-dora", copy)
+    (copy / "adapter_model.safetensors").unlink()  # (its tensors are the whole adapter's)
+    _, plain, _ = run_cli("count", str(copy), "--format", "json")
+    config = json.loads((copy / "adapter_config.json").read_text(encoding="utf-8"))
+    for change, fewer in (({"exclude_modules": ["bert.encoder.layer.0.attention.self.query"]}, 160),
+                          ({"layers_to_transform": [2], "layers_pattern": ["layer"]}, 4 * 160)):
+        (copy / "adapter_config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+        code, out, err = run_cli("count", str(copy), "--format", "json")
+        assert code == 0, err
+        assert json.loads(plain)["trainable"] - json.loads(out)["trainable"] == fewer
 
 
 def test_keys_that_change_no_parameter_or_are_unset_are_counted_as_without_them(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """LoRA and IA3 as peft builds them, on configurations drawn at random (seeded): every family and head, targets
 drawn from the model's own module names (those without parameters too: a dropout) and the heads' (`classifier`,
 `qa_outputs`, `pre_classifier`, …),
-`all-linear`, regular expressions, `modules_to_save`, biases, DoRA, `layers_to_transform`. Each is counted by
+`all-linear`, regular expressions, `modules_to_save`, `exclude_modules`, biases, DoRA, `layers_to_transform` and
+`layers_pattern`. Each is counted by
 bert-tui and built by `get_peft_model` (the `verify` extra, on the meta device): where bert-tui counts, peft
 builds the same parameters (names, shapes, `requires_grad`, in order); where peft refuses, bert-tui refuses. Where
 bert-tui refuses by name and peft builds (a tied tensor adapted, a module saved inside another saved) the case is
@@ -55,6 +56,9 @@ def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
         spec["target_modules"] = sorted(set(rng.sample(leaves + HEADS_NAMES, rng.randint(1, 4))))
     if rng.random() < 0.3:
         spec["modules_to_save"] = sorted(set(rng.sample(SAVED_NAMES, rng.randint(1, 2))))
+    if rng.random() < 0.15:  # held back: names (an ending, or a layer's whole path) or a regular expression
+        spec["exclude_modules"] = rng.choice([sorted(set(rng.sample(leaves, rng.randint(1, 2)))), r".*\.0\..*",
+                                              [f"layer.{rng.randint(0, 2)}.attention.self.query"]])
     if ia3:
         if isinstance(spec.get("target_modules"), list) and rng.random() < 0.5:
             spec["feedforward_modules"] = rng.sample(spec["target_modules"], 1)
@@ -66,6 +70,9 @@ def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
         spec["use_dora"] = rng.random() < 0.2
         if rng.random() < 0.15 and isinstance(spec.get("target_modules"), list):
             spec["layers_to_transform"] = [rng.randint(0, 2)]
+            if rng.random() < 0.5:
+                spec["layers_pattern"] = [rng.choice(["layer", "layers", "albert_layers", "albert_layer_groups",
+                                                      "blocks"])]
     return config, ia3, spec
 
 

@@ -171,6 +171,10 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
                        "for sequence and token classification, qa_outputs for question answering)")
     group.add_argument("--lora-layers", metavar="INDICES", help="layers_to_transform: only these layers, "
                        "comma-separated (0,1,2)")
+    group.add_argument("--lora-layers-pattern", metavar="NAMES", help="layers_pattern: the layer list "
+                       "--lora-layers counts in (layer), comma-separated; default: the first number in a name")
+    group.add_argument("--lora-exclude", metavar="NAMES", help="exclude_modules: modules never adapted, named as "
+                       "targets are (a name or its ending), comma-separated")
     group.add_argument("--lora-rank-pattern", metavar="KEY=R,...", help="rank_pattern: another rank for the modules "
                        "a key matches (value=4)")
     group.add_argument("--lora-alpha", metavar="ALPHA", help="lora_alpha (scales the update; adds no parameter)")
@@ -191,13 +195,14 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     ia3.add_argument("--ia3-feedforward", metavar="NAMES", help="feedforward_modules: targets scaled on their input "
                      "(a subset of the targets)")
     ia3.add_argument("--ia3-save", metavar="NAMES", help="modules_to_save, as for LoRA")
+    ia3.add_argument("--ia3-exclude", metavar="NAMES", help="exclude_modules: modules never adapted, as for LoRA")
 
 
 LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_save", "lora_layers",
-              "lora_rank_pattern", "lora_alpha", "lora_dropout", "dora")
+              "lora_layers_pattern", "lora_exclude", "lora_rank_pattern", "lora_alpha", "lora_dropout", "dora")
 
 
-IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save")
+IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save", "ia3_exclude")
 
 
 def peft_defaults(key: str) -> str:
@@ -263,7 +268,8 @@ def ia3_of(args: argparse.Namespace) -> Ia3 | None:
     targets: tuple[str, ...] | str | None = (ALL_LINEAR if listed == (ALL_LINEAR,) else listed) or None
     feedforward = None if args.ia3_feedforward is None else _listed("--ia3-feedforward", args.ia3_feedforward)
     try:
-        return Ia3(targets, feedforward, _listed("--ia3-save", args.ia3_save))
+        return Ia3(targets, feedforward, _listed("--ia3-save", args.ia3_save),
+                   _listed("--ia3-exclude", args.ia3_exclude) or None)
     except ConfigError as error:
         raise UsageError(f"{IA3_FLAG_OF.get(error.field, '--ia3')} {printable(str(error.value))}: {error.rule}") \
             from None
@@ -316,7 +322,9 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
                     bias=args.lora_bias or "none", modules_to_save=names("--lora-save", args.lora_save),
                     use_dora=bool(args.dora), layers_to_transform=layers, rank_pattern=tuple(pattern),
                     lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha),
-                    lora_dropout=0.0 if args.lora_dropout is None else fraction("--lora-dropout", args.lora_dropout))
+                    lora_dropout=0.0 if args.lora_dropout is None else fraction("--lora-dropout", args.lora_dropout),
+                    exclude_modules=names("--lora-exclude", args.lora_exclude) or None,
+                    layers_pattern=names("--lora-layers-pattern", args.lora_layers_pattern) or None)
     except ConfigError as error:  # (the Lora is not made: its regular expression may be what is refused)
         raise UsageError(f"{lora_flag(error.field, targets)} {printable(str(error.value))}: {error.rule}") from None
 
@@ -324,9 +332,10 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
 LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
                 "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--lora-layers", "use_dora": "--dora",
                 "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha",
-                "lora_dropout": "--lora-dropout"}
+                "lora_dropout": "--lora-dropout", "exclude_modules": "--lora-exclude",
+                "layers_pattern": "--lora-layers-pattern"}
 IA3_FLAG_OF = {"target_modules": "--ia3-targets", "feedforward_modules": "--ia3-feedforward",
-               "modules_to_save": "--ia3-save", "ia3": "--ia3"}
+               "modules_to_save": "--ia3-save", "exclude_modules": "--ia3-exclude", "ia3": "--ia3"}
 
 
 def lora_flag(field: str, targets: tuple[str, ...] | str | None) -> str:

@@ -3,8 +3,8 @@
 
 What the config decides about parameters is read into `tui.core.count.lora.Lora`; every other key is either one
 that changes no parameter (`lora_alpha`, `lora_dropout`, `use_rslora`, `init_lora_weights`, ...), or one this
-reader refuses by name when it is set (another PEFT method than LoRA, `lora_bias`, `exclude_modules`,
-`target_parameters`, `layers_pattern`, `layer_replication`, `trainable_token_indices`, ...): never counted wrong.
+reader refuses by name when it is set (another PEFT method than LoRA, `lora_bias`, `target_parameters`,
+`layer_replication`, `trainable_token_indices`, ...): never counted wrong.
 The file is read bounded and parsed strictly (`tui.io.files`), as a config.json is.
 """
 
@@ -31,9 +31,9 @@ NEUTRAL = {"lora_alpha", "lora_dropout", "use_rslora", "init_lora_weights", "fan
            "astra_config", "runtime_config", "init_ia3_weights"}
 # Keys read into the method (`Lora`, `Ia3`).
 READ = {"r", "target_modules", "bias", "modules_to_save", "use_dora", "layers_to_transform", "rank_pattern",
-        "feedforward_modules"}
+        "feedforward_modules", "exclude_modules", "layers_pattern"}
 # Keys that change parameters in ways not modelled: refused when set (not null, false, empty).
-REFUSED = ("lora_bias", "exclude_modules", "target_parameters", "layers_pattern", "layer_replication",
+REFUSED = ("lora_bias", "target_parameters", "layer_replication",
            "trainable_token_indices", "megatron_config", "use_qalora", "alora_invocation_tokens", "arrow_config",
            "corda_config", "eva_config", "kasa_config", "lora_ga_config", "monteclora_config", "velora_config",
            "use_bdlora")
@@ -96,7 +96,7 @@ def load_adapter(path: Path) -> Adapter:
             feedforward = data.get("feedforward_modules")
             ia3 = Ia3(_targets(data.get("target_modules")),
                       None if feedforward is None else _names(data, "feedforward_modules"),
-                      _names(data, "modules_to_save"))
+                      _names(data, "modules_to_save"), _targets(data.get("exclude_modules"), "exclude_modules"))
         except ConfigError as error:
             raise SourceError(config_path, error.field, f"{_said(error.value)}: {error.rule}") from None
         except _Bad as bad:
@@ -106,7 +106,9 @@ def load_adapter(path: Path) -> Adapter:
         lora = Lora(r=_whole(data, "r", 8), target_modules=_targets(data.get("target_modules")),
                     bias=_text(data, "bias", "none"), modules_to_save=_names(data, "modules_to_save"),
                     use_dora=_flag(data, "use_dora"), layers_to_transform=_layers(data.get("layers_to_transform")),
-                    rank_pattern=_pattern(data.get("rank_pattern")), lora_alpha=_number(data, "lora_alpha", 8))
+                    rank_pattern=_pattern(data.get("rank_pattern")), lora_alpha=_number(data, "lora_alpha", 8),
+                    exclude_modules=_targets(data.get("exclude_modules"), "exclude_modules"),
+                    layers_pattern=_layer_names(data.get("layers_pattern")))
     except ConfigError as error:
         raise SourceError(config_path, error.field, f"{_said(error.value)}: {error.rule}") from None
     except _Bad as bad:
@@ -167,12 +169,23 @@ def _names(data: dict[str, Any], key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _targets(value: object) -> tuple[str, ...] | str | None:
+def _targets(value: object, key: str = "target_modules") -> tuple[str, ...] | str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(item, str) and item for item in value):
         return tuple(sorted(value))  # peft saves a set as a list: the order means nothing
-    raise _Bad("target_modules", f"{_said(value)}: must be a list of module names, a regular expression or null")
+    raise _Bad(key, f"{_said(value)}: must be a list of module names, a regular expression or null")
+
+
+def _layer_names(value: object) -> tuple[str, ...] | None:
+    """`layers_pattern`: a name or a list of names (empty: peft's default rule)."""
+    if value is None or value in ("", []):
+        return None
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) and item for item in value):
+        return tuple(value)
+    raise _Bad("layers_pattern", f"{_said(value)}: must be a layer list's name, a list of them or null")
 
 
 def _layers(value: object) -> tuple[int, ...] | None:

@@ -11,7 +11,10 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
   saves (its peft model adds them first); token classification and question answering add theirs after the
   adapters are made, so a target there is adapted and then cannot be saved whole: peft refuses it, as does a
   target that is a module saved, or ends in `.` and its name. `layers_to_transform` keeps the modules whose first
-  numbered segment is one of those indices, of those a name's ending picks (one named whole is adapted anyway).
+  numbered segment (after `layers_pattern`'s name, where given) is one of those indices, of those a name's ending
+  picks (one named whole is adapted anyway). `exclude_modules` holds back what it names (as targets are named),
+  before anything else is asked. A target naming a module without parameters (a dropout, an activation) or one
+  that is no Linear or Embedding is refused, as peft refuses it.
 - A targeted Linear becomes `X.base_layer.{weight,bias}`, `X.lora_A.default.weight` [r, in] and
   `X.lora_B.default.weight` [out, r] (and `X.lora_magnitude_vector.default.weight` [out] with DoRA); an
   Embedding `X.base_layer.weight`, `X.lora_embedding_A.default` [r, V] and `X.lora_embedding_B.default` [E, r].
@@ -69,6 +72,8 @@ class Lora:
     rank_pattern: tuple[tuple[str, int], ...] = ()
     lora_alpha: int = 8
     lora_dropout: float = 0.0
+    exclude_modules: tuple[str, ...] | str | None = None  # names (or a regular expression) never adapted
+    layers_pattern: tuple[str, ...] | None = None  # the layer list `layers_to_transform` counts in (`layer`)
 
     def __post_init__(self) -> None:
         for name, rank in (("r", self.r), *((f"rank_pattern[{key!r}]", value) for key, value in self.rank_pattern)):
@@ -96,6 +101,16 @@ class Lora:
             except re.error as problem:
                 raise ConfigError("rank_pattern", key, f"is not a regular expression: {problem}") from None
         _check_saved(self.modules_to_save)
+        _check_excluded(self.exclude_modules)
+        for pattern in self.layers_pattern or ():
+            try:
+                re.compile(rf"(?:^|.*?\.){pattern}\.(?P<idx>\d+)\.")
+            except re.error as problem:
+                raise ConfigError("layers_pattern", pattern, f"breaks peft's pattern for it (a regular expression): "
+                                  f"{problem}") from None
+        if self.layers_pattern and self.layers_to_transform is None:
+            raise ConfigError("layers_pattern", ",".join(self.layers_pattern), "needs layers_to_transform "
+                              "(--lora-layers): peft refuses it alone")
         if isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, int | float) or \
                 not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", self.lora_dropout, "must be a probability from 0 up to (not) 1")
@@ -130,6 +145,7 @@ class Ia3:
     target_modules: tuple[str, ...] | str | None = None
     feedforward_modules: tuple[str, ...] | None = None
     modules_to_save: tuple[str, ...] = ()
+    exclude_modules: tuple[str, ...] | str | None = None  # names (or a regular expression) never adapted
 
     def __post_init__(self) -> None:
         if isinstance(self.target_modules, str):
@@ -139,6 +155,7 @@ class Ia3:
                 raise ConfigError("target_modules", self.target_modules, f"is not a regular expression: "
                                   f"{problem}") from None
         _check_saved(self.modules_to_save)
+        _check_excluded(self.exclude_modules)
 
 
     kind = "ia3"
@@ -166,6 +183,33 @@ def _check_saved(names: tuple[str, ...]) -> None:
         except re.error as problem:
             raise ConfigError("modules_to_save", name, f"breaks peft's pattern for it (a regular expression): "
                               f"{problem}") from None
+
+
+def _check_excluded(exclude: tuple[str, ...] | str | None) -> None:
+    """`exclude_modules` as a string is a regular expression the whole name must match."""
+    if isinstance(exclude, str):
+        try:
+            re.compile(exclude)
+        except re.error as problem:
+            raise ConfigError("exclude_modules", exclude, f"is not a regular expression: {problem}") from None
+
+
+def _excluded(key: str, exclude: tuple[str, ...] | str | None) -> bool:
+    """peft's `check_target_module_exists` asks this first: the name, or one ending in `.name`, or a full match."""
+    if not exclude:
+        return False
+    return re.fullmatch(exclude, key) is not None if isinstance(exclude, str) else _named(key, exclude)
+
+
+def _layer_index(key: str, patterns: tuple[str, ...] | None) -> int | None:
+    """The layer a module is in, as `layers_to_transform` reads it: the first number after the layer list's name
+    (`layers_pattern`), or without one the first number two names in (peft's lazy `.*?`)."""
+    if not patterns:
+        found = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
+    else:
+        found = next((match for pattern in patterns
+                      if (match := re.match(rf"(?:^|.*?\.){pattern}\.(?P<idx>\d+)\.", key)) is not None), None)
+    return None if found is None else int(found.group("idx"))
 
 
 def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
@@ -324,9 +368,8 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
     wanted_names = set(linear) - _output_layer(config, modules, task) if wanted == ALL_LINEAR else None
     found: list[str] = []
     elsewhere = []  # targets in layers that `layers_to_transform` leaves out
+    excluded = False  # a target `exclude_modules` held back (peft asks it first)
     for key in [*modules, *sorted(others)]:
-        if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in guarded):
-            continue  # peft never adapts inside a module it was told to save whole before adapting
         whole = False  # named whole: peft's `check_target_module_exists` asks no layer of it
         if wanted_names is not None:
             hit = key in wanted_names
@@ -334,9 +377,14 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
             hit = re.fullmatch(wanted, key) is not None
         else:
             hit, whole = _named(key, tuple(wanted)), key in wanted
+        if hit and _excluded(key, lora.exclude_modules):
+            excluded = True
+            continue
+        if any(re.match(rf"(^|.*\.){name}($|\..*)", key) for name in guarded):
+            continue  # peft never adapts inside a module it was told to save whole before adapting
         if hit and not whole and isinstance(lora, Lora) and lora.layers_to_transform is not None:
-            index = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
-            hit = index is not None and int(index.group("idx")) in lora.layers_to_transform
+            index = _layer_index(key, lora.layers_pattern)
+            hit = index is not None and index in lora.layers_to_transform
             if not hit:
                 elsewhere.append(key)
         if hit:
@@ -345,6 +393,10 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
         layers = ", ".join(map(str, lora.layers_to_transform))
         raise ConfigError("layers_to_transform", layers, f"holds none of the targets, which {config.hf_class} has "
                           f"in layers 0 … {config.num_hidden_layers - 1} (peft refuses it)")
+    if not found and excluded:
+        said = lora.exclude_modules if isinstance(lora.exclude_modules, str) else ",".join(lora.exclude_modules or ())
+        raise ConfigError("exclude_modules", said, "holds back every target: no module is left to adapt (peft "
+                          "refuses it)")
     if not found:
         said = wanted if isinstance(wanted, str) else ", ".join(wanted)
         raise ConfigError("target_modules", said, f"matches no module of {config.hf_class} (peft refuses it); its "
