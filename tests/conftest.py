@@ -4,6 +4,7 @@ that fails any test reaching for another network address."""
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import socket
 import tempfile
@@ -90,10 +91,20 @@ def explorer_ready_first(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         monkeypatch.setattr(BertTuiApp, "run_test", ready_first(BertTuiApp.run_test))
 
 
+@pytest.fixture(scope="session")
+def _xdg_homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A new empty folder for each test, numbered here: `mktemp` for each would scan every earlier one (quadratic
+    in the number of tests)."""
+    base = tmp_path_factory.mktemp("xdg")
+    return (base / str(number) for number in itertools.count())
+
+
 @pytest.fixture(autouse=True)
-def isolated_user_presets(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point XDG_CONFIG_HOME at an empty folder so that no test reads or writes the real user presets."""
-    home = tmp_path_factory.mktemp("xdg")
+def isolated_user_presets(_xdg_homes: Iterator[Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point XDG_CONFIG_HOME at an empty folder of the test's own so that no test reads or writes the real user
+    presets (nor another test's)."""
+    home = next(_xdg_homes)
+    home.mkdir()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     return home / "bert-tui" / "presets"
 

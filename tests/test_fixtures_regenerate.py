@@ -69,6 +69,7 @@ def test_the_gpu_script_writes_the_fixtures_keys() -> None:
         assert f'"{key}"' in text, key
 
 
+@pytest.mark.slow  # (a subprocess that imports torch and builds every case: ~7 s; CI's `-m slow` runs it)
 def test_the_gpu_script_resolves_every_case_then_stops_at_the_first_cuda_call(tmp_path: Path) -> None:
     output = tmp_path / "out.json"
     done = subprocess.run([sys.executable, str(GPU_SCRIPT), str(output)], capture_output=True, text=True,

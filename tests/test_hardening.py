@@ -69,7 +69,9 @@ def test_no_color_and_16_color_terminals_start(tmp_path: Path) -> None:
         assert run.returncode == 0 and out.strip().endswith("109482240"), (env, err[-500:])
 
 
-@pytest.mark.parametrize("size", [(40, 12), (80, 24), (250, 70)])
+# each starts at its size and resizes through the others: the default run starts at 80×24, `-m slow` at the rest
+@pytest.mark.parametrize("size", [pytest.param((40, 12), marks=pytest.mark.slow), (80, 24),
+                                  pytest.param((250, 70), marks=pytest.mark.slow)])
 async def test_sizes_and_resizes_keep_the_total_reachable(size: tuple[int, int]) -> None:
     app = app_for("example-40k")
     async with app.run_test(size=size) as pilot:
