@@ -140,6 +140,19 @@ def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_ma
         assert data["adapter_file"]["held"] == data["trainable"]
 
 
+@pytest.mark.parametrize("name", ["bert-mlm-decoder-lora-only", "bert-mlm-bias-all-save-cls", "mpnet-mlm-bias-all"])
+def test_an_adapter_on_a_tied_decoder_or_with_every_bias_has_its_file_predicted(name: str) -> None:
+    """No task type (the head is the base's class): LoRA on BERT's tied decoder with `lora_only` (peft's file names
+    the decoder's bias, the tensor `cls.predictions.bias`), and `bias="all"`, whose file holds every state dict key
+    ending in `.bias` — a tied tensor's second name, a saved module's original's — but not MPNet's
+    `relative_attention_bias.weight` (tests/fixtures/adapters/, written by peft's save_pretrained)."""
+    code, out, err = run_cli("count", str(ADAPTERS / name), "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["config"]["head"] == "mlm"
+    assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["adapter_file"]["expected"]
+
+
 def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1(tmp_path: Path) -> None:
     import shutil
 

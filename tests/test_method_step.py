@@ -439,3 +439,21 @@ def test_a_frozen_body_s_peak_holds_one_layer_running_as_inference_does(head: st
     derived = replay(events).peak_allocated - spaces
     rule = compute(config, workload, method=chosen, fits=False).peak
     assert abs(rule / derived - 1) < 0.05
+
+
+@pytest.mark.parametrize(("model", "target", "module"), [
+    ("bert-base-uncased", "decoder", "cls.predictions.decoder"),  # its weight is the word table's
+    ("xlm-roberta-base", "word_embeddings", "roberta.embeddings.word_embeddings"),  # the head's decoder owns it
+    ("xlm-roberta-base", "decoder", "lm_head.decoder"),
+])
+def test_lora_on_a_module_holding_a_tied_tensor_is_counted_and_its_step_refused_by_name(model: str, target: str,
+                                                                                        module: str) -> None:
+    """peft adapts a module whose tensor is tied to another's (the count follows it: tests/fixtures/peft_params.json);
+    the step is modelled for LoRA on the word table that owns the tie only, so it is refused naming the module."""
+    from .clirun import run
+
+    code, out, err = run("count", model, "--head", "mlm", "--lora-targets", target, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["lora"]["adapted"] == [module]
+    code, out, err = run("compute", model, "--head", "mlm", "--lora-targets", target)
+    assert code == 2 and not out and f"--lora-targets {module}: holds a tensor tied to another module's" in err, err

@@ -28,7 +28,11 @@ checked against it name by name (tests/fixtures/peft_params.json, written by tes
   `classifier` wrapped `pre_classifier` and `lm_head` ELECTRA's `generator_lm_head`, and DistilBERT's
   `pre_classifier` was adapted under `all-linear`, then could not be saved whole.)
 - Everything is prefixed `base_model.model.`. A tied tensor is listed once, where `named_parameters()` meets it
-  first.
+  first, in an adapted module too (LoRA on BERT's tied decoder: its adapters follow the module, the weight stays
+  the word table's; under `lora_only` the decoder's bias trains, which is the tensor `cls.predictions.bias`).
+- peft's file (`saved_tensors`): the trained tensors without the adapter's name; under `bias="all"` every state
+  dict key ending in `.bias` (each name of a tied tensor, a saved module's original's and copy's), under
+  `lora_only` each adapted module's `base_layer.bias`.
 """
 
 from __future__ import annotations
@@ -230,10 +234,17 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
     last = {param.name.rsplit(".", 1)[0]: param.name for param in params}
     by_name = {param.name: param for param in params}
     seen: set[str] = set()
+    def vector(module: str) -> PeftParam:
+        rows, columns = by_name[f"{module}.weight"].shape
+        is_ff = any(module.endswith(name) for name in feedforward)
+        return PeftParam(f"{PREFIX}{module}.ia3_l.default", (1, columns) if is_ff else (rows, 1), True, "ia3")
+
     for param in params:
-        if param.tied_to:
-            continue
         module, local = param.name.rsplit(".", 1) if "." in param.name else ("", param.name)
+        if param.tied_to:  # listed where first met; a module's vector still follows its last tensor
+            if module in adapted and last[module] == param.name:
+                out.append(vector(module))
+            continue
         outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
         if outer is not None:
             if outer not in seen:
@@ -243,10 +254,7 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
         if module in adapted:
             out.append(PeftParam(f"{PREFIX}{module}.base_layer.{local}", param.shape, False, "base"))
             if last[module] == param.name:
-                rows, columns = by_name[f"{module}.weight"].shape
-                is_ff = any(module.endswith(name) for name in feedforward)
-                out.append(PeftParam(f"{PREFIX}{module}.ia3_l.default", (1, columns) if is_ff else (rows, 1), True,
-                                     "ia3"))
+                out.append(vector(module))
             continue
         out.append(PeftParam(f"{PREFIX}{param.name}", param.shape, False, "base"))
     return Adapted(tuple(out), tuple(targets), tuple(saved), task, aliases=_aliases(params, saved))
@@ -277,7 +285,30 @@ def adapt(tree: ParamTree, config: BertConfig, lora: Lora) -> Adapted:
     params, _, task, saved, targets = _plan(tree, config, lora, config.family.lora_targets)
     ranks = {name: _rank(lora, name) for name in targets}
     return Adapted(_peft_params(params, lora, targets, saved, ranks), tuple(targets), tuple(saved), task, ranks,
-                   lora.bias, _aliases(params, saved))
+                   lora.bias, _aliases(params, saved), _state_biases(params, targets, saved))
+
+
+def _state_biases(params: list[Param], targets: list[str], saved: list[str]
+                  ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The state dict's keys that end in `.bias`, as the peft model names them: a tied tensor under each of its
+    names (`state_dict()` keeps them all), an adapted module's under `base_layer.`, a saved module's under its
+    original's name and its copy's."""
+    adapted = set(targets)
+    keys: list[tuple[str, tuple[int, ...]]] = []
+    for param in params:
+        if not param.name.endswith(".bias") and param.name != "bias":
+            continue
+        module, _, local = param.name.rpartition(".")
+        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        if outer is not None:
+            rest = param.name[len(outer) + 1:]
+            keys += [(f"{PREFIX}{outer}.original_module.{rest}", param.shape),
+                     (f"{PREFIX}{outer}.modules_to_save.default.{rest}", param.shape)]
+        elif module in adapted:
+            keys.append((f"{PREFIX}{module}.base_layer.{local}", param.shape))
+        else:
+            keys.append((f"{PREFIX}{param.name}", param.shape))
+    return tuple(keys)
 
 
 def _aliases(params: list[Param], saved: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -422,8 +453,6 @@ def _targets(config: BertConfig, lora: Lora | Ia3, modules: dict[str, _Module], 
                               "peft cannot adapt it (it refuses the target as not supported)")
         if module is None or module.kind == "other":
             raise ConfigError("target_modules", key, "is not a Linear or an Embedding: peft cannot adapt it")
-        if any(p.tied_to for p in module.params):
-            raise ConfigError("target_modules", key, "holds a tied tensor: LoRA on it is not modelled")
     position = {name: index for index, name in enumerate(modules)}
     return sorted(found, key=position.__getitem__)
 
@@ -457,10 +486,16 @@ def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: lis
     seen: set[str] = set()
     last = {param.name.rsplit(".", 1)[0]: param.name for param in params}  # each module's last tensor
     by_name = {param.name: param for param in params}
+    # `lora_only` trains an adapted module's bias; one tied to a bias outside it is that tensor (LoRA on BERT's tied
+    # decoder trains `cls.predictions.bias`)
+    trained_elsewhere = {param.tied_to for param in params if param.tied_to and lora.bias == "lora_only"
+                         and param.name.endswith(".bias") and param.name.rpartition(".")[0] in adapted}
     for param in params:
-        if param.tied_to:
-            continue  # named_parameters() yields a tied tensor once, where it is first met
         module, local = param.name.rsplit(".", 1) if "." in param.name else ("", param.name)
+        if param.tied_to:  # named_parameters() yields a tied tensor once, where it is first met
+            if module in adapted and last[module] == param.name:  # (its adapters still follow it)
+                out += _adapters(module, by_name[f"{module}.weight"], lora, ranks[module])
+            continue
         outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
         if outer is not None:
             if outer not in seen:  # the wrapper: the original's tensors, then the copy's
@@ -473,7 +508,8 @@ def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: lis
             if last[module] == param.name:
                 out += _adapters(module, by_name[f"{module}.weight"], lora, ranks[module])
             continue
-        out.append(PeftParam(f"{PREFIX}{param.name}", param.shape, local == "bias" and lora.bias == "all", "base"))
+        out.append(PeftParam(f"{PREFIX}{param.name}", param.shape,
+                             (local == "bias" and lora.bias == "all") or param.name in trained_elsewhere, "base"))
     return tuple(out)
 
 
@@ -501,21 +537,33 @@ def saved_tensors(adapted: Adapted) -> list[tuple[str, tuple[int, ...]]]:
     original's bias and its copy's under `modules_to_save.` are written too (checked with peft 0.21.2 and 0.22.0)."""
     out = []
     for param in adapted.params:
-        if not param.trainable:
+        if not param.trainable or param.role == "base":  # (a base tensor trains only as a bias: below)
             continue
         if param.role == "copy":
             name = param.name.replace(".modules_to_save.default.", ".")
         else:
-            name = param.name.replace(".default", "")
+            name = _file_key(param.name)
             if param.role == "magnitude":
                 name = name.removesuffix(".weight")
         out.append((name, param.shape))
     out += list(adapted.aliases)
-    if adapted.bias == "all":
-        written = {name for name, _ in out}
-        out += [(name, param.shape) for param in adapted.params if "bias" in param.name
-                for name in (param.name.replace(".default", ""),) if name not in written]
+    written = {name for name, _ in out}
+    if adapted.bias == "all":  # every key of the state dict that ends in `.bias`, each of a tied tensor's names
+        out += [(name, shape) for key, shape in adapted.state_biases for name in (_file_key(key),)
+                if name not in written]
+    elif adapted.bias == "lora_only":  # each adapted module's own, by its name there
+        wanted = {f"{PREFIX}{target}.base_layer.bias" for target in adapted.targets}
+        out += [(key, shape) for key, shape in adapted.state_biases if key in wanted and key not in written]
     return out
+
+
+def _file_key(key: str) -> str:
+    """A state dict key as peft's file names it (`_remove_adapter_name_from_state_dict_key`): the adapter's name
+    dropped where it ends the key or the module path (`lora_A.default.weight` → `lora_A.weight`), kept elsewhere."""
+    if key.endswith(".default"):
+        return key.removesuffix(".default")
+    path, _, last = key.rpartition(".")
+    return f"{path.removesuffix('.default')}.{last}"
 
 
 @dataclass(frozen=True)

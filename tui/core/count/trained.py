@@ -51,6 +51,9 @@ class Adapted:
     # a saved module's tensors its copy shares within itself (BERT's `cls.predictions.decoder.bias`, the
     # predictions' `bias`): one parameter, but a key of its state dict, which peft's file holds (`saved_tensors`)
     aliases: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # every key of the peft model's state dict that names a bias (`.bias`), a tied tensor's second name included
+    # (BERT's `cls.predictions.decoder.bias`): peft's file holds them under `bias="all"` (`saved_tensors`)
+    state_biases: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def trainable(self) -> int:

@@ -139,6 +139,16 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
     if embedding:
         raise ConfigError("target_modules", embedding[0], "LoRA on this embedding is counted, but its step is "
                           "modelled on the word embeddings only (word_embeddings)")
+    tied = _tied(tree)
+    owners = set(tied.values())
+    shared = [name for name in adapted.targets if any(
+        (tensor.startswith(f"{name}.") and "." not in tensor[len(name) + 1:]) and
+        (tensor in tied or (tensor in owners and not name.endswith("word_embeddings")))
+        for tensor in (*tied, *owners))]
+    if shared:  # (the step follows LoRA on the word table that owns the tie only)
+        raise ConfigError("target_modules", shared[0], "holds a tensor tied to another module's (the word "
+                          "embeddings and the LM decoder): an adapter on it is counted, but its step is not "
+                          "modelled")
     dora_tables = [name for name in adapted.targets if name.endswith("embeddings")
                    and any(p.role == "magnitude" and p.name.removeprefix(PREFIX).startswith(f"{name}.")
                            for p in adapted.params)]
@@ -163,7 +173,6 @@ def _of_adapter(tree: ParamTree, label: str, adapted: Adapted, dropout: float) -
         if param.trainable:
             trained.add(name)
             sizes.append((name, param.numel))
-    tied = _tied(tree)
     for name, target in tied.items():
         if target in trained and target not in copies:  # (a copy's decoder is not the word table it copied)
             trained.add(name)
