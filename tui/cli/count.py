@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..core import ConfigError, build_tree
-from ..core.count.lora import AdapterComparison, compare_adapter
+from ..core.count.adapter_file import AdapterComparison, compare_adapter
 from ..core.count.trained import Adapted, FineTuning
 from ..plain import printable, prose, say
 from .common import (

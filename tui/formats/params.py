@@ -28,7 +28,7 @@ from ..core import (
     training_bytes,
 )
 from ..core.count.audit import Audit, Explanation, describe, part_name
-from ..core.count.lora import AdapterComparison
+from ..core.count.adapter_file import AdapterComparison
 from ..core.count.totals import layer_sharing
 from ..core.count.trained import Adapted, FineTuning, Trained, of_adapted
 from ..core.count.tree import LayerStack, Module, strip_body
