@@ -233,6 +233,7 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
     last = {param.name.rsplit(".", 1)[0]: param.name for param in params}
     by_name = {param.name: param for param in params}
     seen: set[str] = set()
+
     def vector(module: str) -> PeftParam:
         rows, columns = by_name[f"{module}.weight"].shape
         is_ff = any(module.endswith(name) for name in feedforward)
