@@ -245,7 +245,7 @@ def adapt_ia3(tree: ParamTree, config: BertConfig, ia3: Ia3) -> Adapted:
             if module in adapted and last[module] == param.name:
                 out.append(vector(module))
             continue
-        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        outer = _saved_in(param.name, saved)
         if outer is not None:
             if outer not in seen:
                 seen.add(outer)
@@ -299,7 +299,7 @@ def _state_biases(params: list[Param], targets: list[str], saved: list[str]
         if not param.name.endswith(".bias") and param.name != "bias":
             continue
         module, _, local = param.name.rpartition(".")
-        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        outer = _saved_in(param.name, saved)
         if outer is not None:
             rest = param.name[len(outer) + 1:]
             keys += [(f"{PREFIX}{outer}.original_module.{rest}", param.shape),
@@ -309,6 +309,11 @@ def _state_biases(params: list[Param], targets: list[str], saved: list[str]
         else:
             keys.append((f"{PREFIX}{param.name}", param.shape))
     return tuple(keys)
+
+
+def _saved_in(name: str, saved: list[str]) -> str | None:
+    """The module saved whole that holds the tensor `name`, if one does."""
+    return next((outer for outer in saved if name.startswith(f"{outer}.")), None)
 
 
 def _aliases(params: list[Param], saved: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -496,7 +501,7 @@ def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: lis
             if module in adapted and last[module] == param.name:  # (its adapters still follow it)
                 out += _adapters(module, by_name[f"{module}.weight"], lora, ranks[module])
             continue
-        outer = next((name for name in saved if param.name.startswith(f"{name}.")), None)
+        outer = _saved_in(param.name, saved)
         if outer is not None:
             if outer not in seen:  # the wrapper: the original's tensors, then the copy's
                 seen.add(outer)
