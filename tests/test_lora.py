@@ -49,7 +49,8 @@ def test_every_peft_parameter_name_shape_and_trainable_flag(case: dict[str, Any]
 def test_what_peft_refuses_is_refused_by_name(case: dict[str, Any]) -> None:
     with pytest.raises(ConfigError) as refused:
         adapted_of(case)
-    assert refused.value.field in ("target_modules", "feedforward_modules", "exclude_modules", "layers_to_transform")
+    assert refused.value.field in ("target_modules", "feedforward_modules", "exclude_modules", "layers_to_transform",
+                                   "lora_bias")
 
 
 def test_the_fixture_covers_every_family() -> None:
@@ -59,7 +60,7 @@ def test_the_fixture_covers_every_family() -> None:
 
 
 def test_a_rank_out_of_range_or_a_bad_bias_is_refused_with_its_field() -> None:
-    for keys, field in (({"r": 0}, "lora_r"), ({"bias": "some"}, "lora_bias"), ({"target_modules": "("},
+    for keys, field in (({"r": 0}, "lora_r"), ({"bias": "some"}, "bias"), ({"target_modules": "("},
                                                                                   "target_modules")):
         with pytest.raises(ConfigError) as refused:
             Lora(**keys)  # type: ignore[arg-type]
@@ -140,16 +141,18 @@ def test_an_adapter_folder_opens_on_its_base_with_its_task_heads_and_its_file_ma
         assert data["adapter_file"]["held"] == data["trainable"]
 
 
-@pytest.mark.parametrize("name", ["bert-mlm-decoder-lora-only", "bert-mlm-bias-all-save-cls", "mpnet-mlm-bias-all"])
+@pytest.mark.parametrize("name", ["bert-mlm-decoder-lora-only", "bert-mlm-bias-all-save-cls", "mpnet-mlm-bias-all",
+                                  "bert-seqcls-lora-bias"])
 def test_an_adapter_on_a_tied_decoder_or_with_every_bias_has_its_file_predicted(name: str) -> None:
     """No task type (the head is the base's class): LoRA on BERT's tied decoder with `lora_only` (peft's file names
     the decoder's bias, the tensor `cls.predictions.bias`), and `bias="all"`, whose file holds every state dict key
     ending in `.bias` — a tied tensor's second name, a saved module's original's — but not MPNet's
-    `relative_attention_bias.weight` (tests/fixtures/adapters/, written by peft's save_pretrained)."""
+    `relative_attention_bias.weight`; and `lora_bias`, lora_B's own bias as `lora_B.bias` (tests/fixtures/adapters/,
+    written by peft's save_pretrained)."""
     code, out, err = run_cli("count", str(ADAPTERS / name), "--format", "json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["config"]["head"] == "mlm"
+    assert data["config"]["head"] == ("sequence-classification" if "seqcls" in name else "mlm")
     assert data["adapter_file"]["clean"] and data["adapter_file"]["held"] == data["adapter_file"]["expected"]
 
 
@@ -171,14 +174,15 @@ def test_an_adapter_whose_file_disagrees_with_its_config_is_reported_and_exits_1
 
 @pytest.mark.parametrize(("change", "said"), [
     ({"peft_type": "PREFIX_TUNING"}, "peft_type: 'PREFIX_TUNING': only LORA and IA3 adapters are modelled"),
-    ({"lora_bias": True}, "lora_bias: True: changes the adapter's parameters"),
+    ({"target_parameters": ["weight"]}, "target_parameters: ['weight']: changes the adapter's parameters"),
+    ({"lora_bias": True, "use_dora": True}, "lora_bias: True: peft refuses a bias on lora_B with DoRA"),
     ({"r": "8"}, "r: '8': must be a whole number"),
     ({"r": 0}, "lora_r: 0: must be a whole number between 1"),
     ({"task_type": "SEQ_2_SEQ_LM"}, "task_type: 'SEQ_2_SEQ_LM': must be one of"),
     ({"base_model_name_or_path": None}, "base_model_name_or_path: is null"),
     ({"base_model_name_or_path": "../nowhere-at-all"}, "nowhere-at-all"),
     ({"target_modules": 7}, "target_modules: 7: must be a list of module names"),
-    ({"bias": "some"}, "lora_bias: 'some': must be one of"),
+    ({"bias": "some"}, "bias: 'some': must be one of"),
     ({"layer_replication": [[0, 2]]}, "layer_replication: [[0, 2]]: changes the adapter's parameters"),
     ({"exclude_modules": 7}, "exclude_modules: 7: must be a list of module names"),
     ({"exclude_modules": ["query", "value"]}, "exclude_modules query,value (adapter_config.json): holds back every"),
@@ -340,3 +344,13 @@ def test_a_saved_name_that_breaks_peft_s_pattern_is_refused_with_its_flag() -> N
         code, out, err = run_cli("count", "--preset", "bert-tiny", *argv)
         assert code == 2 and not out and err.startswith(f"bert-tui count: error: {flag} ") and "Traceback" not in err
         assert "breaks peft's pattern" in err and err.count("\n") == 1
+
+
+def test_a_bias_on_lora_b_is_counted_and_its_step_refused_by_name() -> None:
+    """peft's `lora_bias`: lora_B [out, r] gains a bias [out] that trains — BERT-tiny's query, r = 8, H = 128:
+    8·128 + 128·8 + 128 = 2,176 a layer, 2 layers (peft's rule, by hand); compute refuses it by its flag."""
+    code, out, err = run_cli("count", "bert-tiny", "--lora-targets", "query", "--lora-b-bias", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["trainable"] == 2 * (8 * 128 + 128 * 8 + 128)
+    code, out, err = run_cli("compute", "bert-tiny", "--lora-targets", "query", "--lora-b-bias")
+    assert code == 2 and not out and "--lora-b-bias: a bias on lora_B is counted, but its step is not modelled" in err

@@ -68,6 +68,7 @@ def draw(rng: random.Random) -> tuple[BertConfig, bool, dict[str, Any]] | None:
         spec["r"] = rng.randint(1, 4)
         spec["bias"] = rng.choice(["none", "all", "lora_only"])
         spec["use_dora"] = rng.random() < 0.2
+        spec["lora_bias"] = rng.random() < 0.1
         if rng.random() < 0.15 and isinstance(spec.get("target_modules"), list):
             spec["layers_to_transform"] = [rng.randint(0, 2)]
             if rng.random() < 0.5:

@@ -166,6 +166,8 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
                        "whole module name must match (peft's string form)")
     group.add_argument("--lora-bias", choices=BIASES, help="bias: none (default), all (every bias trains) or "
                        "lora_only (the adapted modules' biases)")
+    group.add_argument("--lora-b-bias", action="store_true", default=None, help="lora_bias: a trained bias on each "
+                       "adapter's lora_B (out features; not with DoRA or on an Embedding)")
     group.add_argument("--lora-save", metavar="NAMES", help="modules_to_save: modules trained whole (a copy beside "
                        "the frozen original), comma-separated; the task type adds peft's own (classifier and score "
                        "for sequence and token classification, qa_outputs for question answering)")
@@ -198,8 +200,9 @@ def add_lora(parser: argparse.ArgumentParser) -> None:
     ia3.add_argument("--ia3-exclude", metavar="NAMES", help="exclude_modules: modules never adapted, as for LoRA")
 
 
-LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_save", "lora_layers",
-              "lora_layers_pattern", "lora_exclude", "lora_rank_pattern", "lora_alpha", "lora_dropout", "dora")
+LORA_FLAGS = ("lora_r", "lora_targets", "lora_targets_regex", "lora_bias", "lora_b_bias", "lora_save",
+              "lora_layers", "lora_layers_pattern", "lora_exclude", "lora_rank_pattern", "lora_alpha", "lora_dropout",
+              "dora")
 
 
 IA3_FLAGS = ("ia3", "ia3_targets", "ia3_feedforward", "ia3_save", "ia3_exclude")
@@ -324,12 +327,14 @@ def lora_of(args: argparse.Namespace) -> Lora | None:
                     lora_alpha=8 if args.lora_alpha is None else whole("--lora-alpha", args.lora_alpha),
                     lora_dropout=0.0 if args.lora_dropout is None else fraction("--lora-dropout", args.lora_dropout),
                     exclude_modules=names("--lora-exclude", args.lora_exclude) or None,
-                    layers_pattern=names("--lora-layers-pattern", args.lora_layers_pattern) or None)
+                    layers_pattern=names("--lora-layers-pattern", args.lora_layers_pattern) or None,
+                    lora_bias=bool(args.lora_b_bias))
     except ConfigError as error:  # (the Lora is not made: its regular expression may be what is refused)
-        raise UsageError(f"{lora_flag(error.field, targets)} {printable(str(error.value))}: {error.rule}") from None
+        value = "" if error.value is True else f" {printable(str(error.value))}"  # (a flag given names itself)
+        raise UsageError(f"{lora_flag(error.field, targets)}{value}: {error.rule}") from None
 
 
-LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-bias", "target_modules": "--lora-targets",
+LORA_FLAG_OF = {"lora_r": "--lora-r", "lora_bias": "--lora-b-bias", "target_modules": "--lora-targets",
                 "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--lora-layers", "use_dora": "--dora",
                 "modules_to_save": "--lora-save", "r": "--lora-r", "bias": "--lora-bias", "lora_alpha": "--lora-alpha",
                 "lora_dropout": "--lora-dropout", "exclude_modules": "--lora-exclude",

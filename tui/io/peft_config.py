@@ -3,7 +3,7 @@
 
 What the config decides about parameters is read into `tui.core.count.lora.Lora`; every other key is either one
 that changes no parameter (`lora_alpha`, `lora_dropout`, `use_rslora`, `init_lora_weights`, ...), or one this
-reader refuses by name when it is set (another PEFT method than LoRA, `lora_bias`, `target_parameters`,
+reader refuses by name when it is set (another PEFT method than LoRA, `target_parameters`,
 `layer_replication`, `trainable_token_indices`, ...): never counted wrong.
 The file is read bounded and parsed strictly (`tui.io.files`), as a config.json is.
 """
@@ -31,9 +31,9 @@ NEUTRAL = {"lora_alpha", "lora_dropout", "use_rslora", "init_lora_weights", "fan
            "astra_config", "runtime_config", "init_ia3_weights"}
 # Keys read into the method (`Lora`, `Ia3`).
 READ = {"r", "target_modules", "bias", "modules_to_save", "use_dora", "layers_to_transform", "rank_pattern",
-        "feedforward_modules", "exclude_modules", "layers_pattern"}
+        "feedforward_modules", "exclude_modules", "layers_pattern", "lora_bias"}
 # Keys that change parameters in ways not modelled: refused when set (not null, false, empty).
-REFUSED = ("lora_bias", "target_parameters", "layer_replication",
+REFUSED = ("target_parameters", "layer_replication",
            "trainable_token_indices", "megatron_config", "use_qalora", "alora_invocation_tokens", "arrow_config",
            "corda_config", "eva_config", "kasa_config", "lora_ga_config", "monteclora_config", "velora_config",
            "use_bdlora")
@@ -108,7 +108,7 @@ def load_adapter(path: Path) -> Adapter:
                     use_dora=_flag(data, "use_dora"), layers_to_transform=_layers(data.get("layers_to_transform")),
                     rank_pattern=_pattern(data.get("rank_pattern")), lora_alpha=_number(data, "lora_alpha", 8),
                     exclude_modules=_targets(data.get("exclude_modules"), "exclude_modules"),
-                    layers_pattern=_layer_names(data.get("layers_pattern")))
+                    layers_pattern=_layer_names(data.get("layers_pattern")), lora_bias=_flag(data, "lora_bias"))
     except ConfigError as error:
         raise SourceError(config_path, error.field, f"{_said(error.value)}: {error.rule}") from None
     except _Bad as bad:

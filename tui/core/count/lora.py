@@ -77,6 +77,7 @@ class Lora:
     lora_dropout: float = 0.0
     exclude_modules: tuple[str, ...] | str | None = None  # names (or a regular expression) never adapted
     layers_pattern: tuple[str, ...] | None = None  # the layer list `layers_to_transform` counts in (`layer`)
+    lora_bias: bool = False  # a trained bias on each lora_B ([out]): peft's `lora_bias`, not `bias`
 
     def __post_init__(self) -> None:
         for name, rank in (("r", self.r), *((f"rank_pattern[{key!r}]", value) for key, value in self.rank_pattern)):
@@ -84,7 +85,9 @@ class Lora:
                 raise ConfigError(f"lora_{name}" if name == "r" else name, rank,
                                   f"must be a whole number between 1 and {MAX_RANK:,}")
         if self.bias not in BIASES:
-            raise ConfigError("lora_bias", self.bias, f"must be one of: {', '.join(BIASES)}")
+            raise ConfigError("bias", self.bias, f"must be one of: {', '.join(BIASES)}")
+        if self.lora_bias and self.use_dora:
+            raise ConfigError("lora_bias", True, "peft refuses a bias on lora_B with DoRA (use_dora)")
         if isinstance(self.target_modules, str):
             if self.target_modules != ALL_LINEAR:
                 try:
@@ -136,6 +139,8 @@ class Lora:
                 "use_dora": self.use_dora}
 
     def step_refusal(self) -> ConfigError | None:
+        if self.lora_bias:
+            return ConfigError("lora_bias", True, "a bias on lora_B is counted, but its step is not modelled")
         return None
 
 
@@ -521,12 +526,16 @@ def _peft_params(params: list[Param], lora: Lora, targets: list[str], saved: lis
 def _adapters(module: str, weight: Param, lora: Lora, rank: int) -> list[PeftParam]:
     rows, columns = weight.shape
     if weight.kind == "embedding":  # DoRA's magnitude: one per embedding dimension
+        if lora.lora_bias:
+            raise ConfigError("lora_bias", True, f"peft refuses a bias on lora_B for an Embedding ({module})")
         adapters = [PeftParam(f"{PREFIX}{module}.lora_embedding_A.default", (rank, rows), True, "lora_A"),
                     PeftParam(f"{PREFIX}{module}.lora_embedding_B.default", (columns, rank), True, "lora_B")]
         out_features = columns
     else:  # DoRA's magnitude: one per output feature
         adapters = [PeftParam(f"{PREFIX}{module}.lora_A.default.weight", (rank, columns), True, "lora_A"),
                     PeftParam(f"{PREFIX}{module}.lora_B.default.weight", (rows, rank), True, "lora_B")]
+        if lora.lora_bias:
+            adapters.append(PeftParam(f"{PREFIX}{module}.lora_B.default.bias", (rows,), True, "lora_B"))
         out_features = rows
     if lora.use_dora:
         adapters.append(PeftParam(f"{PREFIX}{module}.lora_magnitude_vector.default.weight", (out_features,), True,
