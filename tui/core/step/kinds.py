@@ -108,6 +108,11 @@ class SavesOnly:
     def flops(self, component: str) -> Iterator[Flop]:
         return iter(())
 
+    def ops(self, step: Step) -> tuple[str, ...]:
+        """The ops the forward runs for it, as the allocation order names its rules (`emulation_ops`): none for
+        a tensor kept, a mask or a branch; a kind that runs an op of its own says which."""
+        return ()
+
     def saves(self, step: Step) -> Iterator[Saved]:  # pragma: no cover - each kind says what it saves
         raise NotImplementedError
 
@@ -139,6 +144,15 @@ class Keep(SavesOnly):
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.keep(self, step)
+
+
+@dataclass(frozen=True, slots=True)
+class Act(Keep):
+    """An activation (GELU, gelu_new): one op, which saves what a `Keep` says (its input; gelu_new's pieces are
+    further `Keep`s beside it) and walks as one."""
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("activation",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +207,9 @@ class Norm(SavesOnly):
             yield step.saved(f"{self.name} input", (self.rows, self.width), self.size)
         yield step.saved(f"{self.name} mean and rstd", (self.rows,), "stats", 2)
 
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("norm",)
+
     def walk(self, walker: Walker, step: Step) -> None:
         walker.norm(self, step)
 
@@ -208,6 +225,9 @@ class Drop(SavesOnly):
 
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved(self.what, self.factors, step.c.mask(step.size(self.of)))
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("dropout",) if step.workload.train else ()  # (in eval mode dropout is its input: no op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +256,9 @@ class Linear:
 
     def flops(self, component: str) -> Iterator[Flop]:
         yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef, recomputed=self.recomputed)
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("linear",) * self.coef
 
     def held_input(self, step: Step) -> bool:
         """Whether its input is held already, not kept again: the layer's, while checkpointing recomputes it."""
@@ -274,6 +297,9 @@ class Product:
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("product",)
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.product(self, step)
@@ -349,6 +375,9 @@ class Attention:
             yield step.saved("values: a view of the Q/K/V projection's whole output", ("n", "H"), "compute", 3)
         else:
             yield step.saved("queries, keys, values (split into heads)", ("n", "H"), "compute", 3)
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("attention",)  # (eager or a fused kernel: the op's own rules choose)
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.attention(self, step)
@@ -449,8 +478,14 @@ class Projection(SavesOnly):
         walker.projection(self, step)
 
 
-Module = Union[Keep, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression, SpanLoss,
-               ShiftedLabels, Flows, Projection]
+Module = Union[Keep, Act, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression,
+               SpanLoss, ShiftedLabels, Flows, Projection]
+
+
+def ops(modules: tuple[Module, ...], step: Step) -> tuple[str, ...]:
+    """The ops the forward runs for `modules` (those whose condition holds), in order: what the allocation order
+    derives op by op (`tui.core.step.emulation_ops`) must run the same (tests/test_kinds.py)."""
+    return tuple(op for module in modules if step.holds(module.when) for op in module.ops(step))
 
 
 def flops(component: str, modules: tuple[Module, ...], step: Step) -> Iterator[Flop]:

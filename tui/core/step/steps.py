@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..config import BertConfig
 from .kinds import (
+    Act,
     Attention,
     Branch,
     CrossEntropy,
@@ -92,7 +93,7 @@ ADD_AND_NORM = (Drop("attention output dropout mask", ("n", "H")),
 FFN: Modules = (
     Linear("feed-forward up (intermediate)", "n", "H", "I", input="FFN input (attention LayerNorm output)",
            weight=None, names=(UP,), x="stream"),
-    Keep("GELU input", ("n", "I")),
+    Act("GELU input", ("n", "I")),
     Linear("feed-forward down (output)", "n", "I", "H", input="FFN down input (GELU output)", weight=None,
            names=(DOWN,)),
     Drop("output dropout mask", ("n", "H")),
@@ -116,10 +117,10 @@ GELU_NEW = "gelu_new: its input and 3 intermediates"
 def gelu_new(prefix: str, width: str) -> Modules:
     """What `gelu_new` saves over n × `width`: on the CPU four tensors in the compute dtype; under CUDA autocast,
     whose float32 list holds `pow`, its input cast up for the cube and the float32 results downstream of it."""
-    return (Keep(f"{prefix}{GELU_NEW}", ("n", width), coef=4, when=("!cuda_autocast",)),
+    return (Act(f"{prefix}{GELU_NEW}", ("n", width), coef=4, when=("!cuda_autocast",)),
             Keep(f"{prefix}gelu_new: its input in float32 (pow), tanh and 1 + tanh", ("n", width), 4, coef=3,
                  when=("cuda_autocast",)),
-            Keep(f"{prefix}gelu_new: half its input", ("n", width), when=("cuda_autocast",)))
+            Act(f"{prefix}gelu_new: half its input", ("n", width), when=("cuda_autocast",)))  # (the op once)
 # Autocast casts a weight once per forward (its cache): a stored layer run L/G times keeps one set of copies.
 ALBERT_STORED: Modules = (
     Keep("16-bit copies of the Linear weights (one set per stored layer)", ("S", "H", "H"), coef=4, when=("amp",)),
@@ -179,7 +180,7 @@ def lm_head(width: str = "H", causal: bool = False, gelu: Modules = ()) -> Modul
         Branch("encoder"),
         Linear("LM transform dense", "n", "H", width, input="LM transform input (last hidden state)",
                size="stream", held=HELD, names=("cls.predictions.transform.dense|lm_head.dense",)),
-        *(gelu or (Keep("LM transform GELU input", ("n", width)),)),
+        *(gelu or (Act("LM transform GELU input", ("n", width)),)),
         Norm("LM transform LayerNorm", width=width, size="cast_norm",
              module="cls.predictions.transform.LayerNorm|lm_head.layer_norm"),
         Linear("LM decoder", "n", width, "V", input="LM decoder input", size="stream",
@@ -334,19 +335,19 @@ ELECTRA_HEADS: dict[str, Modules] = {
     "pretraining": (
         Linear("discriminator dense", "n", "H", "H", input="discriminator input (last hidden state)",
                size="stream", names=("discriminator_predictions.dense",)),
-        Keep("discriminator GELU input", ("n", "H")),
+        Act("discriminator GELU input", ("n", "H")),
         Linear("discriminator prediction", "n", "H", "1", input="prediction input (GELU output)",
                names=("discriminator_predictions.dense_prediction",)),
         Keep("logits (binary cross-entropy input)", ("n",), "loss"),
         Keep("labels as float32", ("n",), 4),
     ),
-    "sequence-classification": classification_head(Keep("GELU input", ("b'", "H"))),
+    "sequence-classification": classification_head(Act("GELU input", ("b'", "H"))),
     "token-classification": TOKENS,
     "question-answering": SPANS,
     "multiple-choice": (
         Linear("sequence summary", "b'", "H", "H", weight=None, names=(SUMMARY,), x="stream", held=HELD),
         *first_token(SUMMARY),
-        Keep("summary GELU input", ("b'", "H")),
+        Act("summary GELU input", ("b'", "H")),
         Drop("dropout mask", ("b'", "H")),
         Linear("choice classifier", "b'", "H", "1", input="classifier input", names=CLASSIFIER),
         CrossEntropy(("b",), "c"),
