@@ -51,24 +51,37 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
 
 # The allocation order's rule for each op a kind names (`Module.ops`), as `emulation_ops.Run` and its rooms name them
 OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
-            "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation"}
+            "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_tanh": "activation"}
 
 
-def _layer_ops(config: typing.Any, workload: typing.Any) -> list[list[str]]:
-    """The ops each encoder layer of the derived allocation order runs, outermost only (a Linear's casts and
-    products are its own), a dropout only where it does something (in eval mode it gives its input back)."""
+def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[list[str]], list[str]]:
+    """The ops each encoder layer of the derived allocation order runs, and those its head runs (the pooler
+    included), outermost only (a Linear's casts and products are its own), a dropout only where it does
+    something (in eval mode it gives its input back)."""
     from tui.core.step.allocations import emulator
 
     run = emulator(config, workload)
-    layers: list[list[str]] = []
+    parts: list[list[str]] = []
     depth = [0]
 
     def traced(rule: str, op: str) -> None:
         inner = getattr(run, rule)
 
         def call(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-            if layers and depth[0] == 1 and (op != "dropout" or run.train):
-                layers[-1].append(op)
+            if parts and depth[0] == 1 and (op != "dropout" or run.train):
+                parts[-1].append(op)
+            depth[0] += 1
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+        setattr(run, rule, call)
+
+    def part(rule: str) -> None:
+        inner = getattr(run, rule)
+
+        def call(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
+            parts.append([])
             depth[0] += 1
             try:
                 return inner(*args, **kwargs)
@@ -78,26 +91,19 @@ def _layer_ops(config: typing.Any, workload: typing.Any) -> list[list[str]]:
 
     for rule, op in OP_RULES.items():
         traced(rule, op)
-    layer = run._layer
-
-    def one_layer(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-        layers.append([])
-        depth[0] += 1
-        try:
-            return layer(*args, **kwargs)
-        finally:
-            depth[0] -= 1
-    run._layer = one_layer  # type: ignore[method-assign]
+    part("_layer")
+    part("_head")
     run.run(1)
-    return layers
+    return parts[:-1], parts[-1]
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet"])
-def test_a_layer_of_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
-    """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`: FLOPs and saved
-    tensors are theirs) and the op order the allocation order derives (`BertRun._layer`, which BERT's code and the
-    families built like it run), in every precision and kernel, training and inference. (ModernBERT's and
-    DeBERTa's runs write their layers apart, not yet traced here.)"""
+def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
+    """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`; FLOPs and saved
+    tensors are theirs too) and the op order the allocation order derives (BERT's run, which BERT's code and the
+    families built like it follow), layer by layer and for every head with its pooler, in every precision and
+    kernel, training and inference. (ModernBERT's and DeBERTa's runs write theirs apart, not traced yet.)"""
+    from tui.core.config import FAMILIES
     from tui.core.step.allocations import covers
     from tui.core.step.compute import _step
     from tui.core.step.layouts import STEPS
@@ -105,8 +111,8 @@ def test_a_layer_of_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_
 
     from .test_fixtures_regenerate import FIXTURES, script
 
-    compared = 0
-    for head in ("none", "sequence-classification"):
+    layout, compared = STEPS[family], 0
+    for head in FAMILIES[family].heads:
         config = script(FIXTURES / "generate_compute.py").family_config(family, head)
         for precision in ("fp32", "bf16", "amp-bf16"):
             for attention in ("eager", "sdpa"):
@@ -115,9 +121,12 @@ def test_a_layer_of_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_
                                         device="cuda")
                     if covers(config, workload):
                         continue
-                    named = list(kinds.ops(STEPS[family].layer, _step(config, workload, Conventions.of(workload))))
-                    run = _layer_ops(config, workload)
-                    assert len(run) == config.num_hidden_layers  # (ALBERT: its stored layers run L times)
-                    assert all(ops == named for ops in run), (head, precision, attention, mode, run[0], named)
+                    step = _step(config, workload, Conventions.of(workload))
+                    layers, head_ops = _run_ops(config, workload)
+                    named = list(kinds.ops(layout.layer, step))
+                    assert len(layers) == config.num_hidden_layers  # (ALBERT: its stored layers run L times)
+                    assert all(ops == named for ops in layers), (head, precision, attention, mode, layers[0], named)
+                    pooler = layout.pooler if config.has_pooler else ()
+                    assert head_ops == list(kinds.ops((*pooler, *layout.heads[head]), step)), (head, precision, mode)
                     compared += 1
     assert compared >= 12

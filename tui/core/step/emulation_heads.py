@@ -68,8 +68,7 @@ class Heads(Linears):
         """The first token's state (a view), a Linear, tanh (ELECTRA's summary: gelu, saving its input)."""
         t, rows, h = self.tape, self.b, self.h
         pooled, dense = self._dense(self.pooler, x, x_node, rows, h, select=self.n * h)
-        act = t.new(rows * h * self.lp)
-        act_node = t.node(self._grads(rows * h * self.lp), [dense], [pooled if self.fw.head_activation == "gelu" else act])
+        act, act_node = self._head_activation(pooled, dense)
         t.drop(pooled)
         if self.c.has_pooler:  # (the body's pooler: the model returns, its locals go)
             t.drop(*self.model_locals)
@@ -183,17 +182,11 @@ class Heads(Linears):
         view), dropout, dense, tanh, dropout, out_proj; the encoder's output goes as the model's forward
         returns."""
         t, b, h, labels = self.tape, self.b, self.h, self.c.num_labels
-        if self.train:
-            dropped, mask = t.new(b * h * self.f), t.new(b * h)
-            drop_node = t.node(self._grads(b * h * self.f, select=self.n * h * self.f), [x_node], [mask])
-            t.drop(mask)
-            dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h)
-        else:  # (eval: the first token's state, a view, as it is)
-            dropped, drop_node = t.hold(x), x_node
-            dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h, select=self.n * h)
+        # (in eval mode the first token's state, a view, as it is: the dense selects it)
+        dropped, drop_node = self._dropout(x, x_node, view=b * h * self.f, select=self.n * h * self.f)
+        dense, dense_node = self._dense(self.pooler, dropped, drop_node, b, h, select=0 if self.train else self.n * h)
         t.drop(dropped)
-        act = t.new(b * h * self.lp)  # RoBERTa's tanh saves its output; ELECTRA's gelu, its input
-        act_node = t.node(self._grads(b * h * self.lp), [dense_node], [dense if self.fw.head_activation == "gelu" else act])
+        act, act_node = self._head_activation(dense, dense_node)  # (RoBERTa's tanh, ELECTRA's gelu)
         t.drop(dense)
         logits, head = self._classify(act, act_node, b, labels)
         if not self.train:

@@ -180,6 +180,16 @@ class Run:
         where a Linear projected them, ELECTRA's)."""
         return x.nbytes // (self.n * (self.h if self.projected and self.fw.projection != "always" else self.e))
 
+    def _tanh(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """tanh (one op, saving its output: the pooler's, RoBERTa's classification head's)."""
+        out = self.tape.new(x.nbytes)
+        return out, self.tape.node(self._grads(x.nbytes), [x_node], [out])
+
+    def _head_activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """A pooler's or classification head's activation: tanh, or GELU where the family's head takes it
+        (ELECTRA's)."""
+        return self._activation(x, x_node) if self.fw.head_activation == "gelu" else self._tanh(x, x_node)
+
     def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
         `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
@@ -230,15 +240,17 @@ class Run:
         t.drop(mean, rstd, wide)
         return out, node
 
-    def _dropout(self, x: Storage, x_node: Node, element: int = 0, view: int = 0) -> tuple[Storage, Node]:
+    def _dropout(self, x: Storage, x_node: Node, element: int = 0, view: int = 0, select: int = 0
+                 ) -> tuple[Storage, Node]:
         """Dropout of `x`, whose elements are `element` bytes (default the model's), keeping a byte mask (in eval
-        mode none: `x` itself); `view`: the bytes of the view of `x` it reads."""
+        mode none: `x` itself); `view`: the bytes of the view of `x` it reads (`select`: the bytes of the tensor
+        that view selects from, whose gradient its backward makes)."""
         t = self.tape
         if not self.train:
             return t.hold(x), x_node
         size = view or x.nbytes
         out, mask = t.new(size), t.new(size // (element or self.f))
-        node = t.node(self._grads(size), [x_node], [mask])
+        node = t.node(self._grads(size, select=select), [x_node], [mask])
         t.drop(mask)
         return out, node
 

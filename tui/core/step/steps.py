@@ -170,7 +170,7 @@ def first_token(module: str = "") -> Modules:
 FIRST_TOKEN = first_token()
 POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None, names=("pooler.dense",), held=HELD,
                           x="stream"),
-                   *first_token("pooler.dense"), Keep("tanh output", ("b'", "H"), storage=POOLED))
+                   *first_token("pooler.dense"), Act("tanh output", ("b'", "H"), storage=POOLED))
 
 
 def lm_head(width: str = "H", causal: bool = False, gelu: Modules = ()) -> Modules:
@@ -300,7 +300,7 @@ BERT_HEADS: dict[str, Modules] = {
 ROBERTA_HEADS: dict[str, Modules] = {
     **{head: BERT_HEADS[head] for head in ("none", "mlm", "causal-lm", "token-classification",
                                            "question-answering", "multiple-choice")},
-    "sequence-classification": classification_head(Keep("tanh output", ("b'", "H"))),
+    "sequence-classification": classification_head(Act("tanh output", ("b'", "H"))),
 }
 # DistilBERT's classifiers: `pre_classifier` on the first token, ReLU, dropout, the classifier.
 DISTILBERT_CLASSIFIER: Modules = (
@@ -308,7 +308,7 @@ DISTILBERT_CLASSIFIER: Modules = (
     Keep("last hidden state (kept whole by the first token's view)", ("n", "H"), "stream", when=("!cast_inputs",),
          for_weights=("pre_classifier",), storage=HELD),
     Linear("pre_classifier", "b'", "H", "H", weight=None, names=("pre_classifier",), x="stream", held=HELD),
-    Keep("ReLU output", ("b'", "H")),
+    Act("ReLU output", ("b'", "H")),
     Drop("dropout mask", ("b'", "H")),
 )
 DISTILBERT_HEADS: dict[str, Modules] = {
