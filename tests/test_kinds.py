@@ -54,10 +54,10 @@ OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attenti
             "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_tanh": "activation"}
 
 
-def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[list[str]], list[str]]:
-    """The ops each encoder layer of the derived allocation order runs, and those its head runs (the pooler
-    included), outermost only (a Linear's casts and products are its own), a dropout only where it does
-    something (in eval mode it gives its input back)."""
+def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[list[str]], list[str]]:
+    """The ops the derived allocation order runs before the first layer (the embeddings, ALBERT's projection),
+    in each encoder layer, and in the head (the pooler included): outermost only (a Linear's casts and products
+    are its own), a dropout only where it does something (in eval mode it gives its input back)."""
     from tui.core.step.allocations import emulator
 
     run = emulator(config, workload)
@@ -82,19 +82,20 @@ def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[list[str]],
 
         def call(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
             parts.append([])
-            depth[0] += 1
+            outer, depth[0] = depth[0], 1  # (a part's own ops are its outermost: a layer's within the forward)
             try:
                 return inner(*args, **kwargs)
             finally:
-                depth[0] -= 1
+                depth[0] = outer
         setattr(run, rule, call)
 
     for rule, op in OP_RULES.items():
         traced(rule, op)
+    part("_forward")
     part("_layer")
     part("_head")
     run.run(1)
-    return parts[:-1], parts[-1]
+    return parts[0], parts[1:-1], parts[-1]
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet"])
@@ -102,7 +103,8 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
     """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`; FLOPs and saved
     tensors are theirs too) and the op order the allocation order derives (BERT's run, which BERT's code and the
     families built like it follow), layer by layer and for every head with its pooler, in every precision and
-    kernel, training and inference. (ModernBERT's and DeBERTa's runs write theirs apart, not traced yet.)"""
+    kernel, training and inference, the embeddings too but their lookups (which the run writes inline: no op of
+    its own yet). (ModernBERT's and DeBERTa's runs write theirs apart, not traced yet.)"""
     from tui.core.config import FAMILIES
     from tui.core.step.allocations import covers
     from tui.core.step.compute import _step
@@ -122,7 +124,8 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
                     if covers(config, workload):
                         continue
                     step = _step(config, workload, Conventions.of(workload))
-                    layers, head_ops = _run_ops(config, workload)
+                    before, layers, head_ops = _run_ops(config, workload)
+                    assert before == list(kinds.ops(layout.embeddings, step)), (head, precision, mode)
                     named = list(kinds.ops(layout.layer, step))
                     assert len(layers) == config.num_hidden_layers  # (ALBERT: its stored layers run L times)
                     assert all(ops == named for ops in layers), (head, precision, attention, mode, layers[0], named)

@@ -110,7 +110,8 @@ class SavesOnly:
 
     def ops(self, step: Step) -> tuple[str, ...]:
         """The ops the forward runs for it, as the allocation order names its rules (`emulation_ops`): none for
-        a tensor kept, a mask or a branch; a kind that runs an op of its own says which."""
+        a tensor kept, a mask or a branch (nor yet for a lookup or a loss, which the run writes inline); a kind
+        that runs an op of its own says which."""
         return ()
 
     def saves(self, step: Step) -> Iterator[Saved]:  # pragma: no cover - each kind says what it saves
