@@ -51,7 +51,8 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
 
 # The allocation order's rule for each op a kind names (`Module.ops`), as `emulation_ops.Run` and its rooms name them
 OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
-            "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_tanh": "activation"}
+            "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_gelu": "activation",
+            "_tanh": "activation"}
 
 
 def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[list[str]], list[str]]:

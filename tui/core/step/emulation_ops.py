@@ -188,15 +188,19 @@ class Run:
     def _head_activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """A pooler's or classification head's activation: tanh, or GELU where the family's head takes it
         (ELECTRA's)."""
-        return self._activation(x, x_node) if self.fw.head_activation == "gelu" else self._tanh(x, x_node)
+        return self._gelu(x, x_node) if self.fw.head_activation == "gelu" else self._tanh(x, x_node)
+
+    def _gelu(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
+        """gelu (one op, saving its input)."""
+        out = self.tape.new(x.nbytes)
+        return out, self.tape.node(self._grads(x.nbytes), [x_node], [x])
 
     def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
-        """gelu (one op, saving its input), or ALBERT's gelu_new written out in Python (NewGELUActivation:
+        """The feed-forward's activation: gelu, or ALBERT's gelu_new written out in Python (NewGELUActivation:
         `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
         t, size = self.tape, x.nbytes
         if self.fw.activation != "gelu_new":
-            out = t.new(size)
-            return out, t.node(self._grads(size), [x_node], [x])
+            return self._gelu(x, x_node)
         # (under autocast pow runs in float32, on a copy of the 16-bit x: from there on every op is float32)
         wide = size // self.lp * FLOAT if self.amp else size
         half = t.new(size)
