@@ -102,10 +102,10 @@ def bare(parts: tuple[Spec, ...], values: Mapping[str, int], facts: Mapping[str,
     def walk(prefix: str, specs: tuple[Spec, ...], engine: _Engine) -> None:
         for spec in specs:
             if isinstance(spec, Stack):
-                first = _mentions(spec.layer, "first")
+                distinct_first = _mentions(spec.layer, "first")
                 for index in range(engine.size(spec.length)):
-                    inner = _Engine(values, {**facts, "first": index == 0}) if first else engine
-                    walk(f"{prefix}{spec.name}.{index}.", spec.layer.children, inner)
+                    walk(f"{prefix}{spec.name}.{index}.", spec.layer.children,
+                         engine.in_layer(index, distinct_first))
             elif not engine.holds(spec.when):
                 continue
             elif isinstance(spec, B):
@@ -148,6 +148,10 @@ class _Engine:
                 return Module(name, spec.name, self.stack(f"{name}.{stack.name}", stack))
         return Module(name, spec.name, tuple(self.children(f"{name}.", spec.children)))
 
+    def in_layer(self, index: int, distinct_first: bool) -> _Engine:
+        """The engine for layer `index` of a stack: the `first` fact holds in layer 0 where the layer reads it."""
+        return _Engine(self.values, {**self.facts, "first": index == 0}) if distinct_first else self
+
     def stack(self, name: str, stack: Stack) -> LayerStack:
         """The layers, each built when first looked at (`LayerStack`); a layer may hold a Stack of its own."""
         layer = stack.layer
@@ -156,7 +160,7 @@ class _Engine:
 
         def build_layer(layer_name: str) -> Module:
             index = layer_name.rsplit(".", 1)[-1]
-            engine = _Engine(self.values, {**self.facts, "first": index == "0"}) if distinct_first else self
+            engine = self.in_layer(int(index), distinct_first)
             match layer.children:
                 case (Stack() as inner,):
                     return Module(layer_name, f"{stack.name}.{index}", engine.stack(f"{layer_name}.{inner.name}", inner))

@@ -149,8 +149,8 @@ class Keep(SavesOnly):
 
 @dataclass(frozen=True, slots=True)
 class Act(Keep):
-    """An activation (GELU, gelu_new): one op, which saves what a `Keep` says (its input; gelu_new's pieces are
-    further `Keep`s beside it) and walks as one."""
+    """An activation (GELU and gelu_new save their input, tanh and ReLU their output): one op, which saves what
+    a `Keep` says (gelu_new's other pieces are `Keep`s beside it) and walks as one."""
 
     def ops(self, step: Step) -> tuple[str, ...]:
         return ("activation",)
