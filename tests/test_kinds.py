@@ -52,7 +52,8 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
 # The allocation order's rule for each op a kind names (`Module.ops`), as `emulation_ops.Run` and its rooms name them
 OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
             "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_gelu": "activation",
-            "_tanh": "activation"}
+            "_tanh": "activation", "_lookup": "lookup", "_cross_entropy": "cross_entropy", "_mse": "mse",
+            "_binary_cross_entropy": "binary_cross_entropy"}
 
 
 def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[list[str]], list[str]]:
@@ -103,9 +104,8 @@ def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[
 def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
     """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`; FLOPs and saved
     tensors are theirs too) and the op order the allocation order derives (BERT's run, which BERT's code and the
-    families built like it follow), layer by layer and for every head with its pooler, in every precision and
-    kernel, training and inference, the embeddings too but their lookups (which the run writes inline: no op of
-    its own yet). (ModernBERT's and DeBERTa's runs write theirs apart, not traced yet.)"""
+    families built like it follow), layer by layer and for every head with its pooler and its loss (one label:
+    MSE), in every precision and kernel, training and inference, the embeddings' lookups too."""
     from tui.core.config import FAMILIES
     from tui.core.step.allocations import covers
     from tui.core.step.compute import _step
@@ -115,8 +115,10 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
     from .test_fixtures_regenerate import FIXTURES, script
 
     layout, compared = STEPS[family], 0
-    for head in FAMILIES[family].heads:
-        config = script(FIXTURES / "generate_compute.py").family_config(family, head)
+    configs = [script(FIXTURES / "generate_compute.py").family_config(family, head) for head in FAMILIES[family].heads]
+    configs += [config.replace(num_labels=1) for config in configs if config.head == "sequence-classification"]
+    for config in configs:
+        head = config.head
         for precision in ("fp32", "bf16", "amp-bf16"):
             for attention in ("eager", "sdpa"):
                 for mode in ("train", "inference"):

@@ -149,12 +149,11 @@ class DebertaRun(BertRun):
 
     def _deberta_embeddings(self, ones: Storage | None, types: Storage) -> tuple[Storage, Node]:
         t, n, s, e, h = self.tape, self.n, self.s, self.e, self.h
-        words = t.new(n * e * self.f)
-        node = self._input_leaf(words, t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids]))
+        words, node = self._lookup(self.word, self.ids, n, e)
+        node = self._input_leaf(words, node)
         summed: Storage = t.hold(words)
         if self.absolute:
-            positions = t.new(s * e * self.f)
-            position_node = t.node(self._grads(self.absolute.data.nbytes), [self.absolute.node])
+            positions, position_node = self._lookup(self.absolute, None, s, e)  # (the buffer's slice)
             added = t.new(n * e * self.f)  # (positions (1, s, E) broadcast: their gradient summed over the batch)
             node = t.node(self._add_backward(broadcast=s * e * self.f if self.b > 1 else 0), [node, position_node])
             t.drop(summed)
@@ -163,8 +162,7 @@ class DebertaRun(BertRun):
             positions = t.new(n * e * self.f)  # zeros_like(inputs_embeds): made, never read
         token_types = None
         if self.token_types:
-            token_types = t.new(n * e * self.f)
-            types_node = t.node(self._grads(self.token_types.data.nbytes), [self.token_types.node], [types])
+            token_types, types_node = self._lookup(self.token_types, types, n, e)
             added = t.new(n * e * self.f)
             node = t.node(self._add_backward(), [node, types_node])
             t.drop(summed)

@@ -117,9 +117,8 @@ class ModernBertRun(BertRun):
     def _forward(self) -> Head:
         t, n, h, s = self.tape, self.n, self.h, self.s
         positions = t.new(s * LONG)  # arange(s)
-        words = t.new(n * h * self.f)
-        words_node = self._input_leaf(words, t.node(self._grads(self.word.data.nbytes), [self.word.node],
-                                                    [self.ids]))
+        words, words_node = self._lookup(self.word, self.ids, n, h)
+        words_node = self._input_leaf(words, words_node)
         x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
         embedded = t.hold(x)  # (the model's local until it returns)
         t.drop(words)

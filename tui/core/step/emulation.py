@@ -280,26 +280,22 @@ class BertRun(Loop, Heads, Attention):
         from_ids = self.fw.positions_from_ids
         position_ids = self._position_ids() if from_ids else self.position_ids
         if not self.fw.token_types:  # no token types: the word embeddings are the sum so far
-            summed = words = t.new(n * h * self.f)
-            sum_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            words, sum_node = self._lookup(self.word, self.ids, n, h)
             if self.word.lookup_adapters:
                 words, sum_node = self._lookup_lora(self.word, words, sum_node, self.ids, n, h)
-                summed = words
+            summed = words
             sum_node = self._input_leaf(words, sum_node)
             types = None
         else:
             type_ids = t.new((n if from_ids else s) * LONG)  # the token-type buffer gathered at the positions
-            words = t.new(n * h * self.f)
-            words_node = t.node(self._grads(self.word.data.nbytes), [self.word.node], [self.ids])
+            words, words_node = self._lookup(self.word, self.ids, n, h)
             if self.word.lookup_adapters:
                 words, words_node = self._lookup_lora(self.word, words, words_node, self.ids, n, h)
             words_node = self._input_leaf(words, words_node)
-            types = t.new(n * h * self.f)
-            types_node = t.node(self._grads(self.types.data.nbytes), [self.types.node], [type_ids])
+            types, types_node = self._lookup(self.types, type_ids, n, h)
             summed = t.new(n * h * self.f)
             sum_node = t.node(self._add_backward(), [words_node, types_node])
-        positions = t.new((n if from_ids else s) * h * self.f)
-        positions_node = t.node(self._grads(self.position.data.nbytes), [self.position.node], [position_ids])
+        positions, positions_node = self._lookup(self.position, position_ids, n if from_ids else s, h)
         total = t.new(n * h * self.f)
         # (BERT's positions (1, s, H) broadcast over the batch: their gradient summed over it)
         total_node = t.node(self._add_backward(broadcast=s * h * self.f if self.b > 1 and not from_ids else 0),
@@ -359,11 +355,10 @@ class BertRun(Loop, Heads, Attention):
         t.drop(full, shifted)
         chosen = t.new(pair)  # where(is_small, n, large), added into ret in place
         t.drop(chosen, distance, small, least)  # (relative_position_bucket's locals, as it returns)
-        values = t.new(s * s * heads * self.f)
+        values, node = self._lookup(self.relative, ret, s * s, heads, rule=self._bias_backward())
         # (s, s, A) permuted to (A, s, s), unsqueezed, expanded to (b, A, s, s): a copy unless that is contiguous
         expanded = (b, heads, s, s), (0 if b > 1 else heads * s * s, 1, s * heads, heads)
         bias = t.hold(values) if is_contiguous(*expanded) else t.new(b * heads * s * s * self.f)
-        node = t.node(self._bias_backward(), [self.relative.node], [ret])
         t.drop(values, context, memory, relative, ret)  # (compute_position_bias's locals, as it returns)
         return bias, node
 

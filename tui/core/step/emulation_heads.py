@@ -146,12 +146,20 @@ class Heads(Linears):
         if not self.train:
             t.drop(x)
             return None, (logits,), logits_node
+        loss, loss_node = self._binary_cross_entropy(logits, logits_node, n)
+        t.drop(x)  # (the body's output holds the encoder's until the head returns)
+        return loss, (logits,), loss_node
+
+    def _binary_cross_entropy(self, logits: Storage, logits_node: Node, n: int) -> tuple[Storage, Node]:
+        """Binary cross-entropy with logits (`n` of them) against the labels as floats: it saves both (under
+        autocast a float32 copy of the logits); the loss float32."""
+        t = self.tape
         target = t.new(n * FLOAT)  # labels.float()
         wide, wide_node = self._upcast(logits_node, n) if self.amp else (None, logits_node)
         loss = t.new(FLOAT)  # (16-bit logits against float32 labels: the loss, float32)
         loss_node = t.node(self._bce_backward(n, FLOAT if wide else self.f), [wide_node], [wide or logits, target])
-        t.drop(target, wide, x)  # (x: the body's output holds the encoder's until the head returns)
-        return loss, (logits,), loss_node
+        t.drop(target, wide)
+        return loss, loss_node
 
     def _bce_backward(self, n: int, element: int) -> Rule:
         """sigmoid(logits) in their dtype (`element` bytes), minus the float32 target, times the gradient
@@ -262,6 +270,10 @@ class Heads(Linears):
         the logits' bytes, the model's unless cast to the labels' float32 first)."""
         if not self.regression:
             return self._cross_entropy(head, rows, classes)
+        return self._mse(head, rows, logits, element)
+
+    def _mse(self, head: Node, rows: int, logits: Storage, element: int = 0) -> tuple[Storage, Node]:
+        """MSE on one logit a row against float32 labels (it saves both; `element`: the logits' bytes)."""
         t = self.tape
         wide = None
         if self.amp and element != FLOAT:  # (autocast runs mse_loss on a float32 copy of 16-bit logits)

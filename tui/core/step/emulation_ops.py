@@ -180,6 +180,15 @@ class Run:
         where a Linear projected them, ELECTRA's)."""
         return x.nbytes // (self.n * (self.h if self.projected and self.fw.projection != "always" else self.e))
 
+    def _lookup(self, table: Param, ids: Storage | None, rows: int, width: int, rule: Rule | None = None
+                ) -> tuple[Storage, Node]:
+        """An embedding lookup: `rows` rows of `table`, `width` wide (its output in the model's dtype), the
+        indices saved for the table's gradient (None: a slice of a buffer, no tensor of its own), which is a
+        dense one, the table's size (`rule`: a chain of the lookup's own, where what follows it is folded in)."""
+        t = self.tape
+        out = t.new(rows * width * self.f)
+        return out, t.node(rule or self._grads(table.data.nbytes), [table.node], [] if ids is None else [ids])
+
     def _tanh(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """tanh (one op, saving its output: the pooler's, RoBERTa's classification head's)."""
         out = self.tape.new(x.nbytes)

@@ -110,8 +110,7 @@ class SavesOnly:
 
     def ops(self, step: Step) -> tuple[str, ...]:
         """The ops the forward runs for it, as the allocation order names its rules (`emulation_ops`): none for
-        a tensor kept, a mask or a branch (nor yet for a lookup or a loss, which the run writes inline); a kind
-        that runs an op of its own says which."""
+        a tensor kept, a mask or a branch; a kind that runs an op of its own says which."""
         return ()
 
     def saves(self, step: Step) -> Iterator[Saved]:  # pragma: no cover - each kind says what it saves
@@ -182,10 +181,15 @@ class Lookup(SavesOnly):
     size: Size = 8
     when: When = ()
     feeds: str = "stream"  # what its output joins: the hidden state, or every layer's attention "scores" (MPNet's)
+    op: str = "lookup"  # the op it runs: a lookup by ids (a buffer's slice too), or none where the table is read
+    # whole (DeBERTa's relative embeddings and their LayerNorm's weights: `feeds` "rel")
 
     def saves(self, step: Step) -> Iterator[Saved]:
         if self.what:
             yield step.saved(self.what, self.factors, self.size)
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return (self.op,) if self.op else ()
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.lookup(self, step)
@@ -407,6 +411,9 @@ class CrossEntropy(SavesOnly):
         yield step.saved(f"{self.prefix}labels", self.rows, 8)
         yield step.saved(f"{self.prefix}loss weight total", ("1",), c.loss)
 
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("cross_entropy",) if step.workload.train else ()  # (a loss in training only)
+
 
 @dataclass(frozen=True, slots=True)
 class Regression(SavesOnly):
@@ -417,6 +424,25 @@ class Regression(SavesOnly):
     def saves(self, step: Step) -> Iterator[Saved]:
         yield step.saved("regression output (MSE)", ("b",), "loss")
         yield step.saved("regression targets (float32)", ("b",), 4)
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("mse",) if step.workload.train else ()
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryCrossEntropy(SavesOnly):
+    """Binary cross-entropy with logits, one a row (ELECTRA's discriminator): the logits and the labels as
+    float32."""
+
+    rows: str = "n"
+    when: When = ()
+
+    def saves(self, step: Step) -> Iterator[Saved]:
+        yield step.saved("logits (binary cross-entropy input)", (self.rows,), "loss")
+        yield step.saved("labels as float32", (self.rows,), 4)
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("binary_cross_entropy",) if step.workload.train else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +458,9 @@ class SpanLoss(SavesOnly):
             yield step.saved(f"{end} log-probabilities over positions", ("b", "s"), "loss")
             yield step.saved(f"{end} positions", ("b",), 8)
             yield step.saved(f"{end} loss weight total", ("1",), "loss")
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("cross_entropy",) * 2 if step.workload.train else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,7 +511,7 @@ class Projection(SavesOnly):
 
 
 Module = Union[Keep, Act, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression,
-               SpanLoss, ShiftedLabels, Flows, Projection]
+               BinaryCrossEntropy, SpanLoss, ShiftedLabels, Flows, Projection]
 
 
 def ops(modules: tuple[Module, ...], step: Step) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from ..config import BertConfig
 from .kinds import (
     Act,
     Attention,
+    BinaryCrossEntropy,
     Branch,
     CrossEntropy,
     Drop,
@@ -290,7 +291,8 @@ BERT_HEADS: dict[str, Modules] = {
     "none": (),
     "mlm": lm_head(),
     "causal-lm": lm_head(causal=True),
-    "pretraining": (*lm_head(), *NSP),
+    # (both logits first, then the two losses, as BertForPreTraining's forward computes them)
+    "pretraining": (*lm_head()[:-1], *NSP[:-1], lm_head()[-1], NSP[-1]),
     "next-sentence": NSP,
     "sequence-classification": BERT_CLASSIFIER,
     "token-classification": TOKENS,
@@ -338,8 +340,7 @@ ELECTRA_HEADS: dict[str, Modules] = {
         Act("discriminator GELU input", ("n", "H")),
         Linear("discriminator prediction", "n", "H", "1", input="prediction input (GELU output)",
                names=("discriminator_predictions.dense_prediction",)),
-        Keep("logits (binary cross-entropy input)", ("n",), "loss"),
-        Keep("labels as float32", ("n",), 4),
+        BinaryCrossEntropy(),
     ),
     "sequence-classification": classification_head(Act("GELU input", ("b'", "H"))),
     "token-classification": TOKENS,
@@ -354,14 +355,15 @@ ELECTRA_HEADS: dict[str, Modules] = {
     ),
 }
 
+ALBERT_LM = lm_head("E", gelu=gelu_new("LM transform ", "E"))
 ALBERT_HEADS: dict[str, Modules] = {
     "none": (),
-    "mlm": lm_head("E", gelu=gelu_new("LM transform ", "E")),
-    "pretraining": (*lm_head("E", gelu=gelu_new("LM transform ", "E")),
+    "mlm": ALBERT_LM,
+    "pretraining": (*ALBERT_LM[:-1],  # (both logits, then the two losses)
                     Branch("pooler"), Drop("sentence-order dropout mask", ("b'", "H")),
                     Linear("sentence-order classifier", "b'", "H", "N", input="classifier input",
                            names=("sop_classifier.classifier",)),
-                    CrossEntropy(("b",), "N", "sentence-order ")),
+                    ALBERT_LM[-1], CrossEntropy(("b",), "N", "sentence-order ")),
     **{head: BERT_HEADS[head] for head in ("sequence-classification", "token-classification", "question-answering",
                                            "multiple-choice")},
 }

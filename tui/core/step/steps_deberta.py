@@ -54,8 +54,8 @@ DEBERTA_EMBEDDINGS: Modules = (
     Keep("padding mask as a factor", ("n",), "stream"),
     Drop("dropout mask", ("n", "H"), "stream"),
     # The relative embeddings (the encoder's, once a step; every layer reads them): their flow, for a method's walk
-    Lookup("../encoder.rel_embeddings", feeds="rel", when=("relative",)),
-    Lookup("../encoder.LayerNorm", feeds="rel", when=("relative", "norm_rel")),
+    Lookup("../encoder.rel_embeddings", feeds="rel", when=("relative",), op=""),
+    Lookup("../encoder.LayerNorm", feeds="rel", when=("relative", "norm_rel"), op=""),
     # The relative embeddings' LayerNorm normalises the parameter itself: only its statistics are new.
     Keep("relative embeddings' LayerNorm mean and rstd", ("2", "D"), "stats", 2, when=("relative", "norm_rel"),
          if_flows=("rel",)),
