@@ -53,25 +53,25 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
 OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
             "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_gelu": "activation",
             "_tanh": "activation", "_lookup": "lookup", "_cross_entropy": "cross_entropy", "_mse": "mse",
-            "_binary_cross_entropy": "binary_cross_entropy"}
+            "_binary_cross_entropy": "binary_cross_entropy", "_multiply": "multiply"}
 
 
-def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[list[str]], list[str]]:
-    """The ops the derived allocation order runs before the first layer (the embeddings, ALBERT's projection),
-    in each encoder layer, and in the head (the pooler included): outermost only (a Linear's casts and products
-    are its own), a dropout only where it does something (in eval mode it gives its input back)."""
+def _run_ops(config: typing.Any, workload: typing.Any) -> list[str]:
+    """The ops the derived allocation order runs in the forward, in order: outermost only (a Linear's casts and
+    products are its own, an activation's pieces its own), a dropout only where it does something (in eval mode
+    it gives its input back)."""
     from tui.core.step.allocations import emulator
 
     run = emulator(config, workload)
-    parts: list[list[str]] = []
+    ops: list[str] = []
     depth = [0]
 
     def traced(rule: str, op: str) -> None:
         inner = getattr(run, rule)
 
         def call(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-            if parts and depth[0] == 1 and (op != "dropout" or run.train):
-                parts[-1].append(op)
+            if depth[0] == 0 and (op != "dropout" or run.train):
+                ops.append(op)
             depth[0] += 1
             try:
                 return inner(*args, **kwargs)
@@ -79,60 +79,53 @@ def _run_ops(config: typing.Any, workload: typing.Any) -> tuple[list[str], list[
                 depth[0] -= 1
         setattr(run, rule, call)
 
-    def part(rule: str) -> None:
-        inner = getattr(run, rule)
-
-        def call(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-            parts.append([])
-            outer, depth[0] = depth[0], 1  # (a part's own ops are its outermost: a layer's within the forward)
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                depth[0] = outer
-        setattr(run, rule, call)
-
     for rule, op in OP_RULES.items():
         traced(rule, op)
-    part("_forward")
-    part("_layer")
-    part("_head")
     run.run(1)
-    return parts[0], parts[1:-1], parts[-1]
+    return ops
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet"])
+def _kinds_ops(config: typing.Any, workload: typing.Any) -> list[tuple[str, str]]:
+    """The ops the step's kinds name, each with its component, in the order a method's walk takes them (every
+    layer apart: ModernBERT's layer 0 lacks its attention norm; ALBERT's stored layers each run)."""
+    from tui.core.step.compute import _step, method_parts
+    from tui.core.step.workload import Conventions
+
+    step = _step(config, workload, Conventions.of(workload))
+    return [(component, op) for component, _, modules, _ in method_parts(config, workload)
+            for op in kinds.ops(modules, step)]
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet", "modernbert"])
 def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
     """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`; FLOPs and saved
-    tensors are theirs too) and the op order the allocation order derives (BERT's run, which BERT's code and the
-    families built like it follow), layer by layer and for every head with its pooler and its loss (one label:
-    MSE), in every precision and kernel, training and inference, the embeddings' lookups too."""
+    tensors are theirs too) and the op order the allocation order derives, from the embeddings' lookups through
+    every layer to the head with its pooler and its loss (one label: MSE), in every precision and kernel,
+    training and inference, with a padding mask and without."""
     from tui.core.config import FAMILIES
     from tui.core.step.allocations import covers
-    from tui.core.step.compute import _step
-    from tui.core.step.layouts import STEPS
-    from tui.core.step.workload import Conventions, Workload
+    from tui.core.step.workload import Workload
 
     from .test_fixtures_regenerate import FIXTURES, script
 
-    layout, compared = STEPS[family], 0
-    configs = [script(FIXTURES / "generate_compute.py").family_config(family, head) for head in FAMILIES[family].heads]
+    configs = [script(FIXTURES / "generate_compute.py").family_config(family, head).replace(num_hidden_layers=4)
+               for head in FAMILIES[family].heads]  # (4: ModernBERT's global layers, the first and the fourth)
     configs += [config.replace(num_labels=1) for config in configs if config.head == "sequence-classification"]
+    compared = 0
     for config in configs:
-        head = config.head
         for precision in ("fp32", "bf16", "amp-bf16"):
             for attention in ("eager", "sdpa"):
-                for mode in ("train", "inference"):
+                for mode, padded in (("train", False), ("train", True), ("inference", False)):
                     workload = Workload(batch=2, seq=8, precision=precision, attention=attention, mode=mode,
-                                        device="cuda")
+                                        device="cuda", padding_mask=padded)
                     if covers(config, workload):
                         continue
-                    step = _step(config, workload, Conventions.of(workload))
-                    before, layers, head_ops = _run_ops(config, workload)
-                    assert before == list(kinds.ops(layout.embeddings, step)), (head, precision, mode)
-                    named = list(kinds.ops(layout.layer, step))
-                    assert len(layers) == config.num_hidden_layers  # (ALBERT: its stored layers run L times)
-                    assert all(ops == named for ops in layers), (head, precision, attention, mode, layers[0], named)
-                    pooler = layout.pooler if config.has_pooler else ()
-                    assert head_ops == list(kinds.ops((*pooler, *layout.heads[head]), step)), (head, precision, mode)
+                    named = _kinds_ops(config, workload)
+                    ran = _run_ops(config, workload)
+                    if ran != [op for _, op in named]:
+                        at = next((i for i, (a, (_, b)) in enumerate(zip(ran, named)) if a != b),
+                                  min(len(ran), len(named)))
+                        pytest.fail(f"{config.head} {workload}: from op {at} ({named[at][0] if at < len(named) else 'end'})"
+                                    f", the run {ran[at:at + 6]}, the kinds {[op for _, op in named[at:at + 6]]}")
                     compared += 1
     assert compared >= 12

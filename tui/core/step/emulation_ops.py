@@ -16,6 +16,7 @@ from .method import Method
 from .symbols import attention_run
 from .tape import (
     FLOAT,
+    Edge,
     Frame,
     Node,
     Pair,
@@ -199,10 +200,17 @@ class Run:
         (ELECTRA's)."""
         return self._gelu(x, x_node) if self.fw.head_activation == "gelu" else self._tanh(x, x_node)
 
-    def _gelu(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
-        """gelu (one op, saving its input)."""
-        out = self.tape.new(x.nbytes)
-        return out, self.tape.node(self._grads(x.nbytes), [x_node], [x])
+    def _gelu(self, x: Storage, x_node: Edge, view: int = 0) -> tuple[Storage, Node]:
+        """gelu (one op, saving its input; `view`: the bytes of the view of `x` it reads, `x` saved whole)."""
+        size = view or x.nbytes
+        out = self.tape.new(size)
+        return out, self.tape.node(self._grads(size), [x_node], [x])
+
+    def _multiply(self, x: Storage, x_node: Edge, y: Storage, y_node: Edge, size: int) -> tuple[Storage, Node]:
+        """An element-wise product of `size` bytes (of `x` and `y` or views of them), each saved where the other
+        operand's gradient needs it."""
+        out = self.tape.new(size)
+        return out, self.tape.node(self._mul_backward(size), [x_node, y_node], [(y, 0), (x, 1)])
 
     def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The feed-forward's activation: gelu, or ALBERT's gelu_new written out in Python (NewGELUActivation:

@@ -156,6 +156,16 @@ class Act(Keep):
 
 
 @dataclass(frozen=True, slots=True)
+class Multiply(Keep):
+    """An element-wise product of two tensors (one op), which saves what a `Keep` says: the operand the other's
+    gradient needs (ModernBERT's gated MLP: the GELU's output; its other operand, the gate, is a view of a tensor
+    kept already)."""
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("multiply",)
+
+
+@dataclass(frozen=True, slots=True)
 class Branch(SavesOnly):
     """The modules after it read another component's output (`source`: "encoder", the last layer's, or
     "pooler"), not the module before: the pre-training heads' two branches. It saves nothing."""
@@ -263,9 +273,8 @@ class Linear:
         yield Flop(component, self.what, (self.rows, self.din, self.dout), self.coef, recomputed=self.recomputed)
 
     def ops(self, step: Step) -> tuple[str, ...]:
-        # (one product per module; a fused one, ModernBERT's Wqkv of `coef` 3 and no `names`, is one op: not said
-        # here yet, as its run is not yet traced against its kinds)
-        return ("linear",) * self.coef
+        # (one a module: a fused one runs its `coef // len(names)` products as one, ModernBERT's Wqkv and Wi)
+        return ("linear",) * (len(self.names) or self.coef)
 
     def held_input(self, step: Step) -> bool:
         """Whether its input is held already, not kept again: the layer's, while checkpointing recomputes it."""
@@ -510,7 +519,7 @@ class Projection(SavesOnly):
         walker.projection(self, step)
 
 
-Module = Union[Keep, Act, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression,
+Module = Union[Keep, Act, Multiply, Branch, Lookup, Norm, Drop, Linear, Product, Attention, CrossEntropy, Regression,
                BinaryCrossEntropy, SpanLoss, ShiftedLabels, Flows, Projection]
 
 

@@ -7,10 +7,12 @@ from dataclasses import replace
 
 from ..families.modernbert import MEAN_POOLING
 from .kinds import (
+    Act,
     Attention,
     CrossEntropy,
     Keep,
     Linear,
+    Multiply,
     Norm,
     SpanLoss,
 )
@@ -52,14 +54,14 @@ MODERNBERT_LAYER: Modules = (  # (its last five modules are a method's walk's to
     Keep("attention norm input", ("n", "H"), "stream", when=("layer_input",)),
     Keep("attention norm mean and rstd", ("n",), "stats", 2),
     Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs",)),
-    Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None),
+    Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None, names=("attn.Wqkv",)),
     Attention(dropout=False, fused_qkv=True, softmax32=True),
-    Linear("attention output projection (Wo)", "n", "H", "H", weight=None),
+    Linear("attention output projection (Wo)", "n", "H", "H", weight=None, names=("attn.Wo",)),
     Norm("MLP norm", module="mlp_norm"),
     Linear("MLP up, gated (Wi)", "n", "H", "I", 2, input="MLP input (MLP norm output)", size="stream", weight=None,
            copy="MLP input (a 16-bit copy)", names=("mlp.Wi",)),
-    Keep("GELU input: a view of Wi's whole output", ("2", "n", "I")),
-    Keep("GELU output (the gate's factor)", ("n", "I")),
+    Act("GELU input: a view of Wi's whole output", ("2", "n", "I")),
+    Multiply("GELU output (the gate's factor)", ("n", "I")),
     Linear("MLP down (Wo)", "n", "I", "H", input="MLP down input (gated product)", weight=None, recomputed=False,
            names=("mlp.Wo",)),
 )
@@ -122,7 +124,7 @@ def modernbert_head(rows: str, classes: str, loss: Modules, pooling: str) -> Mod
         "tokens": (Linear("head dense", "n", "H", "H", input="head input (final norm output)", size="stream",
                           names=HEAD_DENSE),),
     }[pooling]
-    return (MODERNBERT_FINAL, *dense, Keep("head GELU input", (rows, "H")),
+    return (MODERNBERT_FINAL, *dense, Act("head GELU input", (rows, "H")),
             Norm("head norm", rows=rows, size="cast_norm", module="head.norm"),
             Linear("classifier", rows, "H", classes, input="classifier input (head norm output)", size="cast_norm",
                    names=CLASSIFIER),
