@@ -221,7 +221,7 @@ class DebertaRun(BertRun):
         assert self.rel is not None
         if self.rel_norm is None:
             return t.hold(self.rel.data), self.rel.node, ()
-        if not (self.c2p or self.p2c):
+        if not (self.c2p or self.p2c) and self.train:  # (in inference no graph keeps them: they go at once)
             out, mean, rstd = t.new(rows * h * self.f), t.new(rows * FLOAT), t.new(rows * FLOAT)
             return out, self.rel.node, (rstd, mean)
         return *self._layer_norm(self.rel.data, self.rel.node, self.rel_norm, rows=rows), ()
@@ -273,7 +273,7 @@ class DebertaRun(BertRun):
         rel_att = rel_in = rel_mask = None
         if self.disentangled:
             assert rel is not None and rel_node is not None and relative is not None
-            if self.c2p or self.p2c:
+            if self.c2p or self.p2c or not self.train:  # (in eval mode dropout gives its input back)
                 rel_in, rel_in_node = self._dropout(rel, rel_node)
             else:  # nothing reads the dropped embeddings: the dropout's graph (its mask) goes with its output
                 rel_in, rel_mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
