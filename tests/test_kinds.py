@@ -53,7 +53,8 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
 OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
             "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_gelu": "activation",
             "_tanh": "activation", "_lookup": "lookup", "_cross_entropy": "cross_entropy", "_mse": "mse",
-            "_binary_cross_entropy": "binary_cross_entropy", "_multiply": "multiply"}
+            "_binary_cross_entropy": "binary_cross_entropy", "_multiply": "multiply", "_relative_product": "product",
+            "_attend": "attention", "_unread_norm": "norm", "_unread_dropout": "dropout"}
 
 
 def _run_ops(config: typing.Any, workload: typing.Any) -> list[str]:
@@ -80,7 +81,8 @@ def _run_ops(config: typing.Any, workload: typing.Any) -> list[str]:
         setattr(run, rule, call)
 
     for rule, op in OP_RULES.items():
-        traced(rule, op)
+        if hasattr(run, rule):  # (DeBERTa's own rules are its run's only)
+            traced(rule, op)
     run.run(1)
     return ops
 
@@ -96,7 +98,8 @@ def _kinds_ops(config: typing.Any, workload: typing.Any) -> list[tuple[str, str]
             for op in kinds.ops(modules, step)]
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet", "modernbert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet", "modernbert",
+                                    "deberta-v2"])
 def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
     """The two descriptions of a family's forward agree: the step layout's kinds (`kinds.ops`; FLOPs and saved
     tensors are theirs too) and the op order the allocation order derives, from the embeddings' lookups through
@@ -110,6 +113,15 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
 
     configs = [script(FIXTURES / "generate_compute.py").family_config(family, head).replace(num_hidden_layers=4)
                for head in FAMILIES[family].heads]  # (4: ModernBERT's global layers, the first and the fourth)
+    if family == "deberta-v2":  # every switch: the presets of its recorded orders (v2, v3, c2p alone, no relative
+        # attention, relative attention that no score reads)
+        import yaml
+
+        from tui.core.config import BertConfig
+
+        for preset in sorted((FIXTURES / "allocation").glob("deberta-*.yaml")):
+            values = yaml.safe_load(preset.read_text(encoding="utf-8"))["config"]
+            configs += [BertConfig(**values, head=head) for head in FAMILIES[family].heads]
     configs += [config.replace(num_labels=1) for config in configs if config.head == "sequence-classification"]
     compared = 0
     for config in configs:
@@ -129,3 +141,36 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
                                     f", the run {ran[at:at + 6]}, the kinds {[op for _, op in named[at:at + 6]]}")
                     compared += 1
     assert compared >= 12
+
+
+@pytest.mark.parametrize("family", ["albert", "modernbert", "deberta-v2"])
+def test_a_layer_as_the_full_step_counts_it_runs_the_ops_a_methods_walk_takes(family: str) -> None:
+    """A layout's layer (`StepLayout.layer`, which the full step sums over the layers) and its layer as a method's
+    walk takes it (`walks`: ModernBERT's layers after the first, DeBERTa's; ALBERT's `run`) name the same ops, in
+    every precision, kernel and mode, for every switch of DeBERTa's: two descriptions of one layer that agree.
+    (The other families' walk takes their `layer` itself.)"""
+    import yaml
+
+    from tui.core.config import FAMILIES, BertConfig
+    from tui.core.step.compute import _step
+    from tui.core.step.layouts import STEPS
+    from tui.core.step.workload import Conventions, Workload
+
+    from .test_fixtures_regenerate import FIXTURES, script
+
+    layout = STEPS[family]
+    walks = layout.walks[1:] if layout.first else layout.walks or (layout.run or layout.layer,)
+    assert walks != (layout.layer,)  # (each family here has a walk of its own)
+    configs = [script(FIXTURES / "generate_compute.py").family_config(family, next(iter(FAMILIES[family].heads)))]
+    if family == "deberta-v2":
+        configs += [BertConfig(**yaml.safe_load(preset.read_text(encoding="utf-8"))["config"])
+                    for preset in sorted((FIXTURES / "allocation").glob("deberta-*.yaml"))]
+    for config in configs:
+        for precision in ("fp32", "bf16", "amp-bf16"):
+            for attention in ("eager", "sdpa"):
+                for mode in ("train", "inference"):
+                    workload = Workload(batch=2, seq=8, precision=precision, attention=attention, mode=mode,
+                                        device="cuda")
+                    step = _step(config, workload, Conventions.of(workload))
+                    named = kinds.ops(layout.layer, step)
+                    assert named and all(kinds.ops(walk, step) == named for walk in walks), (config, workload)

@@ -217,14 +217,21 @@ class DebertaRun(BertRun):
     def _relative_embeddings(self) -> tuple[Storage, Node, tuple[Storage, ...]]:
         """The relative embeddings' table, through its LayerNorm where norm_rel_ebd asks; where no score reads
         them, that LayerNorm's graph goes with its output (its rstd, its mean: released first)."""
-        t, rows, h = self.tape, 2 * self.span, self.h
+        t, rows = self.tape, 2 * self.span
         assert self.rel is not None
         if self.rel_norm is None:
             return t.hold(self.rel.data), self.rel.node, ()
         if not (self.c2p or self.p2c) and self.train:  # (in inference no graph keeps them: they go at once)
-            out, mean, rstd = t.new(rows * h * self.f), t.new(rows * FLOAT), t.new(rows * FLOAT)
-            return out, self.rel.node, (rstd, mean)
+            return self._unread_norm(rows)
         return *self._layer_norm(self.rel.data, self.rel.node, self.rel_norm, rows=rows), ()
+
+    def _unread_norm(self, rows: int) -> tuple[Storage, Node, tuple[Storage, ...]]:
+        """The relative embeddings' LayerNorm where no score reads its output: its output, mean and rstd, the
+        graph keeping the statistics until the output goes (then its rstd, its mean)."""
+        t = self.tape
+        assert self.rel is not None
+        out, mean, rstd = t.new(rows * self.h * self.f), t.new(rows * FLOAT), t.new(rows * FLOAT)
+        return out, self.rel.node, (rstd, mean)
 
     def _deberta_layer(self, layer: dict[str, Pair], x: Storage, x_node: Node, mask: Storage,
                        relative: Storage | None, rel: Storage | None, rel_node: Node | None
@@ -275,18 +282,29 @@ class DebertaRun(BertRun):
             assert rel is not None and rel_node is not None and relative is not None
             if self.c2p or self.p2c or not self.train:  # (in eval mode dropout gives its input back)
                 rel_in, rel_in_node = self._dropout(rel, rel_node)
-            else:  # nothing reads the dropped embeddings: the dropout's graph (its mask) goes with its output
-                rel_in, rel_mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
+            else:
+                rel_in, rel_mask = self._unread_dropout(rel)
                 rel_in_node = rel_node
-                if t.packing is not None:  # (a checkpointed forward's graph keeps nothing: the mask goes now)
-                    t.drop(rel_mask)
-                    rel_mask = None
             rel_att, rel_att_node = self._bias(layer, q, q_node, k, k_node, rel_in, rel_in_node)
             summed = t.new(scores_size)  # scores + rel_att (the integer 0 without c2p or p2c)
             scores_node = t.node(self._add_backward() if rel_att_node else self._pass(),
                                  [scores_node, rel_att_node])
             t.drop(scores)
             scores = summed
+        merged, merge, (boolean, filled, dropped) = self._attend(scores, scores_node, v, v_node, copies)
+        # the attention's locals as it returns
+        t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, dropped)
+        return merged, merge
+
+    def _attend(self, scores: Storage, scores_node: Node, v: Storage, v_node: Node, copies: AttentionCopies
+                ) -> tuple[Storage, Node, tuple[Storage, Storage, Storage]]:
+        """The attention op on the scores made (Q·Kᵀ, the relative scores added): the mask as a boolean and its
+        negation, masked_fill, softmax, dropout (under autocast both in float32, the probabilities then copied
+        to 16 bits for the product), P·V, the heads merged; its output and node, and the locals the caller's
+        function holds until it returns (the boolean mask, the filled scores, the dropped probabilities)."""
+        t, n, h, b, heads, s = self.tape, self.n, self.h, self.b, self.heads, self.s
+        lp, pair = self.lp, b * heads * s * s
+        scores_size = pair * lp
         boolean = t.new(b * s * s)  # attention_mask.bool()
         negated = t.new(b * s * s)  # ~mask, saved by masked_fill
         filled = t.new(scores_size)
@@ -311,9 +329,17 @@ class DebertaRun(BertRun):
         merged = t.new(n * h * lp) if copies.merge_forward else t.hold(context)
         merge = t.node(self._grads(n * h * lp) if copies.merge_backward else self._pass(), [bmm])
         t.drop(context)
-        # the attention's locals as it returns
-        t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, dropped)
-        return merged, merge
+        return merged, merge, (boolean, filled, dropped)
+
+    def _unread_dropout(self, rel: Storage) -> tuple[Storage, Storage | None]:
+        """Dropout of the relative embeddings where nothing reads its output: its graph (its mask) goes with the
+        output (a checkpointed forward's graph keeps nothing: the mask goes at once)."""
+        t = self.tape
+        out, mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
+        if t.packing is not None:
+            t.drop(mask)
+            return out, None
+        return out, mask
 
     def _bias(self, layer: dict[str, Pair], q: Storage, q_node: Node, k: Storage, k_node: Node,
               rel: Storage, rel_node: Node) -> tuple[Storage | None, Node | None]:

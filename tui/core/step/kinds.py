@@ -191,8 +191,8 @@ class Lookup(SavesOnly):
     size: Size = 8
     when: When = ()
     feeds: str = "stream"  # what its output joins: the hidden state, or every layer's attention "scores" (MPNet's)
-    op: str = "lookup"  # the op it runs: a lookup by ids (a buffer's slice too), or none where the table is read
-    # whole (DeBERTa's relative embeddings and their LayerNorm's weights: `feeds` "rel")
+    op: str = "lookup"  # the op it runs: a lookup by ids (a buffer's slice too); where the table is read whole
+    # (DeBERTa's relative embeddings, `feeds` "rel"), none, or "norm" for the LayerNorm that normalises it
 
     def saves(self, step: Step) -> Iterator[Saved]:
         if self.what:
@@ -307,6 +307,8 @@ class Product:
     backward: bool = True
     when: When = ()
     grads_of: tuple[str, ...] = ()  # (a method's walk) the flows whose gradients its backward computes
+    op: str = "product"  # a batched product, or "linear": a Linear the full step counts here (DeBERTa's position
+    # projections, which a method's walk takes as `Projection`s)
 
     def flops(self, component: str) -> Iterator[Flop]:
         yield Flop(component, self.what, self.factors, backward=self.backward)
@@ -315,7 +317,7 @@ class Product:
         return iter(())
 
     def ops(self, step: Step) -> tuple[str, ...]:
-        return ("product",)
+        return (self.op,)
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.product(self, step)
@@ -495,6 +497,9 @@ class Flows(SavesOnly):
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
 
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("dropout",) if step.workload.train and step.holds(("relative",)) else ()  # (the relative embeddings')
+
     def walk(self, walker: Walker, step: Step) -> None:
         walker.flows(self, step)
 
@@ -514,6 +519,9 @@ class Projection(SavesOnly):
 
     def saves(self, step: Step) -> Iterator[Saved]:
         return iter(())
+
+    def ops(self, step: Step) -> tuple[str, ...]:
+        return ("linear",)
 
     def walk(self, walker: Walker, step: Step) -> None:
         walker.projection(self, step)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .kinds import (
+    Act,
     Attention,
     CrossEntropy,
     Drop,
@@ -45,8 +46,8 @@ from .steps import (
 # every sequence, and gathered by relative position; a boolean mask per layer (the mask is always there).
 DEBERTA_EMBEDDINGS: Modules = (
     INPUT_IDS,
-    Lookup("token_type_embeddings", "token type ids (zeros)", ("n",), when=("token_types",)),
     Lookup("position_embeddings", when=("position_biased",)),
+    Lookup("token_type_embeddings", "token type ids (zeros)", ("n",), when=("token_types",)),
     Linear("embedding projection E → H", "n", "E", "H", input="projection input (the embeddings)", size="residual",
            weight="16-bit copy of the projection weight", when=("project",), names=("embed_proj",)),
     # after the projection: the encoder's stream (16-bit where a projection ran under autocast)
@@ -55,7 +56,7 @@ DEBERTA_EMBEDDINGS: Modules = (
     Drop("dropout mask", ("n", "H"), "stream"),
     # The relative embeddings (the encoder's, once a step; every layer reads them): their flow, for a method's walk
     Lookup("../encoder.rel_embeddings", feeds="rel", when=("relative",), op=""),
-    Lookup("../encoder.LayerNorm", feeds="rel", when=("relative", "norm_rel"), op=""),
+    Lookup("../encoder.LayerNorm", feeds="rel", when=("relative", "norm_rel"), op="norm"),
     # The relative embeddings' LayerNorm normalises the parameter itself: only its statistics are new.
     Keep("relative embeddings' LayerNorm mean and rstd", ("2", "D"), "stats", 2, when=("relative", "norm_rel"),
          if_flows=("rel",)),
@@ -77,13 +78,13 @@ DEBERTA_ATTENTION: Modules = (
     Keep("relative embeddings (a 16-bit copy for the key projection)", ("2", "D", "H"), when=("pos_key", "amp")),
     Keep("relative embeddings (a 16-bit copy for the query projection)", ("2", "D", "H"),
          when=("pos_query", "amp")),
-    Product("relative embeddings × key projection", ("2", "D", "H", "H"), when=("pos_key", "c2p")),
-    Product("relative embeddings × query projection", ("2", "D", "H", "H"), when=("pos_query", "p2c")),
+    Product("relative embeddings × key projection", ("2", "D", "H", "H"), when=("pos_key", "c2p"), op="linear"),
+    Product("relative embeddings × query projection", ("2", "D", "H", "H"), when=("pos_query", "p2c"), op="linear"),
     # With shared keys both projections run, though a score type may not use one: no gradient reaches it.
     Product("relative embeddings × key projection (unused)", ("2", "D", "H", "H"), backward=False,
-            when=("pos_key", "!c2p")),
+            when=("pos_key", "!c2p"), op="linear"),
     Product("relative embeddings × query projection (unused)", ("2", "D", "H", "H"), backward=False,
-            when=("pos_query", "!p2c")),
+            when=("pos_query", "!p2c"), op="linear"),
     Product("content-to-position scores", ("b'", "s", "2", "D", "H"), when=("relative", "c2p")),
     Keep("position keys (repeated for every sequence)", ("b'", "2", "D", "H"), when=("relative", "c2p")),
     Keep("content-to-position gather index (s × s)", ("s", "s"), 8, when=("relative", "c2p")),
@@ -143,7 +144,7 @@ DEBERTA_NAMES = {QKV[0]: "attention.self.query_proj", QKV[1]: "attention.self.ke
                  QKV[2]: "attention.self.value_proj"}
 # (its ContextPooler sits beside the body, not under it)
 DEBERTA_POOLER: Modules = (Linear("pooler dense", "b'", "H", "H", weight=None, names=("../pooler.dense",), x="stream",
-                                  held=HELD), *first_token("../pooler.dense"), Keep("pooler GELU input", ("b'", "H")))
+                                  held=HELD), *first_token("../pooler.dense"), Act("pooler GELU input", ("b'", "H")))
 DEBERTA_HEADS: dict[str, Modules] = {
     "none": (),
     "mlm": lm_head("E"),

@@ -51,8 +51,7 @@ MODERNBERT_LAYER: Modules = (  # (its last five modules are a method's walk's to
     Keep("16-bit copies of the attention weights", ("H", "H"), coef=4, when=("amp",)),
     Keep("16-bit copies of the MLP weights", ("H", "I"), coef=3, when=("amp",)),
     # The attention norm's input is the layer's (held while checkpointing recomputes the layer), its output Q/K/V's.
-    Keep("attention norm input", ("n", "H"), "stream", when=("layer_input",)),
-    Keep("attention norm mean and rstd", ("n",), "stats", 2),
+    Norm("attention norm", module="attn_norm", layer_input=True),
     Keep("Q/K/V input (attention norm output)", ("n", "H"), "stream", when=("!cast_inputs",)),
     Linear("query, key, value projection (Wqkv)", "n", "H", "H", 3, weight=None, names=("attn.Wqkv",)),
     Attention(dropout=False, fused_qkv=True, softmax32=True),
