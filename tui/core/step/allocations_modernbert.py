@@ -72,7 +72,8 @@ class ModernBertRun(BertRun):
         self.dropout, self.bias, self.qa_loss_function, self.lm_upcast = False, None, True, True
         self.d = h // self.heads
         self.local = [index % GLOBAL_EVERY != 0 for index in range(c.num_hidden_layers)]
-        self.window = any(self.local) and self.s >= HALF_WINDOW  # a local layer's mask is not all ones
+        # the sliding-window mask is not all ones: the model makes it (whatever its layers' types: one layer too)
+        self.window = self.s >= HALF_WINDOW
 
         def linear(inputs: int, outputs: int, bias: bool) -> Pair:
             return Param(t, outputs * inputs * self.f), Param(t, outputs * self.f) if bias else None
@@ -122,8 +123,8 @@ class ModernBertRun(BertRun):
         x, x_node = self._layer_norm(words, words_node, self.embedding_norm)
         embedded = t.hold(x)  # (the model's local until it returns)
         t.drop(words)
-        # the global layers' mask and the local layers' (with a padding mask both, whatever the layers' types;
-        # without, the window's only where it is not all ones)
+        # the global layers' mask and the local layers' (with a padding mask both; without, the window's only
+        # where it is not all ones; whatever the layers' types, a model of one global layer too)
         masks: tuple[Storage | None, Storage | None] = (None, None)
         if self.w.padding_mask:
             element = self._element(x)
