@@ -242,11 +242,19 @@ class BertRun(Loop, Heads, Attention):
         if self.fw.projection == "always":  # (its encoder projects the embeddings: after the model made its mask)
             x, x_node = self._project(x, x_node)
         self.bias = self._position_bias() if self.fw.relative_bias else None
-        for layer in self._runs():
+        # ALBERT's group of K layers: the encoder's name keeps the group's input until the group returns
+        inner = self.c.inner_group_num if self.fw.shared_layers else 1
+        group_input: Storage | None = None
+        for index, layer in enumerate(self._runs()):
+            if inner > 1 and index % inner == 0:
+                group_input = self.tape.hold(x)
             if self.checkpointing:
                 x, x_node = self._checkpointed(partial(self._layer, layer, x_node=x_node, mask=mask), x, mask)
             else:
                 x, x_node = self._layer(layer, x, x_node, mask)
+            if index % inner == inner - 1:
+                self.tape.drop(group_input)
+                group_input = None
         self.tape.drop(self.bias[0] if self.bias else None)  # (the encoder's local, as its forward returns)
         self.model_locals = mask, embedded  # they go as the model returns, after the body's pooler if any
         if not self.c.has_pooler:
