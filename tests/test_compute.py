@@ -314,6 +314,9 @@ def test_bad_workloads_name_the_field() -> None:
     with pytest.raises(ConfigError, match="position_buckets = 1: must not be 1"):
         compute(BertConfig(model_type="deberta-v2", relative_attention=True, position_buckets=1),
                 Workload(batch=1, seq=1))
+    with pytest.raises(ConfigError, match="embedding_size = 12: must equal hidden_size .* legacy: false"):
+        compute(BertConfig(model_type="deberta-v2", head="mlm", hidden_size=8, num_attention_heads=1, embedding_size=12,
+                           legacy=False), Workload(batch=1, seq=1))  # (tests/test_live_compute.py: transformers fails)
     with pytest.raises(ConfigError, match="conv_kernel_size = 3"):
         compute(BertConfig(model_type="deberta-v2", conv_kernel_size=3), Workload(batch=1, seq=1))
     with pytest.raises(ConfigError, match="padding_mask = True: ElectraForPreTraining"):

@@ -80,3 +80,22 @@ def test_the_batch_on_the_device_is_what_the_step_is_given(name: str) -> None:
     given = inputs(config, workload, "cpu")
     assert inputs_bytes(compute(config, workload, fits=False)) == sum(t.numel() * t.element_size()
                                                                      for t in given.values())
+
+
+def test_a_step_refused_because_transformers_cannot_run_it_fails_in_transformers() -> None:
+    """DeBERTa's newer masked-LM head (legacy: false) with embedding_size ≠ hidden_size: transformers' forward
+    fails (the H-wide states times the E-wide word table), and bert-tui's step refuses it by name rather than
+    computing a step that cannot run; with legacy: true (H → E first) both run and agree."""
+    from tui.core import ConfigError
+    from tui.reference.measure import measure
+
+    config = BertConfig(model_type="deberta-v2", head="mlm", vocab_size=40, hidden_size=8, embedding_size=12,
+                        num_hidden_layers=1, num_attention_heads=1, intermediate_size=16, max_position_embeddings=16,
+                        legacy=False)
+    workload = Workload(batch=2, seq=5)
+    with pytest.raises(RuntimeError, match="cannot be multiplied|same reduction dim"):
+        measure(config, workload)
+    with pytest.raises(ConfigError, match="embedding_size = 12: must equal hidden_size"):
+        compute(config, workload)
+    legacy = config.replace(legacy=True)
+    assert compute(legacy, workload).flops_forward == measure(legacy, workload).flops_forward

@@ -171,7 +171,12 @@ DEBERTA = StepLayout(DEBERTA_EMBEDDINGS, DEBERTA_LAYER, DEBERTA_HEADS, pooler=DE
                                Refusal("position_buckets", "must not be 1 for a step: transformers divides "
                                        "by position_buckets // 2 (0 or at least 2)",
                                        lambda c, w: 1 if c.relative_attention and c.position_buckets == 1
-                                       else None)),
+                                       else None),
+                               Refusal("embedding_size", "must equal hidden_size for the masked LM's step with "
+                                       "legacy: false: its head multiplies the H-wide states by the E-wide word "
+                                       "table, which transformers cannot run (legacy: true projects H → E first)",
+                                       lambda c, w: c.embedding_size if c.head == "mlm" and not c.legacy
+                                       and c.embedding_size != c.hidden_size else None)),
                      # the relative embeddings' LayerNorm is built whenever norm_rel_ebd says so; with
                      # neither score type the relative embeddings reach no score
                      unused=(Unused(("norm_rel", "!relative"), ("2", "H"), 2, "encoder.LayerNorm"),
