@@ -49,12 +49,9 @@ def test_nothing_outside_the_kinds_asks_a_module_its_kind() -> None:
     assert asked == []
 
 
-# The allocation order's rule for each op a kind names (`Module.ops`), as `emulation_ops.Run` and its rooms name them
-OP_RULES = {"_dense": "linear", "_eager_attention": "attention", "_fused_attention": "attention",
-            "_dropout": "dropout", "_layer_norm": "norm", "_activation": "activation", "_gelu": "activation",
-            "_tanh": "activation", "_lookup": "lookup", "_cross_entropy": "cross_entropy", "_mse": "mse",
-            "_binary_cross_entropy": "binary_cross_entropy", "_multiply": "multiply", "_relative_product": "product",
-            "_attend": "attention", "_unread_norm": "norm", "_unread_dropout": "dropout"}
+def op_rules(run: type) -> dict[str, str]:
+    """A run's rules marked as the op a kind names (`emulation_ops.op`), by method name."""
+    return {name: rule.op for name in dir(run) if hasattr(rule := getattr(run, name), "op")}
 
 
 def _run_ops(config: typing.Any, workload: typing.Any) -> list[str]:
@@ -80,9 +77,8 @@ def _run_ops(config: typing.Any, workload: typing.Any) -> list[str]:
                 depth[0] -= 1
         setattr(run, rule, call)
 
-    for rule, op in OP_RULES.items():
-        if hasattr(run, rule):  # (DeBERTa's own rules are its run's only)
-            traced(rule, op)
+    for rule, op in op_rules(type(run)).items():
+        traced(rule, op)
     run.run(1)
     return ops
 
@@ -174,3 +170,21 @@ def test_a_layer_as_the_full_step_counts_it_runs_the_ops_a_methods_walk_takes(fa
                     step = _step(config, workload, Conventions.of(workload))
                     named = kinds.ops(layout.layer, step)
                     assert named and all(kinds.ops(walk, step) == named for walk in walks), (config, workload)
+
+
+def test_every_op_a_kind_names_has_a_rule_of_the_run_and_every_rule_an_op_a_kind_names() -> None:
+    """The ops the kinds name over every family's layouts (all their modules, whatever the facts) and the ops the
+    runs' rules are marked with (`emulation_ops.op`) are one set: no op without a rule, no rule without a kind."""
+    from tui.core.step.allocations import EMULATORS
+    from tui.core.step.layouts import STEPS
+    from tui.core.step.workload import Workload
+
+    facts = typing.cast(typing.Any, type("Every", (), {"holds": lambda self, when: True,
+                                                         "workload": Workload(batch=1, seq=1)})())
+    named = set()
+    for layout in STEPS.values():
+        parts = (layout.embeddings, layout.layer, layout.pooler, *layout.heads.values(), *layout.walks, layout.run)
+        named |= {op for modules in parts for module in modules for op in module.ops(facts)}
+    marked = {op for run in EMULATORS.values() for op in op_rules(run).values()}
+    assert named == marked
+    assert {"lookup", "linear", "attention", "norm", "activation", "dropout", "cross_entropy"} <= named

@@ -29,6 +29,7 @@ from functools import partial
 from ..config import BertConfig
 from .emulation import BertRun
 from .emulation_heads import Head
+from .emulation_ops import op
 from .tape import (
     FLOAT,
     LONG,
@@ -225,6 +226,7 @@ class DebertaRun(BertRun):
             return self._unread_norm(rows)
         return *self._layer_norm(self.rel.data, self.rel.node, self.rel_norm, rows=rows), ()
 
+    @op("norm")
     def _unread_norm(self, rows: int) -> tuple[Storage, Node, tuple[Storage, ...]]:
         """The relative embeddings' LayerNorm where no score reads its output: its output, mean and rstd, the
         graph keeping the statistics until the output goes (then its rstd, its mean)."""
@@ -296,6 +298,7 @@ class DebertaRun(BertRun):
         t.drop(boolean, rel_mask, rel_in, q, k, v, rel_att, filled, dropped)
         return merged, merge
 
+    @op("attention")
     def _attend(self, scores: Storage, scores_node: Node, v: Storage, v_node: Node, copies: AttentionCopies
                 ) -> tuple[Storage, Node, tuple[Storage, Storage, Storage]]:
         """The attention op on the scores made (Q·Kᵀ, the relative scores added): the mask as a boolean and its
@@ -331,6 +334,7 @@ class DebertaRun(BertRun):
         t.drop(context)
         return merged, merge, (boolean, filled, dropped)
 
+    @op("dropout")
     def _unread_dropout(self, rel: Storage) -> tuple[Storage, Storage | None]:
         """Dropout of the relative embeddings where nothing reads its output: its graph (its mask) goes with the
         output (a checkpointed forward's graph keeps nothing: the mask goes at once)."""
@@ -393,6 +397,7 @@ class DebertaRun(BertRun):
         self._unread = []
         return score, score_node
 
+    @op("product")
     def _relative_product(self, states: Storage, states_node: Node, positions: Storage,
                           positions_node: Node | None) -> tuple[Storage, Node]:
         """bmm(q or k (b·A, s, d), the projected positions transposed (b·A, d, 2·span))."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .emulation_ops import op
 from .emulation_peft import Linears
 from .tape import (
     FLOAT,
@@ -97,6 +98,7 @@ class Attention(Linears):
             bias = padded
         return bias
 
+    @op("attention")
     def _fused_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
                          bias: Storage | None = None) -> tuple[Storage, Node]:
         """sdpa's fused kernel: the memory-efficient one in float32, cuDNN's in 16 bits (sm_90)."""
@@ -161,6 +163,7 @@ class Attention(Linears):
             return grads
         return rule
 
+    @op("attention")
     def _eager_attention(self, q: Storage, q_node: Node, k: Storage, k_node: Node, v: Storage, v_node: Node,
                          copies: AttentionCopies, mask: Storage | None, v_copy: bool | None = None,
                          softmax32: bool = False, k_copy: bool | None = None) -> tuple[Storage, Node]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .emulation_ops import op
 from .emulation_peft import Linears
 from .tape import FLOAT, LONG, Node, Rule, Storage, Tape, View
 
@@ -150,6 +151,7 @@ class Heads(Linears):
         t.drop(x)  # (the body's output holds the encoder's until the head returns)
         return loss, (logits,), loss_node
 
+    @op("binary_cross_entropy")
     def _binary_cross_entropy(self, logits: Storage, logits_node: Node, n: int) -> tuple[Storage, Node]:
         """Binary cross-entropy with logits (`n` of them) against the labels as floats: it saves both (under
         autocast a float32 copy of the logits); the loss float32."""
@@ -272,6 +274,7 @@ class Heads(Linears):
             return self._cross_entropy(head, rows, classes)
         return self._mse(head, rows, logits, element)
 
+    @op("mse")
     def _mse(self, head: Node, rows: int, logits: Storage, element: int = 0) -> tuple[Storage, Node]:
         """MSE on one logit a row against float32 labels (it saves both; `element`: the logits' bytes)."""
         t = self.tape
@@ -293,6 +296,7 @@ class Heads(Linears):
             return [grad]
         return rule
 
+    @op("cross_entropy")
     def _cross_entropy(self, head: Node, rows: int, classes: int, target: Storage | None = None, element: int = 0
                        ) -> tuple[Storage, Node]:
         """log_softmax (saves its output), nll_loss (saves the target, the labels unless given, and the total

@@ -9,6 +9,7 @@ is written with these; the attention kernels are `emulation_attention`'s, the he
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..config import BertConfig
 from .emulation_methods import adapt
@@ -28,6 +29,19 @@ from .tape import (
     Tape,
 )
 from .workload import Workload
+
+R = TypeVar("R", bound=Callable[..., Any])
+
+
+def op(name: str) -> Callable[[R], R]:
+    """Marks a rule of the run as the op `name` of the step's kinds (`kinds.Module.ops`): the rule that derives
+    that op's allocation events. A family's forward calls these (each outermost call one op), in the order its
+    kinds name them (tests/test_kinds.py)."""
+    def mark(rule: R) -> R:
+        setattr(rule, "op", name)
+        return rule
+    return mark
+
 
 # The layer classes whose code BERT's run follows (a family's record names its `forward.layer`): each differs
 # from BertLayer in where its attention's locals go, and what it runs itself.
@@ -181,6 +195,7 @@ class Run:
         where a Linear projected them, ELECTRA's)."""
         return x.nbytes // (self.n * (self.h if self.projected and self.fw.projection != "always" else self.e))
 
+    @op("lookup")
     def _lookup(self, table: Param, ids: Storage | None, rows: int, width: int, rule: Rule | None = None
                 ) -> tuple[Storage, Node]:
         """An embedding lookup: `rows` rows of `table`, `width` wide (its output in the model's dtype), the
@@ -190,6 +205,7 @@ class Run:
         out = t.new(rows * width * self.f)
         return out, t.node(rule or self._grads(table.data.nbytes), [table.node], [] if ids is None else [ids])
 
+    @op("activation")
     def _tanh(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """tanh (one op, saving its output: the pooler's, RoBERTa's classification head's)."""
         out = self.tape.new(x.nbytes)
@@ -200,18 +216,21 @@ class Run:
         (ELECTRA's)."""
         return self._gelu(x, x_node) if self.fw.head_activation == "gelu" else self._tanh(x, x_node)
 
+    @op("activation")
     def _gelu(self, x: Storage, x_node: Edge, view: int = 0) -> tuple[Storage, Node]:
         """gelu (one op, saving its input; `view`: the bytes of the view of `x` it reads, `x` saved whole)."""
         size = view or x.nbytes
         out = self.tape.new(size)
         return out, self.tape.node(self._grads(size), [x_node], [x])
 
+    @op("multiply")
     def _multiply(self, x: Storage, x_node: Edge, y: Storage, y_node: Edge, size: int) -> tuple[Storage, Node]:
         """An element-wise product of `size` bytes (of `x` and `y` or views of them), each saved where the other
         operand's gradient needs it."""
         out = self.tape.new(size)
         return out, self.tape.node(self._mul_backward(size), [x_node, y_node], [(y, 0), (x, 1)])
 
+    @op("activation")
     def _activation(self, x: Storage, x_node: Node) -> tuple[Storage, Node]:
         """The feed-forward's activation: gelu, or ALBERT's gelu_new written out in Python (NewGELUActivation:
         `0.5 * x * (1.0 + tanh(sqrt(2 / π) * (x + 0.044715 * pow(x, 3.0))))`), op by op."""
@@ -246,6 +265,7 @@ class Run:
         t.drop(half, one)
         return out, node
 
+    @op("norm")
     def _layer_norm(self, x: Storage, x_node: Node, norm: Pair, width: int = 0, rows: int = 0
                     ) -> tuple[Storage, Node]:
         """LayerNorm over `rows` (default n) of `width` (default H): its output, mean and rstd; its backward the
@@ -261,6 +281,7 @@ class Run:
         t.drop(mean, rstd, wide)
         return out, node
 
+    @op("dropout")
     def _dropout(self, x: Storage, x_node: Node, element: int = 0, view: int = 0, select: int = 0
                  ) -> tuple[Storage, Node]:
         """Dropout of `x`, whose elements are `element` bytes (default the model's), keeping a byte mask (in eval

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .emulation_ops import Run
+from .emulation_ops import Run, op
 from .tape import FLOAT, HEADS_VIEW, Node, Pair, Param, Rule, Storage, Tape
 
 
@@ -26,6 +26,7 @@ class Linears(Run):
         t.drop(dense)
         return act, act_node
 
+    @op("linear")
     def _dense(self, params: Pair, x: Storage, x_node: Node, rows: int, outputs: int, inputs: int = 0,
                copy: int = 0, select: int = 0) -> tuple[Storage, Node]:
         """A Linear (`_product`), and what the method put beside it: IA3's vector (`_ia3`), LoRA's adapters

@@ -109,8 +109,8 @@ class SavesOnly:
         return iter(())
 
     def ops(self, step: Step) -> tuple[str, ...]:
-        """The ops the forward runs for it, as the allocation order names its rules (`emulation_ops`): none for
-        a tensor kept, a mask or a branch; a kind that runs an op of its own says which."""
+        """The ops the forward runs for it, each the name of a rule of the allocation order (`emulation_ops.op`):
+        none for a tensor kept, a mask or a branch; a kind that runs an op of its own says which."""
         return ()
 
     def saves(self, step: Step) -> Iterator[Saved]:  # pragma: no cover - each kind says what it saves
