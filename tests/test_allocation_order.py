@@ -262,6 +262,23 @@ def test_the_courses_loop_hands_its_outputs_on_to_the_next_step_and_still_settle
     assert not [event for event in steps_at(config, replace(workload, loop="hand-written"), 8)[1] if event[0] == "m"]
 
 
+@pytest.mark.parametrize(("batch", "handed"), [(1, 2), (2, 3), (3, 3)])
+def test_one_tokens_start_and_end_logits_are_views_so_a_step_hands_on_what_its_own_batch_does(
+        batch: int, handed: int) -> None:
+    """Question answering's start and end logits are squeezed and made contiguous: copies, but for one token in all
+    (b = s = 1), where they are views of the logits. Under the course's loop a step hands its outputs on: at one
+    token the logits' block and the loss, else the two copies and the loss; a batch below 2 replays with its own
+    (it crashed replaying with batch 2's ids: recorded as bert-qa-one-token-course)."""
+    config = SMALL.replace(head="question-answering", num_labels=2)
+    workload = Workload(batch, 1, precision="fp32", attention="sdpa", device="cuda", loop="course")
+    first, step = steps_at(config, workload, batch)
+    assert len([event for event in step if event[0] == "m"]) == handed
+    run = replayed(config, workload, batch, 1 << 30)
+    longer = replay(events_at(config, workload, batch, steps=run.steps + 3), 1 << 30)
+    assert (longer.peak_allocated, longer.peak_reserved, longer.out_of_memory) == \
+        (run.peak_allocated, run.peak_reserved, run.out_of_memory)
+
+
 def test_a_search_whose_asker_cancelled_stops_before_its_next_replay() -> None:
     """`cancellable`: the explorer's superseded worker stops at its next replay (`Cancelled`), and nothing it
     did not finish is kept as an answer: the same question asked again is answered whole."""

@@ -88,8 +88,8 @@ def test_a_derived_run_replays_the_same_at_every_batch_and_cap(config: BertConfi
         for cap in (None, 2 << 30, 16 << 30, 80 << 30, full.peak_reserved):
             assert compiled(first, later, batch, cap, limit, handed) == \
                 reference(first, later, batch, cap, limit, handed), (batch, cap)
-    small = allocations._small_steps(config, workload, 1)  # (a batch of one: its own program)
-    assert compiled(*small, 1, 4 << 30, limit, handed) == reference(*small, 1, 4 << 30, limit, handed)
+    first, later, handed = allocations._small_steps(config, workload, 1)  # (a batch of one: its own program)
+    assert compiled(first, later, 1, 4 << 30, limit, handed) == reference(first, later, 1, 4 << 30, limit, handed)
 
 
 def test_the_search_for_what_fits_answers_the_same_on_either_replay(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,8 +225,7 @@ def test_the_explorer_and_cli_read_the_same_search_as_before_on_a_batch_of_one()
     for room in (1 << 30, 2 << 30, 3 << 30):
         allocations.replayed(config, workload, 1, room)
     assert allocations._small_steps.cache_info().misses == 1
-    first, later = allocations._small_steps(config, replace(workload, batch=2), 1)
-    handed = allocations.carried(config, workload)
+    first, later, handed = allocations._small_steps(config, replace(workload, batch=2), 1)
     for room in (1 << 30, 3 << 30):
         assert allocations.replayed(config, workload, 1, room) == reference(first, later, 1, room, STEPS_LIMIT,
                                                                             handed)

@@ -159,7 +159,7 @@ def steps_at(config: BertConfig, workload: Workload, batch: int, method: Method 
              ) -> tuple[list[Event], list[Event]]:
     """The first step's events at `batch`, and a later step's: each later step the same, every block it allocates
     freed by its end or handed on to the next step under an id of its own (`_steps`)."""
-    first, later = _small_steps(config, replace(workload, batch=2), batch, method) if batch < 2 else \
+    first, later = _small_steps(config, replace(workload, batch=2), batch, method)[:2] if batch < 2 else \
         _steps(config, replace(workload, batch=2), method)[:2]
     return [(kind, key, c + d * batch) for kind, key, c, d in first], \
         [(kind, key, c + d * batch) for kind, key, c, d in later]
@@ -167,12 +167,12 @@ def steps_at(config: BertConfig, workload: Workload, batch: int, method: Method 
 
 @lru_cache(maxsize=8)
 def _small_steps(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
-                 ) -> tuple[Program, Program]:
+                 ) -> tuple[Program, Program, tuple[int, ...]]:
     """The first step's program and a later step's at a batch below 2 (0 or 1), where the program for 2 on does
-    not hold (one sequence or one head changes which views copy): emulated once, not at every card that asks."""
+    not hold (one sequence or one head changes which views copy, and so which blocks a step hands on), and the
+    ids it hands on under: emulated once, not at every card that asks."""
     two, ends = _at(config, workload, batch, 2, method)
-    first, later, _ = _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
-    return first, later
+    return _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
 
 
 def _ops_at(config: BertConfig, workload: Workload, batch: int, method: Method | None = None
@@ -208,8 +208,12 @@ def _templates(config: BertConfig, workload: Workload, method: Method | None = N
     return tuple(templates)
 
 
-def carried(config: BertConfig, workload: Workload, method: Method | None = None) -> tuple[int, ...]:
-    """The ids under which a step hands blocks on to the next (`_handed_on`): the course's loop's outputs."""
+def carried(config: BertConfig, workload: Workload, method: Method | None = None, batch: int = 2
+            ) -> tuple[int, ...]:
+    """The ids under which a step at `batch` hands blocks on to the next (`_handed_on`): the course's loop's
+    outputs (a batch below 2 its own: one token's start and end logits are views, not copies)."""
+    if batch < 2:
+        return _small_steps(config, replace(workload, batch=2), batch, method)[2]
     return _steps(config, replace(workload, batch=2), method)[2]
 
 
@@ -290,7 +294,7 @@ def _replayed(config: BertConfig, workload: Workload, batch: int, room: int | No
     if cancelled is not None and cancelled():
         raise Cancelled
     with collector_paused():  # (the step's derivation, its ops and their replay)
-        handed = carried(config, workload, method)
+        handed = carried(config, workload, method, batch)
         limit = HANDED_ON_STEPS_LIMIT if handed else STEPS_LIMIT
         if native.enabled():
             program = _compiled(config, workload, min(batch, 2), method)
@@ -308,7 +312,7 @@ def _compiled(config: BertConfig, workload: Workload, batch: int, method: Method
     if batch >= 2:
         first, later, handed = _steps(config, workload, method)
         return native.compiled(first, later, handed)
-    return native.compiled(*_small_steps(config, workload, batch, method), carried(config, workload, method))
+    return native.compiled(*_small_steps(config, workload, batch, method))
 
 
 def runs(config: BertConfig, workload: Workload, batch: int, room: int, uncapped: Replay | None = None,

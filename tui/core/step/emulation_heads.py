@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .emulation_ops import op
 from .emulation_peft import Linears
-from .tape import FLOAT, LONG, Node, Rule, Storage, Tape, View
+from .tape import FLOAT, LONG, Node, Rule, Storage, Tape, View, is_contiguous
 
 Head = tuple["Storage | None", tuple["Storage", ...], Node]  # the loss (None: inference), the outputs a loop
 # keeps, and the node the backward starts from
@@ -237,7 +237,11 @@ class Heads(Linears):
         hidden, hidden_node = self._dropout(x, x_node) if self.fw.qa_dropout else (t.hold(x), x_node)
         logits, qa_node = self._dense(self.classifier, hidden, hidden_node, n, 2)
         split = t.node(self._cat_backward(n * 2 * self.lp), [qa_node], inputs=2)
-        start, end = t.new(n * self.lp), t.new(n * self.lp)
+        # (squeezed, (b, s) with strides (2s, 2): contiguous, so no copy, only where b = s = 1: views of the logits)
+        if is_contiguous((b, s), (2 * s, 2)):
+            start, end = t.hold(View(logits, self.lp)), t.hold(View(logits, self.lp))
+        else:
+            start, end = t.new(n * self.lp), t.new(n * self.lp)
         start_node, end_node = t.node(self._pass(), [(split, 0)]), t.node(self._pass(), [(split, 1)])
         if not self.train:
             t.drop(x, hidden, logits)
