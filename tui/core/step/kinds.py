@@ -488,9 +488,9 @@ class ShiftedLabels(SavesOnly):
 
 @dataclass(frozen=True, slots=True)
 class Flows(SavesOnly):
-    """(A method's walk only.) Where DeBERTa's disentangled attention reads which of its operands need a gradient:
-    the queries, keys and values just projected, the relative embeddings; their dropout keeps its mask when the
-    relative embeddings need one."""
+    """(A method's walk of DeBERTa's layer.) Where its disentangled attention reads which of its operands need a
+    gradient: the queries, keys and values just projected, the relative embeddings; their dropout (its op, in
+    training) keeps its mask when the relative embeddings need one."""
 
     when: When = ()
 
