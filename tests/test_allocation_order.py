@@ -16,6 +16,7 @@ from tests.fixtures.allocation.compare import as_recorded, normalized
 from tests.test_fixtures_regenerate import script
 from tui.core.config import FAMILIES, BertConfig
 from tui.core.count.families import build_tree
+from tui.core.count.lora import Lora
 from tui.core.step import allocations
 from tui.core.step.allocations import (
     _ops_at,
@@ -105,6 +106,12 @@ def test_what_is_not_derived_yet_is_refused_by_name() -> None:
     assert "nonzero()" in (covers(deberta_classifier, run) or "")
     assert covers(deberta_classifier.replace(num_labels=1), run) is None
     assert "convolution" in (covers(base.as_family("deberta-v2").replace(conv_kernel_size=3), run) or "")
+    unread = base.as_family("deberta-v2").replace(relative_attention=True, share_att_key=True, pos_att_c2p=False,
+                                                 pos_att_p2c=False)  # (no score reads the projections)
+    lora = method_of(build_tree(unread), unread, Lora(r=4))  # (peft's default: query_proj, value_proj)
+    assert "a projection nothing reads" in (covers(unread, run, lora) or "")
+    assert covers(unread, run, method_of(build_tree(unread), unread, Lora(r=4, target_modules=("value_proj",)))) is None
+    assert covers(unread.replace(pos_att_c2p=True), run, method_of(build_tree(unread), unread, Lora(r=4))) is None
     for precision in ("amp-bf16", "amp-fp16"):  # autocast: every family
         amp = replace(run, precision=precision)
         assert all(covers(base.as_family(family), amp) is None for family in DERIVED)

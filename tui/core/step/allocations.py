@@ -60,7 +60,7 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
         return f"model type {config.model_type}: its allocation order is not derived yet ({', '.join(derived)})"
     if config.add_cross_attention:
         return "cross-attention (add_cross_attention): its allocation order is not derived yet"
-    refused = run.refuses(config, workload)
+    refused = run.refuses(config, workload, method)
     if refused:
         return refused
     # a config.json's step setting changes the order only for the heads it matters to (ModernBERT's mean pooling:

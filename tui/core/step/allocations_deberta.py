@@ -30,6 +30,7 @@ from ..config import BertConfig
 from .emulation import BertRun
 from .emulation_heads import Head
 from .emulation_ops import op
+from .method import Method
 from .tape import (
     FLOAT,
     LONG,
@@ -53,13 +54,20 @@ class DebertaRun(BertRun):
     LOOKUP_ADAPTERS = False  # (its embeddings are its own: LoRA on them is not derived yet)
 
     @staticmethod
-    def refuses(config: BertConfig, workload: Workload) -> str | None:
+    def refuses(config: BertConfig, workload: Workload, method: Method | None = None) -> str | None:
         if config.head == "sequence-classification" and config.num_labels > 1 and workload.train:
             return ("DeBERTa's sequence classification in training: its loss keeps the labels ≥ 0 by nonzero(), a "
                     "count only data can tell (the recorder cannot run it), so its order is not derived yet "
                     "(num_labels 1 is, and inference)")
         if config.conv_kernel_size:
             return "DeBERTa's convolution beside the first layer: its allocation order is not derived yet"
+        unread = config.relative_attention and config.share_att_key and not (config.pos_att_c2p or config.pos_att_p2c)
+        adapted = method is not None and any(role not in ("base", "original", "copy") and (
+            ".query_proj." in name or ".key_proj." in name) for name, role, *_ in method.layout)
+        if unread and adapted:
+            return ("an adapter on DeBERTa's query or key projection where no score type reads the relative "
+                    "embeddings they project (share_att_key, no c2p or p2c): the graph of a projection nothing reads, "
+                    "its adapters' with it, is not derived yet")
         return None
 
     def _setup(self) -> None:
@@ -99,12 +107,14 @@ class DebertaRun(BertRun):
             self.deberta_layers.append(layer)
             params += flat(*layer.values())
         # the relative embeddings (and their LayerNorm) reach the loss only through c2p or p2c scores: a parameter
-        # without a gradient gets no AdamW state
-        used = self.c2p or self.p2c
+        # without a gradient gets no optimizer state (`unreached`; still in `named_parameters()`, which a method
+        # adapts in order)
         self.rel = Param(t, 2 * self.span * h * self.f) if self.disentangled else None
-        params += [self.rel] if self.rel and used else []
         self.rel_norm = norm() if c.norm_rel_ebd else None
-        params += flat(self.rel_norm) if self.rel_norm and used else []
+        built = ([self.rel] if self.rel else []) + (flat(self.rel_norm) if self.rel_norm else [])
+        params += built
+        if not (self.c2p or self.p2c):
+            self.unreached = {id(param) for param in built}
         if self.mlm:  # cls.predictions (legacy: transform H → E, LayerNorm(E), the tied decoder with the head's
             # own bias) or lm_predictions.lm_head (dense, LayerNorm, a bias): moved children first, the head's own
             # bias listed first by the optimizer
@@ -222,9 +232,15 @@ class DebertaRun(BertRun):
         assert self.rel is not None
         if self.rel_norm is None:
             return t.hold(self.rel.data), self.rel.node, ()
-        if not (self.c2p or self.p2c) and self.train:  # (in inference no graph keeps them: they go at once)
+        if not (self.c2p or self.p2c) and self._rel_graph():  # (no graph, in inference or frozen: they go at once)
             return self._unread_norm(rows)
         return *self._layer_norm(self.rel.data, self.rel.node, self.rel_norm, rows=rows), ()
+
+    def _rel_graph(self) -> bool:
+        """Whether the relative embeddings' LayerNorm and dropout record a graph: in training, where the table or
+        the LayerNorm's parameters train (a method may freeze them)."""
+        assert self.rel is not None
+        return self.train and any(param.trains for param in (self.rel, *(self.rel_norm or ())) if param)
 
     @op("norm")
     def _unread_norm(self, rows: int) -> tuple[Storage, Node, tuple[Storage, ...]]:
@@ -337,10 +353,11 @@ class DebertaRun(BertRun):
     @op("dropout")
     def _unread_dropout(self, rel: Storage) -> tuple[Storage, Storage | None]:
         """Dropout of the relative embeddings where nothing reads its output: its graph (its mask) goes with the
-        output (a checkpointed forward's graph keeps nothing: the mask goes at once)."""
+        output (a checkpointed forward's graph keeps nothing, nor one whose input needs no gradient: the mask
+        goes at once)."""
         t = self.tape
         out, mask = t.new(rel.nbytes), t.new(rel.nbytes // self.f)
-        if t.packing is not None:
+        if t.packing is not None or not self._rel_graph():
             t.drop(mask)
             return out, None
         return out, mask

@@ -36,6 +36,7 @@ from functools import partial
 from ..config import BertConfig
 from .emulation import BertRun
 from .emulation_heads import Head
+from .method import Method
 from .symbols import GLOBAL_EVERY, HALF_WINDOW
 from .tape import (
     FLOAT,
@@ -61,7 +62,7 @@ class ModernBertRun(BertRun):
     LOOKUP_ADAPTERS = False  # (its embeddings are its own: LoRA on them is not derived yet)
 
     @staticmethod
-    def refuses(config: BertConfig, workload: Workload) -> str | None:
+    def refuses(config: BertConfig, workload: Workload, method: Method | None = None) -> str | None:
         if config.head == "multiple-choice":
             return ("ModernBERT's multiple choice: the [CLS] rows are picked by a tensor index (an item() the "
                     "recorder cannot run without data), so its order is not derived yet")

@@ -73,6 +73,7 @@ from .emulation_attention import Attention
 from .emulation_heads import Head, Heads
 from .emulation_loop import Loop
 from .emulation_ops import ALBERT_LAYER, DISTILBERT_LAYER
+from .method import Method
 from .tape import (
     FLOAT,
     LONG,
@@ -100,9 +101,9 @@ class BertRun(Loop, Heads, Attention):
     LOOKUP_ADAPTERS = True  # whether its embeddings run LoRA on the word embeddings (`_lookup_lora`)
 
     @staticmethod
-    def refuses(config: BertConfig, workload: Workload) -> str | None:
-        """Why this run does not derive `config`'s step (None: it does); the refusals every run shares are
-        `allocations.covers`'."""
+    def refuses(config: BertConfig, workload: Workload, method: Method | None = None) -> str | None:
+        """Why this run does not derive `config`'s step under `method` (None: it does); the refusals every run
+        shares are `allocations.covers`'."""
         return None
 
     # Setup: parameters and buffers moved to the device (children first), then the batch -----------------------

@@ -114,6 +114,7 @@ class Run:
         self.model_locals: tuple[Storage | None, ...] = ()
         self.leaves: list[Param] = []  # tensors made leaves that require a gradient (`_input_leaf`), this step's
         self.decoder: Param | None = None  # the LM decoder's weight where it is not the word table (`_adapt`)
+        self.unreached: set[int] = set()  # (ids of) parameters no gradient reaches: no state, no gradient to free
 
     # A fine-tuning method ------------------------------------------------------------------------------------
     def _adapt(self) -> None:
@@ -187,8 +188,9 @@ class Run:
 
     @property
     def trained(self) -> list[Param]:
-        """The optimizer's parameters: those that train."""
-        return [param for param in self.params if param.trains]
+        """The optimizer's parameters: those that train (and that a gradient reaches: AdamW and SGD skip a
+        parameter whose gradient is None)."""
+        return [param for param in self.params if param.trains and id(param) not in self.unreached]
 
     def _element(self, x: Storage) -> int:
         """The element of the embeddings' output, whose dtype the model's float masks take (16-bit under autocast
