@@ -133,8 +133,9 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
                     if ran != [op for _, op in named]:
                         at = next((i for i, (a, (_, b)) in enumerate(zip(ran, named)) if a != b),
                                   min(len(ran), len(named)))
-                        pytest.fail(f"{config.head} {workload}: from op {at} ({named[at][0] if at < len(named) else 'end'})"
-                                    f", the run {ran[at:at + 6]}, the kinds {[op for _, op in named[at:at + 6]]}")
+                        where = named[at][0] if at < len(named) else "the end"
+                        pytest.fail(f"{config.head} {workload}: from op {at} ({where}), the run {ran[at:at + 6]}, "
+                                    f"the kinds {[op for _, op in named[at:at + 6]]}")
                     compared += 1
     assert compared >= 12
 
