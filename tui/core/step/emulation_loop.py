@@ -106,24 +106,30 @@ class Loop(Run):
             self.tape.drop(leaf.node.grad, leaf.data)
             leaf.node.grad = None
 
+    def _dtype_groups(self) -> list[list[Param]]:
+        """The trained parameters as a foreach optimizer's step takes them, a dtype at a time: the groups in the
+        order C++'s unordered_map gives them back, the dtype met last first (a saved classifier's 16-bit copy,
+        met after LoRA's float32 adapters, before them; the adapters before the 16-bit biases that train, met
+        first under bias "all")."""
+        groups: dict[int, list[Param]] = {}
+        for param in self.trained:
+            groups.setdefault(param.element or self.f, []).append(param)
+        return list(reversed(groups.values()))
+
     def _optimizer(self) -> None:
         """The optimizer's step (foreach): AdamW's states at the first step, then its `_foreach_sqrt` temporaries
         each step; SGD with momentum its buffers at the first step (a clone of each gradient, in place after);
         SGD nothing (every update in place)."""
         t = self.tape
         if self.w.optimizer != "adamw":
-            if self.w.optimizer == "sgd-momentum" and not self.states:
-                self.states = [t.new(param.data.nbytes) for param in self.trained]
+            if self.w.optimizer == "sgd-momentum" and not self.states:  # (made inside the foreach loop: by group)
+                self.states = [t.new(param.data.nbytes) for group in self._dtype_groups() for param in group]
             return
         if not self.states:
             for param in self.trained:
                 self.states += [t.new(param.data.nbytes), t.new(param.data.nbytes)]
-        # _foreach_sqrt(exp_avg_sqs), a dtype's parameters at a time: the groups in the order C++'s unordered_map
-        # gives them back, the dtype met last first (a 16-bit model's own before LoRA's float32 adapters); each
-        # group's roots go as the next group's rebind them, the last as the step returns
-        groups: dict[int, list[Param]] = {}
-        for param in self.trained:
-            groups.setdefault(param.element or self.f, []).append(param)
-        roots = [[t.new(param.data.nbytes) for param in group] for group in reversed(groups.values())]
+        # _foreach_sqrt(exp_avg_sqs), a dtype's parameters at a time; each group's roots go as the next group's
+        # rebind them, the last as the step returns
+        roots = [[t.new(param.data.nbytes) for param in group] for group in self._dtype_groups()]
         for made in roots:
             t.drop(*reversed(made))
