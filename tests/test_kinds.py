@@ -94,6 +94,19 @@ def _kinds_ops(config: typing.Any, workload: typing.Any) -> list[tuple[str, str]
             for op in kinds.ops(modules, step)]
 
 
+def _deberta_switches() -> list[typing.Any]:
+    """DeBERTa's switches as the presets of its recorded orders set them (v2, v3, c2p alone, no relative attention,
+    relative attention that no score reads)."""
+    import yaml
+
+    from tui.core.config import BertConfig
+
+    from .test_fixtures_regenerate import FIXTURES
+
+    return [BertConfig(**yaml.safe_load(preset.read_text(encoding="utf-8"))["config"])
+            for preset in sorted((FIXTURES / "allocation").glob("deberta-*.yaml"))]
+
+
 @pytest.mark.parametrize("family", ["bert", "roberta", "electra", "distilbert", "albert", "mpnet", "modernbert",
                                     "deberta-v2"])
 def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(family: str) -> None:
@@ -109,15 +122,8 @@ def test_the_derived_allocation_order_runs_the_ops_its_kinds_name_in_order(famil
 
     configs = [script(FIXTURES / "generate_compute.py").family_config(family, head).replace(num_hidden_layers=4)
                for head in FAMILIES[family].heads]  # (4: ModernBERT's global layers, the first and the fourth)
-    if family == "deberta-v2":  # every switch: the presets of its recorded orders (v2, v3, c2p alone, no relative
-        # attention, relative attention that no score reads)
-        import yaml
-
-        from tui.core.config import BertConfig
-
-        for preset in sorted((FIXTURES / "allocation").glob("deberta-*.yaml")):
-            values = yaml.safe_load(preset.read_text(encoding="utf-8"))["config"]
-            configs += [BertConfig(**values, head=head) for head in FAMILIES[family].heads]
+    if family == "deberta-v2":
+        configs += [config.replace(head=head) for config in _deberta_switches() for head in FAMILIES[family].heads]
     configs += [config.replace(num_labels=1) for config in configs if config.head == "sequence-classification"]
     compared = 0
     for config in configs:
@@ -146,9 +152,7 @@ def test_a_layer_as_the_full_step_counts_it_runs_the_ops_a_methods_walk_takes(fa
     walk takes it (`walks`: ModernBERT's layers after the first, DeBERTa's; ALBERT's `run`) name the same ops, in
     every precision, kernel and mode, for every switch of DeBERTa's: two descriptions of one layer that agree.
     (The other families' walk takes their `layer` itself.)"""
-    import yaml
-
-    from tui.core.config import FAMILIES, BertConfig
+    from tui.core.config import FAMILIES
     from tui.core.step.compute import _step
     from tui.core.step.layouts import STEPS
     from tui.core.step.workload import Conventions, Workload
@@ -160,8 +164,7 @@ def test_a_layer_as_the_full_step_counts_it_runs_the_ops_a_methods_walk_takes(fa
     assert walks != (layout.layer,)  # (each family here has a walk of its own)
     configs = [script(FIXTURES / "generate_compute.py").family_config(family, next(iter(FAMILIES[family].heads)))]
     if family == "deberta-v2":
-        configs += [BertConfig(**yaml.safe_load(preset.read_text(encoding="utf-8"))["config"])
-                    for preset in sorted((FIXTURES / "allocation").glob("deberta-*.yaml"))]
+        configs += _deberta_switches()
     for config in configs:
         for precision in ("fp32", "bf16", "amp-bf16"):
             for attention in ("eager", "sdpa"):
