@@ -406,7 +406,12 @@ class Run:
         bias_copy, bias_node = self._cast(bias) if bias else (None, None)
         weight_copy, weight_node = self._cast(weight, cached=not viewed)
         wide = x.nbytes == (select or rows * inputs) * FLOAT
-        if wide:
+        leaf = next((leaf for leaf in self.leaves if leaf.data is x), None) if wide and not select else None
+        if leaf is not None:  # (a leaf that requires a gradient, the embeddings' output checkpointing made one,
+            # read by a Linear as it is (DeBERTa's embed_proj): autocast caches its copy as it does a parameter's)
+            x, x_node = self._cast(leaf)
+            wide = False
+        elif wide:
             x = t.new(rows * inputs * self.lp)
             x_node = t.node(self._grads(rows * inputs * FLOAT), [x_node])
         node = t.node(self._linear_backward(rows, inputs, outputs, copy, 0, bias is not None),
