@@ -7,7 +7,8 @@ optimizer and loop, padding masks, checkpointing and inference, and a third of t
 (`compute`, `allocations.covers`); one that bert-tui computes must run in transformers, and its order must be the
 recorded one event by event. What this found is in the recorded orders it added
 (tests/fixtures/allocation_order.json: `modernbert-*-one-layer-*`, `albert-*-inner-*`, `*-qa-one-token-*`,
-`deberta-unread-qa-inf`, `*-deberta-unread-qa*` under a method, `lora-biases-bert-nsp-a-sgdm-bf16`).
+`deberta-unread-qa-inf`, `*-deberta-unread-qa*` under a method, `lora-biases-bert-nsp-a-sgdm-bf16`,
+`*-deberta-c2p-e16-*-ckpt`).
 
 Slow (each recording is a process importing torch), and it needs the `verify` extra and g++ for the shim."""
 
