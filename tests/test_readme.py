@@ -113,6 +113,18 @@ def test_the_peft_case_count_the_readme_states_is_the_fixtures() -> None:
     assert f"on {lora} configurations over every family, and {ia3} IA3 ones" in said
 
 
+def test_the_recorded_allocation_orders_the_compute_manual_counts_are_the_fixtures() -> None:
+    import json
+
+    cases = json.loads((Path(__file__).parent / "fixtures" / "allocation_order.json").read_text(encoding="utf-8"))
+    runs = cases["cases"]
+    said = " ".join((Path(__file__).parents[1] / "docs" / "compute.md").read_text(encoding="utf-8").split())
+    course = sum(1 for run in runs if run["workload"]["mode"] == "train" and run["workload"]["loop"] == "course")
+    assert (f"{len(runs)} runs, {sum('method' in run for run in runs)} of them under a fine-tuning method, {course} "
+            f"training under the course's loop, {sum(run['workload']['mode'] == 'inference' for run in runs)} "
+            f"inference, {sum(run['workload']['checkpointing'] for run in runs)} with checkpointing") in said
+
+
 def test_the_course_loop_example_is_what_compute_says() -> None:
     from tui.core import BertConfig
     from tui.core.step.compute import compute
