@@ -3,8 +3,10 @@
 
 Exact: the bytes every case saves for backward (one layer's in all, by component, by total), the recompute peak, the
 optimizer states, FlopCounterMode's forward and backward with the real kernels. Within 3 %: the step's peak
-(`torch.cuda.max_memory_allocated` less what the case began with and the cuBLAS workspaces). Never above what ran,
-and at least 90 % of it: the largest batch under a memory cap.
+(`torch.cuda.max_memory_allocated` less what the case began with and the cuBLAS workspaces), the derived allocation
+order's, but on the two pure 16-bit SDPA classification steps whose backward the GPU's kernels add to (within
+4.5 %); the peak rule's (where the order is not derived) on all. Never above what ran, and at least 90 % of it: the
+largest batch under a memory cap.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ import pytest
 from tests.gpu.measure_steps_cuda import as_measured, objects
 from tui.cli import main
 from tui.core.step import allocations
+from tui.core.step.compute import compute
+from tui.core.step.peak import phases
 
 DATA = json.loads((Path(__file__).parent / "fixtures" / "gpu" / "h200-steps.json").read_text(encoding="utf-8"))
 STEPS = {case["case"]: case for case in DATA["steps"]}
 SAVED = {case["case"]: case for case in DATA["saved_and_flops"]}
 FITS = {case["case"]: case for case in DATA["fits"]}
 PEAK_TOLERANCE = 0.03
+# The steps whose derived peak falls short by more than 3 %: pure 16-bit sequence classification under sdpa peaks in
+# its backward, where the GPU held ~54 MiB that no recording with CUDA faked shows (kernels' own temporaries:
+# tests/fixtures/allocation/phases.py), and where the step began it held ~26 MB more (the earlier steps' unseen
+# temporaries moved where the optimizer's states landed, and blocks are counted whole).
+BACKWARD_SHORT = {"b-sc-8x512-bf16-sdpa": 0.045, "b-sc-8x512-fp16-sdpa-pad": 0.045}
 
 # One worker runs the module, so each case's `predicted` (a fits search at real sizes) is worked out once, not once
 # on every worker its tests land on (`--dist loadgroup`): 11 s in one process, ~45 s spread over three.
@@ -102,13 +111,34 @@ def test_the_workspaces_are_65_mib_as_the_readme_says() -> None:
     assert "65 MiB in a training process" in README
 
 
-@pytest.mark.parametrize("name", list(STEPS))
-def test_the_peak_is_within_3_percent_of_the_gpus(name: str) -> None:
-    """`memory_bytes.peak` is the step's allocated peak without the cuBLAS workspaces (a fresh training process's
-    `max_memory_allocated` is that plus 65 MiB), compared with measured figures only."""
-    case = STEPS[name]
+def error(case: dict[str, Any], peak: int) -> float:
+    """A predicted peak's error against the GPU's, as a fraction of the measured peak."""
     measured = measured_peak(case)
-    assert abs(predicted(argv_of(case))["memory_bytes"]["peak"] - measured) <= PEAK_TOLERANCE * measured
+    return (peak - measured) / measured
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_the_peak_is_the_derived_orders_and_within_3_percent_of_the_gpus(name: str) -> None:
+    """`memory_bytes.peak` is the step's allocated peak without the cuBLAS workspaces (a fresh training process's
+    `max_memory_allocated` is that plus 65 MiB), the derived allocation order's, compared with measured figures
+    only: within 3 %, or short by at most `BACKWARD_SHORT`'s on the two steps named there (and on no other)."""
+    data = predicted(argv_of(STEPS[name]))
+    assert data["peak_model"] == "derived"
+    off = error(STEPS[name], data["memory_bytes"]["peak"])
+    if name in BACKWARD_SHORT:
+        assert -BACKWARD_SHORT[name] <= off < -PEAK_TOLERANCE
+    else:
+        assert abs(off) <= PEAK_TOLERANCE
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_the_peak_rule_is_within_3_percent_of_the_gpus(name: str) -> None:
+    """The peak rule (the peak where a step's order is not derived, and the fits search's first guess) against the
+    same steps: within 3 % on every one."""
+    prediction = predicted(argv_of(STEPS[name]))
+    config, workload = objects(prediction)
+    rule = max(phase.peak for phase in phases(compute(config, workload, fits=False)))
+    assert abs(error(STEPS[name], rule)) <= PEAK_TOLERANCE
 
 
 FORWARD_TOLERANCE = 0.02
@@ -135,12 +165,13 @@ def test_the_derived_orders_forward_holds_what_the_gpu_held(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(STEPS))
 def test_the_phase_that_sets_the_peak(name: str) -> None:
-    """The phase named is the one that peaked on the GPU, or within 1 % of it."""
+    """The phase named is the one that peaked on the GPU, or peaked there within the peak's tolerance of it (the
+    derived backward falls short where the GPU's forward and backward peak within ~1 % of each other)."""
     case = STEPS[name]
     data = predicted(argv_of(case))
     memory = case["memory_allocated"]
     measured = {phase: memory[f"peak_{phase}"] for phase in data["phases"]}
-    assert measured[data["peak_phase"]] >= 0.99 * max(measured.values())
+    assert measured[data["peak_phase"]] >= (1 - PEAK_TOLERANCE) * max(measured.values())
 
 
 @pytest.mark.parametrize("name", list(FITS))
@@ -172,14 +203,26 @@ def test_phases_hold_what_the_step_holds() -> None:
 from .manual import SAID as README  # noqa: E402  (the manual's words: README.md and docs/)
 
 
-def test_the_readme_states_the_peaks_error_as_measured() -> None:
-    errors = []
-    for case in STEPS.values():
-        measured = measured_peak(case)
-        errors.append((predicted(argv_of(case))["memory_bytes"]["peak"] - measured) / measured * 100)
+def _errors_said(errors: list[float]) -> tuple[str, str]:
+    """How the manual states a peak's errors (percent): their range and their mean absolute."""
     low, high, mean = min(errors), max(errors), sum(map(abs, errors)) / len(errors)
-    assert f"within 3 % in every case: {low:+.1f} % to {high:+.1f} %".replace("-", "−") in README
-    assert f"{mean:.1f} % on average" in README
+    return f"{low:+.1f} % to {high:+.1f} %".replace("-", "−"), f"{mean:.1f} % on average"
+
+
+def test_the_manual_states_the_peaks_error_as_measured() -> None:
+    derived = [error(case, predicted(argv_of(case))["memory_bytes"]["peak"]) * 100 for case in STEPS.values()]
+    within = sum(abs(off) <= PEAK_TOLERANCE * 100 for off in derived)
+    span, mean = _errors_said(derived)
+    worst = max(map(abs, derived))
+    assert f"within 3 % on {within} of {len(derived)} steps, {worst:.1f} % on all: {span}, {mean}" in README
+    said = f"within 3 % of an H200's (torch 2.11) on {within} of {len(derived)} steps, {worst:.1f} % on all"
+    assert said in " ".join(predicted(argv_of(STEPS["b-sc-8x512-bf16-sdpa"]))["conventions"])
+    rule = []
+    for case in STEPS.values():
+        config, workload = objects(predicted(argv_of(case)))
+        rule.append(error(case, max(phase.peak for phase in phases(compute(config, workload, fits=False)))) * 100)
+    span, mean = _errors_said(rule)
+    assert f"the peak rule is within 3 % on every one: {span}, {mean}" in README
 
 
 def test_the_readme_states_the_worst_share_of_what_ran_that_fits_claims() -> None:
@@ -188,3 +231,16 @@ def test_the_readme_states_the_worst_share_of_what_ran_that_fits_claims() -> Non
         fit = next(fit for fit in predicted(argv_of(case))["fits"] if fit["asked"])
         shares.append(fit["max_batch"] / case["largest_batch_that_ran"] * 100)
     assert f"claims at least {int(min(shares) * 10) / 10:.1f} % of the largest that ran" in README
+
+
+def test_the_manual_states_how_far_the_rule_is_from_a_deberta_forwards_derived_order() -> None:
+    """The case the manual gives for the derived order leading where it exists: the rule's peak below the order's
+    by the share it states (both computed here: the order's replayed, the rule's phases)."""
+    argv = ("deberta-v3-base", "--head", "token-classification", "--batch", "32", "--seq", "128", "--precision",
+            "fp16", "--mode", "inference")
+    data = predicted(argv)
+    assert data["peak_model"] == "derived"
+    config, workload = objects(data)
+    rule = max(phase.peak for phase in phases(compute(config, workload, fits=False)))
+    lower = round((data["memory_bytes"]["peak"] - rule) / data["memory_bytes"]["peak"] * 100)
+    assert f"which the rule (BERT's layer, not DeBERTa's relative attention) puts {lower} % lower" in README

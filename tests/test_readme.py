@@ -16,13 +16,13 @@ from .manual import TEXT as README
 def test_the_loops_and_the_allocators_share_on_an_lm_example_is_what_compute_says() -> None:
     from tui.core import BertConfig
     from tui.core.step.compute import compute
-    from tui.core.step.peak import KEPT
+    from tui.core.step.peak import KEPT, phases
     from tui.core.step.workload import Workload
 
     config, size = BertConfig(head="mlm"), 24 * 2**30
     kept, trainer = (compute(config, Workload(batch=32, seq=512, precision="amp-bf16", device="cuda", loop=loop), size)
                      for loop in ("hand-written", "trainer"))
-    logits = dict(kept.phases[1].held)[KEPT]
+    logits = dict(phases(kept)[1].held)[KEPT]  # (the bytes of the logits kept: the rule names them)
     fits = [next(fit.max_batch for fit in result.fits if fit.asked) for result in (kept, trainer)]
     said = " ".join(README.split())
     assert kept.replayed and trainer.replayed  # (autocast's order is derived: the rule's segment is only named)

@@ -34,7 +34,7 @@ from .allocator import round_size
 from .kinds import Flop, Module, Saved, Step
 from .layouts import STEPS
 from .method import Method
-from .peak import max_batch, phases, stranded, usable
+from .peak import derived_phases, max_batch, phases, stranded, usable
 from .result import DOES_NOT_FIT, FITS, Compute, Fit
 from .steps import AMP_LAYER_COPIES, PROJECTED_INPUT, StepLayout
 from .symbols import (
@@ -84,7 +84,9 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
 
 def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
             tree: ParamTree | None = None, method: Method | None = None, fits: bool = True) -> Compute:
-    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. `tree`: the
+    """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. The peak
+    and its phases are the derived allocation order's where it is derived (`allocations.covers`), else the peak
+    rule's. `tree`: the
     config's counted tree if the caller has it (the explorer does), so it is not built again. `method`: a
     fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything. `fits` False: the
     step's terms only, without the fits table and the allocator's replay (what a caller that reads neither
@@ -99,6 +101,9 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         layer, parameters, tensors = method.layer_trainable(config), method.parameters, method.tensors
     copies = linear_copies(tree) if workload.amp and not workload.train else 0
     result = measure(config, workload, parameters, tensors, layer, method, copies)
+    if fits_replayed(config, workload, method):  # the one peak: the derived order's, where it is derived
+        peaks = allocations.phase_peaks(config, workload, method)
+        result = _same_terms(result, replace(result, phases=derived_phases(result, peaks), derived=True))
     if not fits:
         return result
     sizes = [(float(g), g * GIB, False) for g in GPU_SIZES_GIB]
@@ -248,7 +253,7 @@ def fits(result: Compute, sizes: list[tuple[float, int, bool]]) -> tuple[Fit, ..
 
 
 def fits_replayed(config: BertConfig, workload: Workload, method: Method | None) -> bool:
-    """Whether the step's fits and reserved peak come from replaying its derived allocation order."""
+    """Whether the step's peak, its fits and its reserved peak come from its derived allocation order (replayed)."""
     return allocations.covers(config, workload, method) is None
 
 

@@ -1,5 +1,10 @@
 """The step's real peak: what the CUDA caching allocator holds at the worst moment of each phase, and what fits.
 
+Where the step's allocation order is derived (`allocations.covers`), each phase's peak is that order's, replayed
+through the caching allocator (`derived_phases`): the bytes held through the phase as the terms count them, and the
+rest at its worst moment, every block as the allocator rounds it. Elsewhere (the CPU, a step not derived yet), the
+peak rule below (`phases`), which also gives the fits table's first guesses.
+
 The sum of weights, gradients, optimizer states and activations is not what a GPU runs out of: activations are freed
 during the backward while gradients appear, and every phase has transients the saved tensors do not show (the
 loss's logits, the scores before softmax, foreach AdamW's temporaries, the inference forward's live tensors). Each
@@ -37,6 +42,8 @@ saved tensors (exact) left a remainder; they are upper-bound shaped (the worst m
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from .result import Compute, Phase
 
@@ -83,6 +90,35 @@ def phases(result: Compute) -> tuple[Phase, ...]:
     if not result.workload.train:
         return (_inference(result),)
     return _forward(result), _backward(result), _optimizer(result)
+
+
+# The rest of a derived phase's peak, beyond what it holds throughout: what its worst moment has besides.
+DERIVED_REST = {
+    "forward": "saved tensors, outputs and temporaries then",
+    "backward": "saved tensors, gradients and temporaries then",
+    "optimizer": "its temporaries and what the loop keeps then",
+}
+INFERENCE_REST = "live tensors and outputs then"
+
+
+def derived_phases(result: Compute, peaks: Mapping[str, int]) -> tuple[Phase, ...]:
+    """The phases of `result`'s step as its derived allocation order reaches them (`allocations.phase_peaks`: the
+    allocated peak of each phase of the settled step, without the cuBLAS workspaces): what the phase holds
+    throughout, term by term (weights, buffers, optimizer states, the batch; autocast's cached copies in an
+    inference forward; the gradients in the optimizer's step), and the rest of the order's peak, which also holds
+    the allocator's rounding of every block."""
+    made = []
+    for name in ("forward", "backward", "optimizer"):
+        if name not in peaks:
+            continue
+        held = _base(result)
+        if name == "optimizer":
+            held.append(("gradients", result.gradients))
+        if not result.workload.train and result.linear_copies:
+            held.append(("autocast's 16-bit copies of the Linear weights", result.linear_copies))
+        rest = INFERENCE_REST if not result.workload.train else DERIVED_REST[name]
+        made.append(Phase(name, tuple(held), ((rest, peaks[name] - sum(n for _, n in held)),)))
+    return tuple(made)
 
 
 def _base(result: Compute) -> list[tuple[str, int]]:

@@ -66,6 +66,9 @@ class Compute:
     conventions: Conventions
     layer_parameters: int = 0  # elements of one encoder layer (its weight gradients are a backward transient)
     phases: tuple[Phase, ...] = ()  # the step's phases, each with its peak (`tui.core.step.peak`)
+    # Whether the phases' peaks are the derived allocation order's (`allocations.phase_peaks`, where it is derived:
+    # `peak.derived_phases`); False: the peak rule's (`peak.phases`)
+    derived: bool = False
     stranded: int = 0  # reserved beyond the allocated peak: free space the caching allocator cannot give back
     loss_upcast: bool = False  # the head's loss casts its n·V logits to float32 first (a causal LM's, ModernBERT's)
     linear_copies: int = 0  # inference under autocast: the 16-bit weight copies its cache holds through the forward
@@ -264,11 +267,8 @@ class Compute:
     @property
     def reserved_peak(self) -> int:
         """What a cap must let the allocator reserve: replayed, the most it holds in segments partly in use over
-        steps until they settle (cuBLAS workspaces included), and never less than the allocated peak (the peak
-        rule's, a model of its own, can be above the replay's holdings: BERT-large classification 32 × 512 under
-        amp-bf16, 22,099,897,756 against 22,074,621,952; the allocator never reserves less than it allocates, so a
-        cap must hold the larger; one peak where the order is derived is #51's); else the allocated peak and the
-        space it strands."""
+        steps until they settle (cuBLAS workspaces included): never less than the allocated peak, which is the same
+        order's (`derived`); else the allocated peak and the space it strands."""
         return max(self.reserved, self.peak) if self.replayed else self.peak + self.stranded
 
     def memory(self) -> dict[str, int]:
