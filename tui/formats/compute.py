@@ -74,7 +74,8 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
 def convention_lines(result: Compute) -> list[str]:
     """Every convention that changes bytes in the step shown (and only those), and where the family's figures rest
     on BERT's measurements."""
-    return _workload_lines(result) + _method_lines(result) + _family_lines(result.config, result.workload, result.derived)
+    return (_workload_lines(result) + _method_lines(result)
+            + _family_lines(result.config, result.workload, result.derived))
 
 
 def _method_lines(result: Compute) -> list[str]:
