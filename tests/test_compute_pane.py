@@ -306,7 +306,7 @@ async def test_while_another_models_fits_are_worked_out_its_predecessors_figures
         await pilot.pause()
         await pilot.pause()
         shown = result_text(app)
-        assert "working out what fits" in shown and short_bytes(roberta.total) not in shown
+        assert "working out the peak and what fits" in shown and short_bytes(roberta.total) not in shown
         looked.set()
         await settled(pilot)
         bert = compute(catalog.get("bert-base-uncased").config, Workload(batch=32, seq=128, device="cuda"))
@@ -457,9 +457,10 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
         pane.query_one("#seq", Input).value = "64"
         await pilot.pause()
         terms = compute(BertConfig(head="mlm"), Workload(batch=32, seq=64, precision="fp32", device="cuda"),
-                        fits=False)  # (FLOPs and memory at once, while the worker replays: what fits said pending)
-        assert result_text(app) == str(render_result(terms, pending=WORKING_OUT))
-        assert "working out what fits" in result_text(app) and "FLOPs per step" in result_text(app)
+                        fits=False, derive=False)  # (FLOPs and memory at once, while the worker replays: the peak
+        assert result_text(app) == str(render_result(terms, pending=WORKING_OUT))  # and what fits said pending)
+        assert "working out the peak and what fits" in result_text(app) and "FLOPs per step" in result_text(app)
+        assert "in the forward" not in result_text(app) and "in the backward" not in result_text(app)
         looked.set()
         await settled(pilot)
         holding.set()
@@ -469,7 +470,7 @@ async def test_what_fits_replayed_is_worked_out_off_the_event_loop_and_the_last_
         assert "batch 0" in error_text(app)
         pane.query_one("#batch", Input).value = "32"  # valid again: the message goes while the worker runs
         await pilot.pause()
-        assert error_text(app) == "" and "working out what fits" in result_text(app)
+        assert error_text(app) == "" and "working out the peak and what fits" in result_text(app)
         looked.set()
         await settled(pilot)
         expected = compute(BertConfig(head="mlm"), Workload(batch=32, seq=64, precision="fp32", device="cuda"))

@@ -136,3 +136,13 @@ def test_where_the_order_is_not_derived_the_rule_gives_the_peak_and_says_so(caps
     data = json_of("--preset", "bert-mini", "--head", "sequence-classification", "--device", "cuda", capsys=capsys)
     assert data["peak_model"] == "derived"
     assert any(line.startswith("peak: the step's allocation order, derived op by op") for line in data["conventions"])
+
+
+def test_the_explorers_keystroke_figures_leave_the_peak_to_its_worker() -> None:
+    """`derive=False` (the explorer's figures at each keystroke, without the fits): the rule's phases, not run;
+    `fits=False` alone still derives, so every caller that reads a peak reads the one."""
+    config, workload = small("bert", "mlm"), Workload(batch=3, seq=24, device="cuda")
+    quick = compute(config, workload, fits=False, derive=False)
+    assert not quick.derived and quick.phases == phases(quick)
+    assert compute(config, workload, fits=False).peak == compute(config, workload).peak == whole_run_peak(config,
+                                                                                                          workload)

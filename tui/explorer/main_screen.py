@@ -59,7 +59,7 @@ CENTER = "#center"  # the tree's pane: the tree with its detail strip
 KEY_ROWS = help_rows()  # the help screen's rows
 
 
-WORKING_OUT = "working out what fits: the caching allocator, replayed on every card…"
+WORKING_OUT = "working out the peak and what fits: the step's allocation order, replayed on every card…"
 
 
 class MainScreen(Screen[None]):
@@ -292,10 +292,12 @@ class MainScreen(Screen[None]):
                 method = None if how is None else method_of(self.model, self.model.config, how)
                 # (under a method, the full step beside it is replayed where the method's own is not)
                 if fits_replayed(self.model.config, self.workload, None):
-                    # FLOPs and memory at once (the step's terms: no replay), what fits when the worker answers
-                    terms = compute(self.model.config, self.workload, tree=self.model, method=method, fits=False)
+                    # FLOPs and memory at once (the step's terms: no replay), the peak and what fits when the
+                    # worker answers
+                    terms = compute(self.model.config, self.workload, tree=self.model, method=method, fits=False,
+                                    derive=False)
                     full = None if method is None else compute(self.model.config, self.workload, tree=self.model,
-                                                               fits=False)
+                                                               fits=False, derive=False)
                     self._compute_valid, self._compute_error = self._compute_asked, None
                     self._compute_off_loop(self.model, self.workload, self._gpu_memory, self._compute_asked, method)
                     pane.show_error(None)  # (the fields are valid now: an earlier refusal's message goes)

@@ -241,13 +241,14 @@ def headline(result: Compute, title: str) -> str:
     return "\n".join(lines)
 
 
-def full_line(result: Compute, full: Compute, before_fits: str = ", ") -> str:
+def full_line(result: Compute, full: Compute, before_fits: str = ", ", peak: bool = True) -> str:
     """The same step fully fine-tuned, in one sentence, beside a method's: what trains, FLOPs, peak, what fits
     (where `full` has its fits table: a step computed without it is said without it; `before_fits`: what comes
     before that clause — the explorer's pane starts it on a line of its own, so that no wrap parts a size from its
-    unit, as Rich wraps at any space)."""
-    said = (f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step, peak "
-            f"{short_bytes(full.peak)}")
+    unit, as Rich wraps at any space; `peak` False: without the peak, which a worker is still deriving)."""
+    said = f"full fine-tuning: trains {full.trained[0]:,}, {short_flops(full.flops_step)} a step"
+    if peak:
+        said += f", peak {short_bytes(full.peak)}"
     fit = next((fit for fit in full.fits if fit.asked), None) or next((f for f in full.fits if f.gib == 24), None)
     if fit is None:
         return said

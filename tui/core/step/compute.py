@@ -83,14 +83,15 @@ def check(config: BertConfig, workload: Workload, method: Method | None = None) 
 
 
 def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = None,
-            tree: ParamTree | None = None, method: Method | None = None, fits: bool = True) -> Compute:
+            tree: ParamTree | None = None, method: Method | None = None, fits: bool = True, derive: bool = True
+            ) -> Compute:
     """FLOPs and bytes of `workload` on `config`; `gpu_memory` (bytes) adds a row to the fits table. The peak
     and its phases are the derived allocation order's where it is derived (`allocations.covers`), else the peak
-    rule's. `tree`: the
-    config's counted tree if the caller has it (the explorer does), so it is not built again. `method`: a
-    fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything. `fits` False: the
-    step's terms only, without the fits table and the allocator's replay (what a caller that reads neither
-    need not wait for)."""
+    rule's. `tree`: the config's counted tree if the caller has it (the explorer does), so it is not built again.
+    `method`: a fine-tuning method (LoRA, frozen parts: `tui.core.step.method`); None trains everything. `fits`
+    False: without the fits table and its search (what a caller that reads neither need not wait for). `derive`
+    False (with `fits` False): the peak rule's phases even where the order is derived, without running it (the
+    explorer's figures at each keystroke, which leave the peak to its worker: seconds at a thousand layers)."""
     check(config, workload, method)
     if tree is None or tree.config != config:
         tree = build_tree(config)
@@ -101,7 +102,7 @@ def compute(config: BertConfig, workload: Workload, gpu_memory: int | None = Non
         layer, parameters, tensors = method.layer_trainable(config), method.parameters, method.tensors
     copies = linear_copies(tree) if workload.amp and not workload.train else 0
     result = measure(config, workload, parameters, tensors, layer, method, copies)
-    if fits_replayed(config, workload, method):  # the one peak: the derived order's, where it is derived
+    if (derive or fits) and fits_replayed(config, workload, method):  # the one peak: the derived order's
         peaks = allocations.phase_peaks(config, workload, method)
         result = _same_terms(result, replace(result, phases=derived_phases(result, peaks), derived=True))
     if not fits:

@@ -250,7 +250,8 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     if result.method is not None:
         text.append(method_line(result) + "\n", style="bold")
         if full is not None:
-            text.append(full_line(result, full, before_fits=";\n  ") + "\n", style="dim")
+            text.append(full_line(result, full, before_fits=";\n  ", peak=pending is None or full.derived) + "\n",
+                        style="dim")
     step, rule, train = result.flops_step, result.rule_of_thumb, result.workload.train
     text.append("FLOPs per step  " if train else "FLOPs a forward ", style="dim")
     text.append(f"{short_flops(step)}", style="bold")
@@ -272,11 +273,12 @@ def render_result(result: Compute, stale: str | None = None, full: Compute | Non
     text.append(f"  {'sum':<12}", style="bold")
     text.append(f"{short_bytes(total):>11}", style="bold")
     text.append("  not a bound on the peak\n", style="dim")  # (each kind once: some never held at once, no transient)
-    text.append(f"  {'peak':<12}", style="bold")
-    text.append(f"{short_bytes(result.peak):>11}", style="bold")
-    text.append(f"  in the {result.peak_phase}\n")
-    text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in result.phases) + "\n",
-                style="dim")
+    if pending is None or result.derived:  # (a peak the worker is deriving is not shown before it: one peak)
+        text.append(f"  {'peak':<12}", style="bold")
+        text.append(f"{short_bytes(result.peak):>11}", style="bold")
+        text.append(f"  in the {result.peak_phase}\n")
+        text.append("  " + " · ".join(f"{phase.name} {short_bytes(phase.peak)}" for phase in result.phases) + "\n",
+                    style="dim")
     if pending is not None:
         text.append(f"{pending}\n", style="dim")
         text.append_text(layer_breakdown(result))
