@@ -244,3 +244,13 @@ def test_the_manual_states_how_far_the_rule_is_from_a_deberta_forwards_derived_o
     rule = max(phase.peak for phase in phases(compute(config, workload, fits=False)))
     lower = round((data["memory_bytes"]["peak"] - rule) / data["memory_bytes"]["peak"] * 100)
     assert f"which the rule (BERT's layer, not DeBERTa's relative attention) puts {lower} % lower" in README
+
+
+def test_the_manual_states_the_sum_of_the_kinds_against_the_peak_on_the_training_steps() -> None:
+    """`memory_bytes.total` (the sum of the kinds) against the peak on the H200's training steps, as said."""
+    ratios = []
+    for case in STEPS.values():
+        if "--mode" not in case["argv"]:
+            memory = predicted(argv_of(case))["memory_bytes"]
+            ratios.append(memory["total"] / memory["peak"])
+    assert f"on the H200's training steps from {min(ratios):.2f} × to {max(ratios):.2f} × of the peak" in README
