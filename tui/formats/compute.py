@@ -80,7 +80,7 @@ def convention_lines(result: Compute) -> list[str]:
 
 def _method_lines(result: Compute) -> list[str]:
     """What a fine-tuning method changes in the step, as peft and torch run it (measured on CPU: the FLOPs and
-    the saved tensors; the peak's rules are the full step's)."""
+    the saved tensors; the peak is its own derived order's where that is derived, else the full step's rules)."""
     method = result.method
     if method is None:
         return []
