@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
+from typing import NamedTuple
 from itertools import repeat
 from operator import add, mul
 
@@ -100,37 +101,47 @@ def _emulated(config: BertConfig, workload: Workload, steps: int, method: Method
     return run.run(steps), run.step_ends
 
 
+Phases = tuple[tuple[str, int], ...]  # each phase of each step: its name and how many events its end has seen
+
+
 def phase_peaks(config: BertConfig, workload: Workload, method: Method | None = None, steps: int = 3
                 ) -> dict[str, int]:
-    """`_phase_peaks`' answer, kept for the next ask of the same step (the explorer asks for the terms, then the
-    fits, at every edit)."""
+    """The last of `steps` steps replayed phase by phase: what the allocator holds as the step begins (`start`)
+    and its allocated peak in each phase (`forward`, `backward`, `optimizer`; an inference forward's only
+    `forward`), each without the cuBLAS workspaces (all made by the first step, as `memory_bytes.peak` leaves
+    them out): what `torch.cuda.max_memory_allocated` reads phase by phase (tests/gpu/measure_steps_cuda.py).
+    The events come from the step's program (`_program`, run once for every batch from 2 on); kept for the next
+    ask of the same step (the explorer asks for the terms, then the fits, at every edit)."""
     return dict(_phase_peaks(config, workload, method, steps))
 
 
 @lru_cache(maxsize=32)
 def _phase_peaks(config: BertConfig, workload: Workload, method: Method | None = None, steps: int = 3
                  ) -> tuple[tuple[str, int], ...]:
-    """The last of `steps` steps replayed phase by phase: what the allocator holds as the step begins (`start`)
-    and its allocated peak in each phase (`forward`, `backward`, `optimizer`; an inference forward's only
-    `forward`), each without the cuBLAS workspaces (all made by the first step, as `memory_bytes.peak` leaves
-    them out): what `torch.cuda.max_memory_allocated` reads phase by phase (tests/gpu/measure_steps_cuda.py)."""
-    refused = covers(config, workload, method)
-    if refused:
-        raise ValueError(refused)
-    run = emulator(config, workload, method=method)
-    events = run.run(steps)
-    workspaces = sum(CUBLAS_WORKSPACE if name.startswith("cublas ") else CUBLASLT_WORKSPACE
-                     for name in run.tape.workspaces)
-    phases = run.last_phases()
+    if workload.batch < 2:  # (one sequence: the program for 2 on does not hold)
+        refused = covers(config, workload, method)
+        if refused:
+            raise ValueError(refused)
+        run = emulator(config, workload, method=method)
+        events, workspaces = run.run(steps), workspaces_of(run)
+        step_ends: Sequence[int] = run.step_ends
+        phase_ends: Sequence[tuple[str, int]] = run.phase_ends
+    else:
+        program = _program(config, replace(workload, batch=2), steps, method)
+        events, step_ends, phase_ends = program.at(workload.batch), program.step_ends, program.phase_ends
+        workspaces = program.workspaces
+    per_step = len(phase_ends) // len(step_ends)
+    begin = step_ends[-2] if len(step_ends) > 1 else 0
     allocator = CachingAllocator()
     live: dict[int, Block] = {}
     with collector_paused():
-        allocator.run(events[:phases[0][1]], live)
+        allocator.run(events[:begin], live)
         peaks = {"start": allocator.allocated - workspaces}
-        for phase, begin, end in phases:
+        for phase, end in phase_ends[-per_step:]:
             allocator.peak_allocated = allocator.allocated
             allocator.run(events[begin:end], live)
             peaks[phase] = allocator.peak_allocated - workspaces
+            begin = end
     return tuple(peaks.items())
 
 
@@ -139,12 +150,29 @@ def emulator(config: BertConfig, workload: Workload, batch: int | None = None, m
     """The family's step, op by op (`covers` not asked: a developer's tool derives what is not covered yet)."""
     return EMULATORS[config.family.forward.layer](config, workload, batch, method)
 
+
 SYMBOLIC_BATCH = 1 << 64  # a batch so large that a size affine in it, c + d·b, reads off as its two coefficients
 
 
+class Symbolic(NamedTuple):
+    """A run's events for every batch from 2 on (`_program`): each event's kind and id, its size as c + d·b, how
+    many events each step's end and each phase's end has seen, and the cuBLAS workspaces it made."""
+
+    kinds: tuple[str, ...]
+    keys: tuple[int, ...]
+    fixed: tuple[int, ...]
+    per_example: tuple[int, ...]
+    step_ends: tuple[int, ...]
+    phase_ends: Phases
+    workspaces: int
+
+    def at(self, batch: int) -> list[Event]:
+        return list(zip(self.kinds, self.keys, map(add, self.fixed, map(mul, self.per_example, repeat(batch))),
+                        strict=True))
+
+
 @lru_cache(maxsize=8)
-def _program(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
-             ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+def _program(config: BertConfig, workload: Workload, steps: int, method: Method | None = None) -> Symbolic:
     """The run's events for every batch from 2 on: their kinds and ids (the same at each such batch: only one
     sequence or one head changes which views copy) and each size as c + d·b, read off one run at a batch of
     2⁶⁴ (no block of the run is that large without the batch); and how many events each step's end has seen."""
@@ -153,8 +181,13 @@ def _program(config: BertConfig, workload: Workload, steps: int, method: Method 
         raise ValueError(refused)
     run = emulator(config, workload, SYMBOLIC_BATCH, method)
     kinds, keys, sizes = zip(*run.run(steps), strict=True)
-    return (kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes),
-            tuple(run.step_ends))
+    return Symbolic(kinds, keys, tuple(n % SYMBOLIC_BATCH for n in sizes), tuple(n // SYMBOLIC_BATCH for n in sizes),
+                    tuple(run.step_ends), tuple(run.phase_ends), workspaces_of(run))
+
+
+def workspaces_of(run: BertRun) -> int:
+    """The bytes of the cuBLAS (and cuBLASLt) workspaces a run made: never freed, left out of its peaks."""
+    return sum(CUBLAS_WORKSPACE if name.startswith("cublas ") else CUBLASLT_WORKSPACE for name in run.tape.workspaces)
 
 
 def events_at(config: BertConfig, workload: Workload, batch: int, steps: int = 3, method: Method | None = None
@@ -232,8 +265,9 @@ Program = list[tuple[str, int, int, int]]  # (kind, id, c, d): an event whose si
 def _steps(config: BertConfig, workload: Workload, method: Method | None = None
            ) -> tuple[Program, Program, tuple[int, ...]]:
     """The first step's program and a later step's (`_handed_on` over the program's two steps)."""
-    kinds, keys, fixed, per, ends = _program(config, workload, 2, method)
-    return _handed_on(list(zip(kinds, keys, fixed, per, strict=True)), ends)
+    program = _program(config, workload, 2, method)
+    return _handed_on(list(zip(program.kinds, program.keys, program.fixed, program.per_example, strict=True)),
+                      program.step_ends)
 
 
 def _handed_on(events: Program, ends: Sequence[int]) -> tuple[Program, Program, tuple[int, ...]]:
@@ -263,8 +297,8 @@ def _at(config: BertConfig, workload: Workload, batch: int, steps: int, method: 
     """The events of `steps` steps at `batch` and how many each step's end has seen."""
     if batch < 2:
         return _emulated(config, replace(workload, batch=batch), steps, method)
-    kinds, keys, fixed, per_example, ends = _program(config, replace(workload, batch=2), steps, method)
-    return list(zip(kinds, keys, map(add, fixed, map(mul, per_example, repeat(batch))), strict=True)), ends
+    program = _program(config, replace(workload, batch=2), steps, method)
+    return program.at(batch), program.step_ends
 
 
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None,
