@@ -363,3 +363,18 @@ def test_lora_on_a_family_s_own_embeddings_is_refused_the_replay_by_name() -> No
     bert = config.as_family("bert")
     how = script(GENERATE_METHODS).how_of({"lora": {"r": 2, "target_modules": ["word_embeddings", "query"]}})
     assert covers(bert, run, method_of(build_tree(bert), bert, how)) is None
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("settings", [{"loop": "course", "precision": "amp-bf16", "checkpointing": True},
+                                      {"loop": "trainer", "precision": "bf16", "padding_mask": True},
+                                      {"loop": "course", "mode": "inference"}])
+def test_a_shorter_runs_program_is_a_longer_ones_first_steps(family: str, settings: dict[str, Any]) -> None:
+    """A run's steps do not look ahead: two steps run alone are the first two of three, event by event, with
+    their step and phase ends (so one symbolic run serves the fits' replays and the phases' peaks)."""
+    config = BertConfig(head="mlm", hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, vocab_size=300).as_family(family)
+    workload = Workload(batch=2, seq=16, device="cuda", **settings)
+    if allocations.covers(config, workload) is not None:
+        workload = replace(workload, checkpointing=False)
+    assert allocations._program(config, workload, 2) == allocations._program(config, workload, 3).first(2)
