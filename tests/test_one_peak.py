@@ -146,3 +146,17 @@ def test_the_explorers_keystroke_figures_leave_the_peak_to_its_worker() -> None:
     assert not quick.derived and quick.phases == phases(quick)
     assert compute(config, workload, fits=False).peak == compute(config, workload).peak == whole_run_peak(config,
                                                                                                           workload)
+
+
+@pytest.mark.parametrize(("device", "said"), [("cuda", ("derived", "by its derived allocation order",
+                                                         "peak: the step's allocation order, derived op by op")),
+                                               ("cpu", ("peak rule", "by the peak rule", "peak: the peak rule"))])
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_every_format_says_which_peak_it_shows(capsys: pytest.CaptureFixture[str], fmt: str, device: str,
+                                               said: tuple[str, str, str]) -> None:
+    assert main(["compute", "--preset", "bert-mini", "--head", "sequence-classification", "--device", device,
+                 "--format", fmt]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    model, header, convention = said
+    wanted = {"table": (header, convention), "csv": (f"peak_model,{model}",), "markdown": (convention,)}[fmt]
+    assert all(words in out for words in wanted), wanted

@@ -533,6 +533,7 @@ def compute_csv(result: Compute) -> str:
         writer.writerow([f"flops.forward.{component}", n])
     for kind, n in result.memory().items():
         writer.writerow([f"memory_bytes.{kind}", n])
+    writer.writerow(["peak_model", "derived" if result.derived else "peak rule"])
     for phase in result.phases:
         writer.writerow([f"phases.{phase.name}.peak", phase.peak])
     for component, n in _ordered(result.activations_by_component()).items():
