@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
-from typing import NamedTuple
 from itertools import repeat
 from operator import add, mul
+from typing import NamedTuple
 
 from ..config import FAMILIES, BertConfig
 from . import native
@@ -38,6 +38,7 @@ from .allocator import (
     round_size,
 )
 from .emulation import BertRun
+from .emulation_loop import last_phases
 from .emulation_ops import ALBERT_LAYER, BERT_LAYER, DISTILBERT_LAYER, MPNET_LAYER
 from .layouts import STEPS
 from .method import Method
@@ -94,11 +95,18 @@ def events(config: BertConfig, workload: Workload, steps: int = 3, method: Metho
 def _emulated(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
               ) -> tuple[list[Event], list[int]]:
     """The events of `steps` steps, run as they are, and how many each step's end has seen."""
+    run, events = _stepped(config, workload, steps, method)
+    return events, run.step_ends
+
+
+def _stepped(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
+             ) -> tuple[BertRun, list[Event]]:
+    """The step's run after `steps` steps, and its events (`covers` asked first)."""
     refused = covers(config, workload, method)
     if refused:
         raise ValueError(refused)
     run = emulator(config, workload, method=method)
-    return run.run(steps), run.step_ends
+    return run, run.run(steps)
 
 
 Phases = tuple[tuple[str, int], ...]  # each phase of each step: its name and how many events its end has seen
@@ -119,29 +127,21 @@ def phase_peaks(config: BertConfig, workload: Workload, method: Method | None = 
 def _phase_peaks(config: BertConfig, workload: Workload, method: Method | None = None, steps: int = 3
                  ) -> tuple[tuple[str, int], ...]:
     if workload.batch < 2:  # (one sequence: the program for 2 on does not hold)
-        refused = covers(config, workload, method)
-        if refused:
-            raise ValueError(refused)
-        run = emulator(config, workload, method=method)
-        events, workspaces = run.run(steps), workspaces_of(run)
-        step_ends: Sequence[int] = run.step_ends
-        phase_ends: Sequence[tuple[str, int]] = run.phase_ends
+        run, events = _stepped(config, workload, steps, method)
+        phases, workspaces = run.last_phases(), workspaces_of(run)
     else:
         program = _program_of(config, replace(workload, batch=2), steps, method)
-        events, step_ends, phase_ends = program.at(workload.batch), program.step_ends, program.phase_ends
-        workspaces = program.workspaces
-    per_step = len(phase_ends) // len(step_ends)
-    begin = step_ends[-2] if len(step_ends) > 1 else 0
+        events, workspaces = program.at(workload.batch), program.workspaces
+        phases = last_phases(program.step_ends, program.phase_ends)
     allocator = CachingAllocator()
     live: dict[int, Block] = {}
     with collector_paused():
-        allocator.run(events[:begin], live)
+        allocator.run(events[:phases[0][1]], live)
         peaks = {"start": allocator.allocated - workspaces}
-        for phase, end in phase_ends[-per_step:]:
+        for phase, begin, end in phases:
             allocator.peak_allocated = allocator.allocated
             allocator.run(events[begin:end], live)
             peaks[phase] = allocator.peak_allocated - workspaces
-            begin = end
     return tuple(peaks.items())
 
 

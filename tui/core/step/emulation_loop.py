@@ -5,8 +5,23 @@ step's graph goes, whatever the family's forward (`_setup`, `_forward`: `emulati
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .emulation_ops import Run
 from .tape import Event, Head, Param, Storage, backward
+
+
+def last_phases(step_ends: Sequence[int], phase_ends: Sequence[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """The last step's phases, from how many events each step's end and each phase's end has seen: each one's
+    name, its first event and how many events its end has seen (the step begins where the one before it ended:
+    after its `zero_grad`)."""
+    per_step = len(phase_ends) // len(step_ends)
+    begin = step_ends[-2] if len(step_ends) > 1 else 0
+    phases = []
+    for phase, end in phase_ends[-per_step:]:
+        phases.append((phase, begin, end))
+        begin = end
+    return phases
 
 
 class Loop(Run):
@@ -69,15 +84,8 @@ class Loop(Run):
         return t.events
 
     def last_phases(self) -> list[tuple[str, int, int]]:
-        """The last step's phases after `run`: each one's name, its first event and how many events its end has
-        seen (the step begins where the one before it ended: after its `zero_grad`)."""
-        per_step = len(self.phase_ends) // len(self.step_ends)
-        begin = self.step_ends[-2] if len(self.step_ends) > 1 else 0
-        phases = []
-        for phase, end in self.phase_ends[-per_step:]:
-            phases.append((phase, begin, end))
-            begin = end
-        return phases
+        """The last step's phases after `run` (`last_phases`)."""
+        return last_phases(self.step_ends, self.phase_ends)
 
     def _forwards(self, steps: int) -> list[Event]:
         """Inference: `out = model(**batch)` under `no_grad` (and autocast), again and again; the hand-written
