@@ -40,9 +40,7 @@ def whole_run_peak(config: BertConfig, workload: Workload, method: Method | None
     """The allocated peak of three steps replayed at once, less the cuBLAS workspaces the run made."""
     run = allocations.emulator(config, workload, method=method)
     events = run.run(3)
-    spaces = sum(CUBLAS_WORKSPACE if name.startswith("cublas ") else CUBLASLT_WORKSPACE
-                 for name in run.tape.workspaces)
-    return replay(events).peak_allocated - spaces
+    return replay(events).peak_allocated - allocations.workspaces_of(run)
 
 
 def cases() -> list[tuple[str, str, Workload]]:

@@ -53,7 +53,7 @@ def compute_data(result: Compute, gpu_memory: int | None = None, full: Compute |
                                     "flops": rule, "difference": rule - result.flops_step}},
         "memory_bytes": result.memory(),
         "peak_phase": result.peak_phase,
-        "peak_model": "derived" if result.derived else "peak rule",
+        "peak_model": result.peak_model,
         "phases": {phase.name: {"peak": phase.peak, "held": dict(phase.held), "transient": dict(phase.transient)}
                    for phase in result.phases},
         "activations_by_component": _ordered(result.activations_by_component()),
@@ -533,7 +533,7 @@ def compute_csv(result: Compute) -> str:
         writer.writerow([f"flops.forward.{component}", n])
     for kind, n in result.memory().items():
         writer.writerow([f"memory_bytes.{kind}", n])
-    writer.writerow(["peak_model", "derived" if result.derived else "peak rule"])
+    writer.writerow(["peak_model", result.peak_model])
     for phase in result.phases:
         writer.writerow([f"phases.{phase.name}.peak", phase.peak])
     for component, n in _ordered(result.activations_by_component()).items():

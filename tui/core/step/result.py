@@ -258,6 +258,11 @@ class Compute:
         return max(phase.peak for phase in self.phases)
 
     @property
+    def peak_model(self) -> str:
+        """Which model gave the peak: "derived" (the derived allocation order's) or "peak rule"."""
+        return "derived" if self.derived else "peak rule"
+
+    @property
     def peak_phase(self) -> str:
         return max(self.phases, key=lambda phase: phase.peak).name
 
