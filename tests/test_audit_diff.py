@@ -9,13 +9,8 @@ from hypothesis import assume, given, settings
 
 from tui.cli import main
 from tui.core import BertConfig, build_tree, closed_form_total, per_layer
-from tui.core.count.audit import (
-    ClaimError,
-    audit,
-    hand_count,
-    parse_claim,
-    round_figures,
-)
+from tui.core.count.audit import audit, hand_count
+from tui.core.count.claims import ClaimError, parse_claim, round_figures
 from tui.core.count.diff import diff
 from tui.presets import load_catalog
 

@@ -274,3 +274,18 @@ def test_a_slow_compute_says_what_it_is_working_out(argv: list[str], says: str, 
     monkeypatch.setattr(core, "compute", slow)
     code, _, _ = run(capsys, "compute", "--preset", "bert-base-uncased", "--num-hidden-layers", "2", *argv)
     assert code == 0 and len(said) == 1 and says in said[0]
+
+
+@pytest.mark.parametrize("columns", [None, "", "0", "-3", "wide", "57", "300"])
+def test_help_is_as_wide_as_shutil_says_the_terminal_is(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help's width is read without shutil (a twentieth of `count`'s start), the way shutil reads it: COLUMNS
+    when a positive number, else standard output's terminal, else 80."""
+    import shutil
+
+    from tui.cli.common import _terminal_width
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _terminal_width() == shutil.get_terminal_size().columns

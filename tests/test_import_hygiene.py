@@ -37,6 +37,17 @@ def test_count_never_imports_textual(fmt: str) -> None:
         assert "rich" not in loaded
 
 
+def test_count_of_a_preset_with_claims_loads_neither_the_audit_nor_shutil() -> None:
+    """A preset's claims are read with their grammar alone (`claims`), not the search over conventions; argparse's
+    formatter is told the terminal's width without shutil (whose compression modules cost a twentieth of the
+    start)."""
+    code = ("import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); "
+            "main(['count', '--preset', 'bert-large-uncased', '--format', 'json'])")
+    loaded = modules_after(code)
+    assert "tui.core.count.claims" in loaded  # (bert-large-uncased has a claim: the grammar read it)
+    assert {"tui.core.count.audit", "shutil"}.isdisjoint(loaded)
+
+
 @pytest.mark.parametrize("argv", [["count", "--preset", "bert-tiny", "--format", "json"], ["count", "bert-tiny"],
                                   ["count", str(Path(__file__).parent / "fixtures" / "checkpoints" / "legacy")],
                                   ["diff", "bert-tiny", "bert-mini"], ["presets", "--format", "json"]])

@@ -294,7 +294,7 @@ def _claims(path: Path, items: object) -> tuple[PresetClaim, ...]:
     """`claims:` a list of {value, source, scope}; each value must read as a count."""
     if not isinstance(items, list):
         raise PresetError(path, "claims", "must be a list of {value, source, scope}")
-    from .core.count.audit import (  # here: the audit's grammar, for claims only
+    from .core.count.claims import (  # here: a claim's grammar, for claims only
         SCOPES,
         ClaimError,
         parse_claim,

@@ -11,7 +11,7 @@ from .common import Parser, UsageError, add_model, add_overrides, add_source, re
 
 
 def build_parser() -> Parser:
-    from ..core.count.audit import SCOPES
+    from ..core.count.claims import SCOPES
     from ..formats.params import FORMATS
 
     parser = Parser(
@@ -33,7 +33,8 @@ def build_parser() -> Parser:
 
 
 def run(argv: Sequence[str]) -> int:
-    from ..core.count.audit import ClaimError, audit, parse_claim
+    from ..core.count.audit import audit
+    from ..core.count.claims import ClaimError, parse_claim
     from ..formats.params import audit_data, audit_text
 
     args = build_parser().parse_args(argv)

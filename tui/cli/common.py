@@ -4,6 +4,7 @@ source (a preset, a file, a Hub id) with the overrides on top, and the exit code
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import textwrap
@@ -48,6 +49,10 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
     continued with a backslash (it still pastes); an indented definition (`count     count one ...`) wrapped
     under its text."""
 
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _terminal_width() - 2 if width is None else width)
+
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         lines: list[str] = []
         for line in text.splitlines():
@@ -61,6 +66,22 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
                 lines += textwrap.wrap(line, width, subsequent_indent=hang, break_on_hyphens=False,
                                        break_long_words=False)
         return "\n".join(indent + line if line else "" for line in lines)
+
+
+def _terminal_width() -> int:
+    """The terminal's width as `shutil.get_terminal_size` gives it (COLUMNS, else standard output's terminal, else
+    80), without importing shutil: argparse asks at every `add_argument`, and shutil's import (its compression
+    modules) was a twentieth of `bert-tui count`'s start."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _continued(command: str, width: int) -> list[str]:

@@ -17,7 +17,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import BertConfig, ParamTree
-from ..core.count.audit import SCOPES, ClaimError, audit, parse_claim
+from ..core.count.audit import audit
+from ..core.count.claims import SCOPES, ClaimError, parse_claim
 from ..core.count.trained import Trained
 from ..formats.params import audit_text, to_csv, to_json, to_markdown
 from ..io.files import ReadError, check_writable_target, probe, user_path, write_atomic

@@ -27,7 +27,6 @@ from ..core import (
     report,
     training_bytes,
 )
-from ..core.count.audit import Audit, Explanation, describe, part_name
 from ..core.count.adapter_file import AdapterComparison
 from ..core.count.totals import layer_sharing
 from ..core.count.trained import Adapted, FineTuning, Trained, of_adapted
@@ -38,6 +37,7 @@ from ..plain import printable
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from ..core.count.audit import Audit, Explanation
     from ..core.count.compare import Comparison
     from ..core.count.diff import Diff
     from ..io.safetensors import Checkpoint
@@ -252,6 +252,11 @@ def audit_text(result: Audit, config: BertConfig, title: str, more: str = "--for
 
 
 def _explanation_lines(explanation: Explanation, config: BertConfig) -> list[str]:
+    from ..core.count.audit import (  # (here: `count` never explains a published figure)
+        describe,
+        part_name,
+    )
+
     if not explanation.conventions:
         return ["   - the exact count itself" + (", rounded" if explanation.rounded is not None else "")]
     lines = [f"   - {describe(key, config)}" for key in explanation.conventions]
@@ -261,6 +266,8 @@ def _explanation_lines(explanation: Explanation, config: BertConfig) -> list[str
 
 
 def audit_data(result: Audit, config: BertConfig) -> dict[str, object]:
+    from ..core.count.audit import describe
+
     def explanation(e: Explanation) -> dict[str, object]:
         return {"conventions": [{"key": k, "says": describe(k, config)} for k in e.conventions],
                 "value": e.value, "rounded": e.rounded, "changes": e.changes}
