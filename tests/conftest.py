@@ -40,6 +40,26 @@ os.environ["COLUMNS"], os.environ["LINES"] = "80", "24"
 gc.set_threshold(50_000, 20, 20)
 
 
+@pytest.hookimpl(tryfirst=True)  # (before xdist reads the groups)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One worker takes every snapshot test. syrupy (4.8.0, pinned by pytest-textual-snapshot) looks for unused
+    snapshots on each worker that used any, matching each snapshot another worker used against every test this one
+    ran (snapshots × tests, a path resolved each time): 5–6 s of CPU on each of three workers after the last test
+    of every run. A worker that used no snapshot looks at none; the one that used them all finds none unused."""
+    for item in items:
+        if "snap_compare" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("snapshots"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """One full collection, then what is left frozen: pytest's check for exceptions raised in finalizers collects
+    five times more as the session ends (to surface them), each a walk over a worker's whole heap (torch and
+    transformers on one of them); what the first collection freed has surfaced by then."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` (pytest's options in pyproject.toml): one worker more than the cores this process may use. The
     explorer's tests spend part of their time asleep (Textual's Pilot waits for idle in 20 ms steps), which one
