@@ -9,10 +9,8 @@ for the explorer to read them. The terminal's own settings are restored on every
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from . import COMMANDS
@@ -24,26 +22,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     saved = _hold_keys() if not (argv and argv[0] in NO_EXPLORER) else None
     try:
-        with collector_paused():  # (importing makes no garbage worth a collection: a tenth of `count`'s start)
-            from .cli import main as cli_main
+        from .cli import main as cli_main
 
         return cli_main(argv)
     finally:
         if saved is not None:
             _restore(saved)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The garbage collector off for a block (as it was after): imports allocate thousands of objects and free
-    almost none, so the collections they set off find nothing."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _hold_keys() -> list[Any] | None:
