@@ -133,16 +133,23 @@ def _phase_peaks(config: BertConfig, workload: Workload, method: Method | None =
         program = _program_of(config, replace(workload, batch=2), steps, method)
         events, workspaces = program.at(workload.batch), program.workspaces
         phases = last_phases(program.step_ends, program.phase_ends)
-    allocator = CachingAllocator()
+    return tuple(replayed_phases(CachingAllocator(), events, phases, workspaces).items())
+
+
+def replayed_phases(allocator: CachingAllocator, events: Sequence[Event], phases: Sequence[tuple[str, int, int]],
+                    less: int = 0) -> dict[str, int]:
+    """`events` replayed into `allocator`, the last step's `phases` (name, first event, end) one by one: what it
+    holds as that step begins and each phase's allocated peak, each less `less` (the workspaces; what the
+    allocator held before, where it was not fresh)."""
     live: dict[int, Block] = {}
     with collector_paused():
         allocator.run(events[:phases[0][1]], live)
-        peaks = {"start": allocator.allocated - workspaces}
+        peaks = {"start": allocator.allocated - less}
         for phase, begin, end in phases:
             allocator.peak_allocated = allocator.allocated
             allocator.run(events[begin:end], live)
-            peaks[phase] = allocator.peak_allocated - workspaces
-    return tuple(peaks.items())
+            peaks[phase] = allocator.peak_allocated - less
+    return peaks
 
 
 def emulator(config: BertConfig, workload: Workload, batch: int | None = None, method: Method | None = None
