@@ -39,7 +39,7 @@ def test_count_never_imports_textual(fmt: str) -> None:
 
 def test_count_of_a_preset_with_claims_loads_neither_the_audit_nor_shutil() -> None:
     """A preset's claims are read with their grammar alone (`claims`), not the search over conventions; argparse's
-    formatter is told the terminal's width without shutil (whose compression modules cost a twentieth of the
+    formatter is told the terminal's width without shutil (whose compression modules cost 2-3 ms of the ~90 ms
     start)."""
     code = ("import sys; from tui.cli import main; sys.stdout = open('/dev/null', 'w'); "
             "main(['count', '--preset', 'bert-large-uncased', '--format', 'json'])")
