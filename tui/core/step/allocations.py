@@ -89,14 +89,7 @@ def covers(config: BertConfig, workload: Workload, method: Method | None = None)
 
 def events(config: BertConfig, workload: Workload, steps: int = 3, method: Method | None = None) -> list[Event]:
     """The allocation events of `steps` steps of `workload` on `config` under `method` (see `covers`)."""
-    return _emulated(config, workload, steps, method)[0]
-
-
-def _emulated(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
-              ) -> tuple[list[Event], list[int]]:
-    """The events of `steps` steps, run as they are, and how many each step's end has seen."""
-    run, events = _stepped(config, workload, steps, method)
-    return events, run.step_ends
+    return _stepped(config, workload, steps, method)[1]
 
 
 def _stepped(config: BertConfig, workload: Workload, steps: int, method: Method | None = None
@@ -126,13 +119,8 @@ def phase_peaks(config: BertConfig, workload: Workload, method: Method | None = 
 @lru_cache(maxsize=32)
 def _phase_peaks(config: BertConfig, workload: Workload, method: Method | None = None, steps: int = 3
                  ) -> tuple[tuple[str, int], ...]:
-    if workload.batch < 2:  # (one sequence: the program for 2 on does not hold)
-        run, events = _stepped(config, workload, steps, method)
-        phases, workspaces = run.last_phases(), workspaces_of(run)
-    else:
-        program = _program_of(config, replace(workload, batch=2), steps, method)
-        events, workspaces = program.at(workload.batch), program.workspaces
-        phases = last_phases(program.step_ends, program.phase_ends)
+    events, step_ends, phase_ends, workspaces = _at(config, workload, workload.batch, steps, method)
+    phases = last_phases(step_ends, phase_ends)
     return tuple(replayed_phases(CachingAllocator(), events, phases, workspaces).items())
 
 
@@ -237,7 +225,7 @@ def _small_steps(config: BertConfig, workload: Workload, batch: int, method: Met
     """The first step's program and a later step's at a batch below 2 (0 or 1), where the program for 2 on does
     not hold (one sequence or one head changes which views copy, and so which blocks a step hands on), and the
     ids it hands on under: emulated once, not at every card that asks."""
-    two, ends = _at(config, workload, batch, 2, method)
+    two, ends, _, _ = _at(config, workload, batch, 2, method)
     return _handed_on([(kind, key, n, 0) for kind, key, n in two], ends)
 
 
@@ -318,12 +306,15 @@ def _handed_on(events: Program, ends: Sequence[int]) -> tuple[Program, Program, 
 
 
 def _at(config: BertConfig, workload: Workload, batch: int, steps: int, method: Method | None = None
-        ) -> tuple[list[Event], Sequence[int]]:
-    """The events of `steps` steps at `batch` and how many each step's end has seen."""
+        ) -> tuple[list[Event], Sequence[int], Phases, int]:
+    """The events of `steps` steps at `batch`, how many each step's end and each phase's end has seen, and the
+    cuBLAS workspaces made: from the program for every batch from 2 on, or the run itself at one sequence (where
+    the program does not hold)."""
     if batch < 2:
-        return _emulated(config, replace(workload, batch=batch), steps, method)
+        run, events = _stepped(config, replace(workload, batch=batch), steps, method)
+        return events, run.step_ends, tuple(run.phase_ends), workspaces_of(run)
     program = _program_of(config, replace(workload, batch=2), steps, method)
-    return program.at(batch), program.step_ends
+    return program.at(batch), program.step_ends, program.phase_ends, program.workspaces
 
 
 def replayed(config: BertConfig, workload: Workload, batch: int, room: int | None = None,
